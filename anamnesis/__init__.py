@@ -1,0 +1,46 @@
+"""Anamnesis: long-term memory for LLM agents, verbatim, offline, in one file."""
+
+from .config import SearchConfig
+from .errors import (
+    AnamnesisError,
+    BackendUnavailableError,
+    CorruptStoreError,
+    EmbedderMismatchError,
+    EmbedderUnavailableError,
+    InvalidInputError,
+    NotFoundError,
+    SchemaVersionError,
+    ScopeError,
+    StoreError,
+    StoreLockedError,
+)
+from .memory import Memory
+from .store.base import Filters
+from .types import ChannelScore, DeleteCounts, Episode, EpisodeVersion, Hit, Page, Scope, Session
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Memory",
+    "SearchConfig",
+    "Filters",
+    "Episode",
+    "EpisodeVersion",
+    "Hit",
+    "ChannelScore",
+    "Page",
+    "Scope",
+    "Session",
+    "DeleteCounts",
+    "AnamnesisError",
+    "InvalidInputError",
+    "ScopeError",
+    "NotFoundError",
+    "StoreError",
+    "CorruptStoreError",
+    "StoreLockedError",
+    "SchemaVersionError",
+    "EmbedderMismatchError",
+    "EmbedderUnavailableError",
+    "BackendUnavailableError",
+]

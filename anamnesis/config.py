@@ -1,0 +1,54 @@
+"""Settings: where the store lives and how retrieval is configured."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import platformdirs
+
+from .retrieve.fusion import DEFAULT_RRF_K
+
+#: Environment variable that overrides the default store location.
+PATH_ENV = "ANAMNESIS_PATH"
+#: Environment variable that selects a database URL (PostgreSQL) instead of a file.
+URL_ENV = "ANAMNESIS_DATABASE_URL"
+#: The user id used when a call names none.
+DEFAULT_USER = "default"
+
+
+def default_path() -> Path:
+    """The store file used when none is given: $ANAMNESIS_PATH, else the OS data dir."""
+    override = os.environ.get(PATH_ENV)
+    if override:
+        return Path(override).expanduser()
+    return Path(platformdirs.user_data_dir("anamnesis", appauthor=False)) / "memory.db"
+
+
+@dataclass(frozen=True, slots=True)
+class SearchConfig:
+    """How ``search`` retrieves and fuses candidates.
+
+    ``channels`` names the candidate channels to run; ``weights`` their RRF weights;
+    ``candidates`` how many each channel proposes; ``neighbour_window`` how many turns
+    on each side of a hit are returned with it.
+    """
+
+    channels: tuple[str, ...] = ("lexical", "dense")
+    weights: dict[str, float] = field(default_factory=lambda: {"lexical": 1.0, "dense": 1.0})
+    rrf_k: float = DEFAULT_RRF_K
+    candidates: int = 50
+    neighbour_window: int = 1
+
+    def with_(self, **changes: object) -> SearchConfig:
+        """A copy with some fields changed."""
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+
+#: Named pipeline variants, used by the CLI and the benchmark harness.
+PRESETS: dict[str, SearchConfig] = {
+    "bm25": SearchConfig(channels=("lexical",)),
+    "dense": SearchConfig(channels=("dense",)),
+    "hybrid": SearchConfig(),
+}

@@ -1,0 +1,36 @@
+"""Embedders: the default MiniLM (ONNX), the fast static "edge" model, and OpenAI-compatible."""
+
+from __future__ import annotations
+
+from .base import Embedder, normalise
+
+#: Names accepted by ``Memory(embedder=...)`` and ``--embedder``.
+EMBEDDER_NAMES = ("minilm", "edge", "openai:<model>")
+
+
+def get_embedder(spec: str | Embedder | None) -> Embedder:
+    """An embedder from a name (``minilm``, ``edge``, ``openai:MODEL``) or an instance."""
+    from ..errors import EmbedderUnavailableError
+
+    if spec is None or spec == "minilm":
+        from .minilm import MiniLMEmbedder
+
+        return MiniLMEmbedder()
+    if not isinstance(spec, str):
+        if not isinstance(spec, Embedder):
+            raise EmbedderUnavailableError(
+                f"{spec!r} is not an Embedder (needs name, dim, embed_documents, embed_query)"
+            )
+        return spec
+    if spec in ("edge", "wordllama"):
+        from .static import WordLlamaEmbedder
+
+        return WordLlamaEmbedder()
+    if spec.startswith("openai:"):
+        from .openai import OpenAIEmbedder
+
+        return OpenAIEmbedder(model=spec.removeprefix("openai:"))
+    raise EmbedderUnavailableError(f"unknown embedder {spec!r}; choose from {EMBEDDER_NAMES}")
+
+
+__all__ = ["Embedder", "get_embedder", "normalise", "EMBEDDER_NAMES"]

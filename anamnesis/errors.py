@@ -1,0 +1,50 @@
+"""Typed errors. Every failure a caller can act on has its own class here."""
+
+from __future__ import annotations
+
+
+class AnamnesisError(Exception):
+    """Base class of every error Anamnesis raises on purpose."""
+
+
+class InvalidInputError(AnamnesisError, ValueError):
+    """The caller passed something we cannot store or interpret; nothing was written."""
+
+
+class ScopeError(InvalidInputError):
+    """A scope keyword is missing, unknown, or malformed."""
+
+
+class NotFoundError(AnamnesisError, KeyError):
+    """No episode with that id exists in the caller's scope."""
+
+    def __str__(self) -> str:  # KeyError quotes its message; we want it plain.
+        return str(self.args[0]) if self.args else "not found"
+
+
+class StoreError(AnamnesisError):
+    """The storage backend failed."""
+
+
+class CorruptStoreError(StoreError):
+    """The file is not an Anamnesis store, or it is damaged."""
+
+
+class StoreLockedError(StoreError):
+    """Another process holds the write lock for longer than the busy timeout."""
+
+
+class SchemaVersionError(StoreError):
+    """The store was written by a newer Anamnesis than this one."""
+
+
+class EmbedderMismatchError(StoreError):
+    """The store was built with a different embedder than the one configured."""
+
+
+class EmbedderUnavailableError(AnamnesisError):
+    """The requested embedder cannot run here (package or model file missing)."""
+
+
+class BackendUnavailableError(AnamnesisError):
+    """The requested storage backend cannot be used (driver or server missing)."""

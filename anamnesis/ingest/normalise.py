@@ -1,0 +1,177 @@
+"""Validating and normalising what callers hand to ``add``.
+
+Everything here is pure: it turns loose input (strings, message dicts, datetimes in
+several spellings) into checked values, or raises InvalidInputError before anything
+is written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import secrets
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from ..errors import InvalidInputError, ScopeError
+from ..types import MODALITIES
+
+#: Longest content accepted for one episode. Longer text should be split by the caller
+#: (an episode is one event; a book is many).
+MAX_CONTENT_CHARS = 200_000
+#: Longest user/agent/session id.
+MAX_ID_CHARS = 256
+MESSAGE_KEYS = frozenset(
+    {"role", "speaker", "content", "event_time", "metadata", "modality", "session_id"}
+)
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One validated message, ready to become an episode."""
+
+    content: str
+    role: str | None
+    speaker: str | None
+    event_time: datetime | None
+    metadata: dict[str, Any]
+    modality: str
+    session_id: str | None
+
+
+def new_id(prefix: str = "ep") -> str:
+    """A time-ordered unique id: milliseconds, then 64 random bits."""
+    return f"{prefix}_{time.time_ns() // 1_000_000:012x}{secrets.token_hex(8)}"
+
+
+def content_hash(text: str) -> str:
+    """SHA-256 of the UTF-8 text: the key that stops unchanged text being re-embedded."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def check_text(value: object, what: str = "content") -> str:
+    """A non-empty, valid-UTF-8, not-too-long string, or InvalidInputError."""
+    if isinstance(value, bytes):
+        try:
+            value = value.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InvalidInputError(f"{what} is not valid UTF-8: {exc}") from exc
+    if not isinstance(value, str):
+        raise InvalidInputError(f"{what} must be a string, not {type(value).__name__}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidInputError(
+            f"{what} contains characters that are not valid Unicode (lone surrogates): {exc}"
+        ) from exc
+    if not value.strip():
+        raise InvalidInputError(f"{what} is empty")
+    if len(value) > MAX_CONTENT_CHARS:
+        raise InvalidInputError(
+            f"{what} has {len(value):,} characters; the limit is {MAX_CONTENT_CHARS:,}. "
+            "Split long documents into several episodes."
+        )
+    return value
+
+
+def check_id(value: object, what: str, *, required: bool = False) -> str | None:
+    """A scope id: a short printable string, or None when optional and absent."""
+    if value is None:
+        if required:
+            raise ScopeError(f"{what} is required")
+        return None
+    if not isinstance(value, str):
+        raise ScopeError(f"{what} must be a string, not {type(value).__name__}")
+    if not value or len(value) > MAX_ID_CHARS or _CONTROL.search(value):
+        raise ScopeError(
+            f"{what} must be 1-{MAX_ID_CHARS} printable characters, got {value[:40]!r}"
+        )
+    return value
+
+
+def parse_time(value: object, what: str = "event_time") -> datetime | None:
+    """A timezone-aware UTC datetime from a datetime, an ISO-8601 string or epoch seconds.
+
+    Naive datetimes and strings without an offset are taken to be UTC.
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise InvalidInputError(f"{what} must be a datetime, ISO string or epoch seconds")
+    if isinstance(value, int | float):
+        try:
+            return datetime.fromtimestamp(float(value), tz=UTC)
+        except (OverflowError, OSError, ValueError) as exc:
+            raise InvalidInputError(f"{what} {value!r} is out of range") from exc
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+        except ValueError as exc:
+            raise InvalidInputError(
+                f"{what} {value!r} is not an ISO-8601 date/time (e.g. 2024-05-08T13:56:00Z)"
+            ) from exc
+    if not isinstance(value, datetime):
+        raise InvalidInputError(
+            f"{what} must be a datetime, ISO string or epoch seconds, not {type(value).__name__}"
+        )
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return value.astimezone(UTC)
+
+
+def check_metadata(value: object) -> dict[str, Any]:
+    """A JSON-serialisable dict with string keys."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise InvalidInputError(f"metadata must be a dict, not {type(value).__name__}")
+    try:
+        return json.loads(json.dumps(dict(value), ensure_ascii=False, allow_nan=False))
+    except (TypeError, ValueError) as exc:
+        raise InvalidInputError(f"metadata must be JSON-serialisable: {exc}") from exc
+
+
+def check_modality(value: object) -> str:
+    """One of the known modalities."""
+    if value is None:
+        return "text"
+    if value not in MODALITIES:
+        raise InvalidInputError(f"modality must be one of {list(MODALITIES)}, got {value!r}")
+    return str(value)
+
+
+def to_message(item: object, defaults: Mapping[str, Any]) -> Message:
+    """One message from a string or a ``{role|speaker, content, ...}`` dict."""
+    if isinstance(item, str | bytes):
+        item = {"content": item}
+    if not isinstance(item, Mapping):
+        raise InvalidInputError(
+            f"a message must be a string or a dict with 'content', not {type(item).__name__}"
+        )
+    unknown = set(item) - MESSAGE_KEYS
+    if unknown:
+        raise InvalidInputError(
+            f"unknown message field(s) {sorted(unknown)}; allowed: {sorted(MESSAGE_KEYS)}"
+        )
+    if "content" not in item:
+        raise InvalidInputError("a message needs a 'content' field")
+    merged = {**defaults, **{k: v for k, v in item.items() if v is not None}}
+    role = merged.get("role")
+    speaker = merged.get("speaker")
+    for name, value in (("role", role), ("speaker", speaker)):
+        if value is not None and not isinstance(value, str):
+            raise InvalidInputError(f"{name} must be a string, not {type(value).__name__}")
+    return Message(
+        content=check_text(merged["content"]),
+        role=role,
+        speaker=speaker,
+        event_time=parse_time(merged.get("event_time")),
+        metadata=check_metadata(merged.get("metadata")),
+        modality=check_modality(merged.get("modality")),
+        session_id=check_id(merged.get("session_id"), "session_id"),
+    )

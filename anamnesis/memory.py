@@ -1,0 +1,500 @@
+"""The Memory facade: validates input, owns scope, and calls the stages below it.
+
+Write path: normalise → embed (reusing vectors of unchanged text) → persist.
+Read path: retrieve (channels → fusion) → hits with their neighbouring turns.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+
+from .config import DEFAULT_USER, URL_ENV, SearchConfig, default_path
+from .embed import Embedder, get_embedder
+from .errors import EmbedderMismatchError, InvalidInputError
+from .ingest.normalise import (
+    Message,
+    check_id,
+    check_metadata,
+    check_text,
+    content_hash,
+    new_id,
+    parse_time,
+    to_message,
+)
+from .retrieve.pipeline import Retriever
+from .store.base import Filters, Store
+from .types import DeleteCounts, Episode, EpisodeVersion, Hit, Page, Scope, Session
+
+#: Messages embedded and written per transaction by ``add_many``.
+WRITE_BATCH = 512
+#: Upper bound on ``limit`` for search and listing.
+MAX_LIMIT = 1000
+
+ProgressCallback = Callable[[int], None]
+
+
+def _open_store(path: str | os.PathLike[str] | None, url: str | None, dim: int) -> Store:
+    url = url or os.environ.get(URL_ENV)
+    if url:
+        from .store import open_url
+
+        return open_url(url, dim=dim)
+    from .store.sqlite import SQLiteStore
+
+    return SQLiteStore(Path(path) if path is not None else default_path(), dim=dim)
+
+
+class Memory:
+    """Long-term memory for an agent: verbatim episodes with hybrid recall.
+
+    >>> with Memory(path="agent.db") as memory:                      # doctest: +SKIP
+    ...     memory.add("I moved to Lisbon in May", user_id="ana")
+    ...     memory.search("where does Ana live?", user_id="ana")
+
+    ``path`` is the SQLite file (default: ``$ANAMNESIS_PATH`` or the OS data dir);
+    ``url`` selects a database server instead (``postgresql://...``). ``embedder`` is a
+    name (``"minilm"``, ``"edge"``, ``"openai:MODEL"``) or an Embedder. A store remembers
+    its embedder: opening it with another raises EmbedderMismatchError unless
+    ``reindex=True``, which re-embeds every episode from its stored text.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        url: str | None = None,
+        embedder: str | Embedder | None = None,
+        config: SearchConfig | None = None,
+        user_id: str = DEFAULT_USER,
+        reindex: bool = False,
+    ) -> None:
+        self.default_user = check_id(user_id, "user_id", required=True) or DEFAULT_USER
+        self._embedder = get_embedder(embedder)
+        self._store = _open_store(path, url, self._embedder.dim)
+        self.config = config or SearchConfig()
+        self._retriever = Retriever(self._store, self._embedder, self.config)
+        self._check_embedder(reindex)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def close(self) -> None:
+        """Close the store. The Memory cannot be used afterwards."""
+        self._store.close()
+
+    def __enter__(self) -> Memory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def store(self) -> Store:
+        """The storage backend (for advanced use and benchmarks)."""
+        return self._store
+
+    @property
+    def embedder(self) -> Embedder:
+        """The embedder in use."""
+        return self._embedder
+
+    @property
+    def capabilities(self) -> dict[str, Any]:
+        """What is active: backend, embedder, vector search, lexical search, LLM."""
+        return {
+            "backend": getattr(self._store, "backend", type(self._store).__name__),
+            "embedder": self._embedder.name,
+            "embedding_dim": self._embedder.dim,
+            "vector_search": getattr(self._store, "vector_backend", "numpy"),
+            "lexical_search": getattr(self._store, "lexical_backend", "fts5-bm25"),
+            "search_channels": list(self.config.channels),
+            "llm": None,
+        }
+
+    def _check_embedder(self, reindex: bool) -> None:
+        stored_name = self._store.get_meta("embedder_name")
+        stored_dim = self._store.get_meta("embedder_dim")
+        current = (self._embedder.name, str(self._embedder.dim))
+        if stored_name is None:
+            self._store.set_meta("embedder_name", current[0])
+            self._store.set_meta("embedder_dim", current[1])
+            return
+        if (stored_name, stored_dim) == current:
+            return
+        if not reindex:
+            raise EmbedderMismatchError(
+                f"this store was built with embedder {stored_name} ({stored_dim}-d), not "
+                f"{current[0]} ({current[1]}-d). Open it with the same embedder, or pass "
+                "reindex=True (CLI: anamnesis reindex --embedder ...) to re-embed everything."
+            )
+        self.reindex()
+
+    # -- scope ---------------------------------------------------------------------------------
+    def _scope(
+        self, user_id: str | None, agent_id: str | None, session_id: str | None
+    ) -> Scope:
+        return Scope(
+            user_id=check_id(user_id, "user_id") or self.default_user,
+            agent_id=check_id(agent_id, "agent_id"),
+            session_id=check_id(session_id, "session_id"),
+        )
+
+    # -- write path ----------------------------------------------------------------------------
+    def add(
+        self,
+        content: str | Mapping[str, Any] | Sequence[Mapping[str, Any] | str],
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        session_id: str | None = None,
+        role: str | None = None,
+        speaker: str | None = None,
+        event_time: datetime | str | float | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        modality: str | None = None,
+    ) -> list[Episode]:
+        """Store a string, a message dict, or a list of messages verbatim.
+
+        Keyword values are defaults that each message may override. Returns the stored
+        episodes. Either all of them are stored or, on error, none.
+        """
+        items = list(content) if isinstance(content, list | tuple) else [content]
+        if not items:
+            raise InvalidInputError("nothing to add: the message list is empty")
+        return self.add_many(
+            items,
+            user_id=user_id,
+            agent_id=agent_id,
+            session_id=session_id,
+            role=role,
+            speaker=speaker,
+            event_time=event_time,
+            metadata=metadata,
+            modality=modality,
+            atomic=True,
+        )
+
+    def add_many(
+        self,
+        messages: Iterable[Mapping[str, Any] | str],
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        session_id: str | None = None,
+        role: str | None = None,
+        speaker: str | None = None,
+        event_time: datetime | str | float | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        modality: str | None = None,
+        atomic: bool = False,
+        progress: ProgressCallback | None = None,
+    ) -> list[Episode]:
+        """Bulk-store messages (a whole conversation or an import).
+
+        Messages are validated first, then embedded and written in transactions of
+        ``WRITE_BATCH``; with ``atomic=True`` everything is one transaction. Messages
+        without ``event_time`` get the time of the call, a microsecond apart so their
+        order survives. ``progress`` is called with the number written so far.
+        """
+        scope = self._scope(user_id, agent_id, session_id)
+        defaults = {
+            "role": role,
+            "speaker": speaker,
+            "event_time": event_time,
+            "metadata": metadata,
+            "modality": modality,
+            "session_id": scope.session_id,
+        }
+        validated = [to_message(item, defaults) for item in messages]
+        now = datetime.now(UTC)
+        episodes = self._episodes(validated, scope, now)
+        sessions = self._sessions_for(episodes, scope)
+        batch = len(episodes) if atomic else WRITE_BATCH
+        written = 0
+        for start in range(0, len(episodes), batch or 1):
+            chunk = episodes[start : start + batch]
+            vectors = self._embed(chunk)
+            self._store.insert_episodes(chunk, vectors, sessions if start == 0 else ())
+            written += len(chunk)
+            if progress is not None:
+                progress(written)
+        return episodes
+
+    def _episodes(self, messages: list[Message], scope: Scope, now: datetime) -> list[Episode]:
+        next_turn: dict[str, int] = {}
+        out = []
+        for offset, message in enumerate(messages):
+            session_id = message.session_id
+            turn_index = None
+            if session_id is not None:
+                if session_id not in next_turn:
+                    next_turn[session_id] = self._store.next_turn_index(scope.user_id, session_id)
+                turn_index = next_turn[session_id]
+                next_turn[session_id] += 1
+            out.append(
+                Episode(
+                    id=new_id(),
+                    user_id=scope.user_id,
+                    agent_id=scope.agent_id,
+                    session_id=session_id,
+                    role=message.role,
+                    speaker=message.speaker,
+                    content=message.content,
+                    modality=message.modality,
+                    event_time=message.event_time or now + timedelta(microseconds=offset),
+                    recorded_at=now,
+                    metadata=message.metadata,
+                    content_hash=content_hash(message.content),
+                    turn_index=turn_index,
+                )
+            )
+        return out
+
+    @staticmethod
+    def _sessions_for(episodes: Sequence[Episode], scope: Scope) -> list[Session]:
+        first: dict[str, datetime] = {}
+        for episode in episodes:
+            if episode.session_id is not None:
+                known = first.get(episode.session_id)
+                if known is None or episode.event_time < known:
+                    first[episode.session_id] = episode.event_time
+        return [
+            Session(id=sid, user_id=scope.user_id, agent_id=scope.agent_id, started_at=started)
+            for sid, started in first.items()
+        ]
+
+    def _embed(self, episodes: Sequence[Episode]) -> np.ndarray:
+        """Vectors for episodes, reusing stored vectors of identical text."""
+        hashes = [e.content_hash for e in episodes]
+        known = self._store.vectors_for_hashes(hashes)
+        todo: dict[str, str] = {}
+        for episode in episodes:
+            if episode.content_hash not in known:
+                todo.setdefault(episode.content_hash, episode.content)
+        if todo:
+            fresh = self._embedder.embed_documents(list(todo.values()))
+            known.update(zip(todo, fresh, strict=True))
+        if not episodes:
+            return np.zeros((0, self._embedder.dim), dtype=np.float32)
+        return np.stack([known[h] for h in hashes])
+
+    def update(
+        self,
+        episode_id: str,
+        *,
+        content: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        session_id: str | None = None,
+    ) -> Episode:
+        """Change an episode's content and/or metadata; the prior version is kept."""
+        scope = self._scope(user_id, agent_id, session_id)
+        current = self.get(episode_id, user_id=scope.user_id, agent_id=scope.agent_id,
+                           session_id=scope.session_id)
+        new_content = check_text(content) if content is not None else current.content
+        new_metadata = check_metadata(metadata) if metadata is not None else current.metadata
+        new_hash = content_hash(new_content)
+        vector = None
+        if new_hash != current.content_hash:
+            vector = self._embedder.embed_documents([new_content])[0]
+        return self._store.update_episode(
+            episode_id,
+            scope,
+            content=new_content,
+            content_hash=new_hash,
+            metadata=new_metadata,
+            vector=vector,
+            changed_at=datetime.now(UTC),
+        )
+
+    def delete(
+        self,
+        episode_id: str,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        session_id: str | None = None,
+    ) -> DeleteCounts:
+        """Delete one episode with its index rows and prior versions."""
+        return self._store.delete_episode(
+            episode_id, self._scope(user_id, agent_id, session_id)
+        )
+
+    def delete_all(
+        self,
+        *,
+        user_id: str,
+        agent_id: str | None = None,
+        session_id: str | None = None,
+    ) -> DeleteCounts:
+        """Delete everything in a scope (``user_id`` must be named), in one transaction."""
+        scope = Scope(
+            user_id=check_id(user_id, "user_id", required=True) or "",
+            agent_id=check_id(agent_id, "agent_id"),
+            session_id=check_id(session_id, "session_id"),
+        )
+        return self._store.delete_scope(scope)
+
+    def reindex(self, *, progress: ProgressCallback | None = None) -> int:
+        """Re-embed every episode from its stored text with the current embedder."""
+        done = 0
+        batch: list[Episode] = []
+
+        def flush() -> None:
+            nonlocal done
+            vectors = self._embedder.embed_documents([e.content for e in batch])
+            self._store.replace_vectors(
+                {e.id: v for e, v in zip(batch, vectors, strict=True)}
+            )
+            done += len(batch)
+            batch.clear()
+            if progress is not None:
+                progress(done)
+
+        for episode, _ in list(self._store.iter_episodes()):
+            batch.append(episode)
+            if len(batch) >= WRITE_BATCH:
+                flush()
+        if batch:
+            flush()
+        self._store.set_meta("embedder_name", self._embedder.name)
+        self._store.set_meta("embedder_dim", str(self._embedder.dim))
+        return done
+
+    # -- read path -----------------------------------------------------------------------------
+    def search(
+        self,
+        query: str,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        session_id: str | None = None,
+        limit: int = 10,
+        filters: Filters | Mapping[str, Any] | None = None,
+        explain: bool = False,
+    ) -> list[Hit]:
+        """The episodes that best answer ``query``, with their neighbouring turns.
+
+        With ``explain=True`` each hit says how every channel ranked it.
+        """
+        query = check_text(query, "query")
+        _check_limit(limit)
+        scope = self._scope(user_id, agent_id, session_id)
+        return self._retriever.search(query, scope, to_filters(filters), limit, explain)
+
+    def get(
+        self,
+        episode_id: str,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        session_id: str | None = None,
+    ) -> Episode:
+        """One episode by id; NotFoundError if it is not in the scope."""
+        from .errors import NotFoundError
+
+        if not isinstance(episode_id, str):
+            raise InvalidInputError(f"episode id must be a string, not {type(episode_id).__name__}")
+        found = self._store.get_episodes([episode_id], self._scope(user_id, agent_id, session_id))
+        if not found:
+            raise NotFoundError(f"no episode {episode_id!r} in this scope")
+        return found[0]
+
+    def get_all(
+        self,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        session_id: str | None = None,
+        limit: int = 100,
+        offset: int = 0,
+        filters: Filters | Mapping[str, Any] | None = None,
+    ) -> Page:
+        """A page of the scope's episodes in event-time order."""
+        _check_limit(limit)
+        if not isinstance(offset, int) or offset < 0:
+            raise InvalidInputError("offset must be a non-negative integer")
+        items, total = self._store.list_episodes(
+            self._scope(user_id, agent_id, session_id),
+            limit=limit,
+            offset=offset,
+            filters=to_filters(filters),
+        )
+        next_offset = offset + len(items) if offset + len(items) < total else None
+        return Page(items=items, total=total, next_offset=next_offset)
+
+    def history(
+        self,
+        episode_id: str,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        session_id: str | None = None,
+    ) -> list[EpisodeVersion]:
+        """Every version of an episode, oldest first, ending with the current one."""
+        scope = self._scope(user_id, agent_id, session_id)
+        current = self.get(episode_id, user_id=scope.user_id, agent_id=scope.agent_id,
+                           session_id=scope.session_id)
+        prior = self._store.episode_versions(episode_id, scope)
+        changed = prior[-1].changed_at if prior else current.recorded_at
+        return [
+            *prior,
+            EpisodeVersion(current.id, current.version, current.content, current.metadata, changed),
+        ]
+
+    def stats(self, *, user_id: str | None = None) -> dict[str, Any]:
+        """Counts and sizes for one user, or for the whole store when ``user_id`` is None."""
+        scope = Scope(check_id(user_id, "user_id")) if user_id is not None else None
+        return {**self._store.stats(scope), "embedder": self._embedder.name}
+
+    # -- portability ---------------------------------------------------------------------------
+    def export_jsonl(self, out: IO[str], *, user_id: str | None = None) -> int:
+        """Write the store (or one user's part) as JSONL that ``import_jsonl`` restores."""
+        from .portable import export_jsonl
+
+        return export_jsonl(self._store, self._embedder, out, user_id=user_id)
+
+    def import_jsonl(
+        self, lines: Iterable[str], *, progress: ProgressCallback | None = None
+    ) -> int:
+        """Restore an export, keeping ids and times; vectors are reused when compatible."""
+        from .portable import import_jsonl
+
+        return import_jsonl(self._store, self._embedder, lines, progress=progress)
+
+
+def _check_limit(limit: object) -> None:
+    if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_LIMIT:
+        raise InvalidInputError(f"limit must be an integer from 1 to {MAX_LIMIT}, got {limit!r}")
+
+
+_FILTER_KEYS = ("role", "speaker", "modality", "event_after", "event_before", "metadata")
+
+
+def to_filters(value: Filters | Mapping[str, Any] | None) -> Filters:
+    """Filters from a Filters object or a dict with keys among ``_FILTER_KEYS``."""
+    if value is None:
+        return Filters()
+    if isinstance(value, Filters):
+        return value
+    if not isinstance(value, Mapping):
+        raise InvalidInputError(f"filters must be a dict, not {type(value).__name__}")
+    unknown = set(value) - set(_FILTER_KEYS)
+    if unknown:
+        raise InvalidInputError(
+            f"unknown filter(s) {sorted(unknown)}; allowed: {list(_FILTER_KEYS)}"
+        )
+    return Filters(
+        role=value.get("role"),
+        speaker=value.get("speaker"),
+        modality=value.get("modality"),
+        event_after=parse_time(value.get("event_after"), "event_after"),
+        event_before=parse_time(value.get("event_before"), "event_before"),
+        metadata=check_metadata(value.get("metadata")),
+    )
+

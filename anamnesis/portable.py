@@ -1,0 +1,228 @@
+"""Portable snapshots: a JSONL format that moves a memory between stores losslessly.
+
+Line 1 is a header naming the format, its version and the embedder; then one line per
+session and one per episode (with its prior versions and its vector, base64 float32).
+Importing into a store with the same embedder reuses the vectors; otherwise the text
+is re-embedded.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
+from typing import IO, Any
+
+import numpy as np
+
+from .embed.base import Embedder
+from .errors import InvalidInputError
+from .store.base import Store
+from .types import Episode, EpisodeVersion, Scope, Session
+
+FORMAT = "anamnesis-export"
+FORMAT_VERSION = 1
+_IMPORT_BATCH = 512
+
+
+def _time(value: datetime | None) -> str | None:
+    return value.astimezone(UTC).isoformat() if value is not None else None
+
+
+def _parse_time(value: str | None) -> datetime | None:
+    return datetime.fromisoformat(value) if value is not None else None
+
+
+def export_jsonl(
+    store: Store, embedder: Embedder, out: IO[str], *, user_id: str | None = None
+) -> int:
+    """Write the header, sessions and episodes; returns the number of episodes."""
+    header = {
+        "type": FORMAT,
+        "version": FORMAT_VERSION,
+        "embedder": embedder.name,
+        "dim": embedder.dim,
+    }
+    out.write(json.dumps(header) + "\n")
+    for session in store.iter_sessions():
+        if user_id is not None and session.user_id != user_id:
+            continue
+        out.write(
+            json.dumps(
+                {
+                    "type": "session",
+                    "id": session.id,
+                    "user_id": session.user_id,
+                    "agent_id": session.agent_id,
+                    "started_at": _time(session.started_at),
+                    "metadata": session.metadata,
+                },
+                ensure_ascii=False,
+            )
+            + "\n"
+        )
+    count = 0
+    for episode, vector in store.iter_episodes():
+        if user_id is not None and episode.user_id != user_id:
+            continue
+        versions = store.episode_versions(episode.id, Scope(episode.user_id))
+        record: dict[str, Any] = {
+            "type": "episode",
+            "id": episode.id,
+            "user_id": episode.user_id,
+            "agent_id": episode.agent_id,
+            "session_id": episode.session_id,
+            "turn_index": episode.turn_index,
+            "role": episode.role,
+            "speaker": episode.speaker,
+            "content": episode.content,
+            "modality": episode.modality,
+            "event_time": _time(episode.event_time),
+            "recorded_at": _time(episode.recorded_at),
+            "metadata": episode.metadata,
+            "content_hash": episode.content_hash,
+            "version": episode.version,
+            "versions": [
+                {
+                    "version": v.version,
+                    "content": v.content,
+                    "metadata": v.metadata,
+                    "changed_at": _time(v.changed_at),
+                }
+                for v in versions
+            ],
+            "embedding": (
+                base64.b64encode(np.asarray(vector, dtype="<f4").tobytes()).decode()
+                if vector is not None
+                else None
+            ),
+        }
+        out.write(json.dumps(record, ensure_ascii=False) + "\n")
+        count += 1
+    return count
+
+
+def import_jsonl(
+    store: Store,
+    embedder: Embedder,
+    lines: Iterable[str],
+    *,
+    progress: Callable[[int], None] | None = None,
+) -> int:
+    """Restore an export; episodes whose id is already stored are skipped.
+
+    Returns the number of episodes imported. Malformed lines raise InvalidInputError
+    naming the line; batches already written stay written.
+    """
+    iterator = iter(enumerate(lines, start=1))
+    header = None
+    for number, line in iterator:
+        if line.strip():
+            header = _json(line, number)
+            break
+    if not header or header.get("type") != FORMAT:
+        raise InvalidInputError(f"not an Anamnesis export: the first line must be a {FORMAT} header")
+    if header.get("version") != FORMAT_VERSION:
+        raise InvalidInputError(f"unsupported export version {header.get('version')!r}")
+    reuse = header.get("embedder") == embedder.name and header.get("dim") == embedder.dim
+    sessions: list[Session] = []
+    batch: list[tuple[Episode, list[EpisodeVersion], np.ndarray | None]] = []
+    imported = 0
+
+    def flush() -> None:
+        nonlocal imported
+        existing = store.existing_ids([e.id for e, _, _ in batch])
+        fresh = [item for item in batch if item[0].id not in existing]
+        missing = [i for i, (_, _, v) in enumerate(fresh) if v is None]
+        vectors = [v for _, _, v in fresh]
+        if missing:
+            embedded = embedder.embed_documents([fresh[i][0].content for i in missing])
+            for i, vector in zip(missing, embedded, strict=True):
+                vectors[i] = vector
+        matrix = (
+            np.stack(vectors) if fresh else np.zeros((0, embedder.dim), dtype=np.float32)
+        )
+        store.insert_episodes(
+            [e for e, _, _ in fresh],
+            matrix,
+            sessions=list(sessions),
+            versions=[v for _, versions, _ in fresh for v in versions],
+        )
+        sessions.clear()
+        imported += len(fresh)
+        batch.clear()
+        if progress is not None:
+            progress(imported)
+
+    for number, line in iterator:
+        if not line.strip():
+            continue
+        record = _json(line, number)
+        try:
+            kind = record["type"]
+            if kind == "session":
+                sessions.append(
+                    Session(
+                        id=record["id"],
+                        user_id=record["user_id"],
+                        agent_id=record.get("agent_id"),
+                        started_at=_parse_time(record.get("started_at")),
+                        metadata=record.get("metadata") or {},
+                    )
+                )
+            elif kind == "episode":
+                batch.append(_episode(record, reuse, embedder.dim))
+                if len(batch) >= _IMPORT_BATCH:
+                    flush()
+            else:
+                raise InvalidInputError(f"line {number}: unknown record type {kind!r}")
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InvalidInputError(f"line {number}: malformed record ({exc})") from exc
+    if batch or sessions:
+        flush()
+    return imported
+
+
+def _json(line: str, number: int) -> dict[str, Any]:
+    try:
+        value = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise InvalidInputError(f"line {number} is not JSON: {exc}") from exc
+    if not isinstance(value, dict):
+        raise InvalidInputError(f"line {number} is not a JSON object")
+    return value
+
+
+def _episode(
+    record: dict[str, Any], reuse: bool, dim: int
+) -> tuple[Episode, list[EpisodeVersion], np.ndarray | None]:
+    episode = Episode(
+        id=record["id"],
+        user_id=record["user_id"],
+        agent_id=record.get("agent_id"),
+        session_id=record.get("session_id"),
+        role=record.get("role"),
+        speaker=record.get("speaker"),
+        content=record["content"],
+        modality=record.get("modality") or "text",
+        event_time=datetime.fromisoformat(record["event_time"]),
+        recorded_at=datetime.fromisoformat(record["recorded_at"]),
+        metadata=record.get("metadata") or {},
+        content_hash=record["content_hash"],
+        turn_index=record.get("turn_index"),
+        version=record.get("version", 1),
+    )
+    versions = [
+        EpisodeVersion(
+            episode.id, v["version"], v["content"], v["metadata"],
+            datetime.fromisoformat(v["changed_at"]),
+        )
+        for v in record.get("versions") or []
+    ]
+    vector = None
+    if reuse and record.get("embedding"):
+        vector = np.frombuffer(base64.b64decode(record["embedding"]), dtype="<f4")
+        if vector.shape != (dim,):
+            raise ValueError(f"embedding has {vector.size} values, expected {dim}")
+    return episode, versions, vector

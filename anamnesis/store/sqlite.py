@@ -1,0 +1,674 @@
+"""The embedded default: everything in one SQLite file (WAL mode).
+
+Episodes are the source of truth; the FTS5 index is kept in step by triggers inside
+the same transaction, and vectors are float32 BLOBs searched by a numpy matrix that
+is loaded on first use and refreshed incrementally.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import (
+    CorruptStoreError,
+    NotFoundError,
+    SchemaVersionError,
+    StoreError,
+    StoreLockedError,
+)
+from ..types import DeleteCounts, Episode, EpisodeVersion, Scope, Session
+from .base import Candidate, Filters
+from .dense_index import DenseIndex
+from .sqlite_schema import LATEST, MIGRATIONS
+
+#: Seconds a writer waits for another process's lock before StoreLockedError.
+DEFAULT_BUSY_TIMEOUT = 10.0
+#: Written into the meta table so a foreign SQLite file is recognised as such.
+APPLICATION_MARK = "anamnesis"
+
+_EPISODE_COLUMNS = (
+    "e.id, e.user_id, e.agent_id, e.session_id, e.role, e.speaker, e.content, e.modality, "
+    "e.event_time, e.recorded_at, e.metadata, e.content_hash, e.turn_index, e.version"
+)
+
+
+def _to_epoch(moment: datetime) -> float:
+    return moment.timestamp()
+
+
+def _from_epoch(seconds: float) -> datetime:
+    return datetime.fromtimestamp(seconds, tz=UTC)
+
+
+def _episode(row: Sequence[Any]) -> Episode:
+    return Episode(
+        id=row[0],
+        user_id=row[1],
+        agent_id=row[2],
+        session_id=row[3],
+        role=row[4],
+        speaker=row[5],
+        content=row[6],
+        modality=row[7],
+        event_time=_from_epoch(row[8]),
+        recorded_at=_from_epoch(row[9]),
+        metadata=json.loads(row[10]),
+        content_hash=row[11],
+        turn_index=row[12],
+        version=row[13],
+    )
+
+
+def scope_sql(scope: Scope, alias: str = "e") -> tuple[str, list[Any]]:
+    """The WHERE fragment that confines a query to ``scope``."""
+    clauses = [f"{alias}.user_id = ?"]
+    params: list[Any] = [scope.user_id]
+    if scope.agent_id is not None:
+        clauses.append(f"{alias}.agent_id = ?")
+        params.append(scope.agent_id)
+    if scope.session_id is not None:
+        clauses.append(f"{alias}.session_id = ?")
+        params.append(scope.session_id)
+    return " AND ".join(clauses), params
+
+
+def filters_sql(filters: Filters, alias: str = "e") -> tuple[str, list[Any]]:
+    """The WHERE fragment for ``filters`` (``1`` when there are none)."""
+    clauses: list[str] = []
+    params: list[Any] = []
+    for column in ("role", "speaker", "modality"):
+        value = getattr(filters, column)
+        if value is not None:
+            clauses.append(f"{alias}.{column} = ?")
+            params.append(value)
+    if filters.event_after is not None:
+        clauses.append(f"{alias}.event_time >= ?")
+        params.append(_to_epoch(filters.event_after))
+    if filters.event_before is not None:
+        clauses.append(f"{alias}.event_time < ?")
+        params.append(_to_epoch(filters.event_before))
+    if filters.recorded_before is not None:
+        clauses.append(f"{alias}.recorded_at <= ?")
+        params.append(_to_epoch(filters.recorded_before))
+    for key, value in filters.metadata.items():
+        clauses.append(f"json_extract({alias}.metadata, ?) = ?")
+        params.extend([f'$."{key}"', value])
+    return (" AND ".join(clauses) or "1"), params
+
+
+def fts_query(terms: Sequence[str]) -> str:
+    """An FTS5 MATCH expression that ORs the quoted terms."""
+    return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
+
+
+class SQLiteStore:
+    """A Store backed by one SQLite file."""
+
+    backend = "sqlite"
+
+    def __init__(self, path: str | Path, *, dim: int, busy_timeout: float = DEFAULT_BUSY_TIMEOUT):
+        self.path = Path(path)
+        self.dim = dim
+        self._lock = threading.RLock()
+        self._dense = DenseIndex(dim)
+        self._dense_loaded = False
+        self._dense_epoch: str | None = None
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._conn = sqlite3.connect(
+                str(self.path),
+                timeout=busy_timeout,
+                isolation_level=None,
+                check_same_thread=False,
+            )
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open {self.path}: {exc}") from exc
+        try:
+            self._conn.execute("PRAGMA journal_mode = WAL")
+            self._conn.execute("PRAGMA synchronous = NORMAL")
+            self._conn.execute("PRAGMA foreign_keys = ON")
+            self._migrate()
+        except sqlite3.DatabaseError as exc:
+            self._conn.close()
+            if "locked" in str(exc):
+                raise StoreLockedError(f"{self.path} is locked by another process") from exc
+            raise CorruptStoreError(
+                f"{self.path} is not a readable SQLite database ({exc}); "
+                "restore it from an export, or point Anamnesis at another file"
+            ) from exc
+        except StoreError:
+            self._conn.close()
+            raise
+
+    # -- transactions ---------------------------------------------------------------------
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """One IMMEDIATE transaction: everything inside commits together or not at all."""
+        with self._lock:
+            try:
+                self._conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as exc:
+                if "locked" in str(exc) or "busy" in str(exc):
+                    raise StoreLockedError(
+                        f"{self.path} is being written by another process; try again"
+                    ) from exc
+                raise StoreError(str(exc)) from exc
+            try:
+                yield self._conn
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            try:
+                self._conn.execute("COMMIT")
+            except sqlite3.OperationalError as exc:
+                self._conn.execute("ROLLBACK")
+                raise StoreLockedError(f"could not commit to {self.path}: {exc}") from exc
+
+    def _read(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
+        with self._lock:
+            try:
+                return self._conn.execute(sql, params).fetchall()
+            except sqlite3.OperationalError as exc:
+                if "locked" in str(exc):
+                    raise StoreLockedError(f"{self.path} is locked: {exc}") from exc
+                raise StoreError(f"query failed on {self.path}: {exc}") from exc
+
+    def _migrate(self) -> None:
+        tables = {
+            row[0]
+            for row in self._conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+        }
+        if tables and "meta" not in tables:
+            raise CorruptStoreError(
+                f"{self.path} is a SQLite database but not an Anamnesis store "
+                f"(tables: {', '.join(sorted(tables)[:5])})"
+            )
+        current = 0
+        if "meta" in tables:
+            row = self._conn.execute(
+                "SELECT value FROM meta WHERE key = 'application'"
+            ).fetchone()
+            if row is None or row[0] != APPLICATION_MARK:
+                raise CorruptStoreError(f"{self.path} is not an Anamnesis store")
+            version = self._conn.execute(
+                "SELECT value FROM meta WHERE key = 'schema_version'"
+            ).fetchone()
+            current = int(version[0]) if version else 0
+        if current > LATEST:
+            raise SchemaVersionError(
+                f"{self.path} has schema version {current}; this Anamnesis knows up to "
+                f"{LATEST}. Upgrade Anamnesis to open it."
+            )
+        if current == LATEST:
+            return
+        with self._write() as conn:
+            for version in range(current + 1, LATEST + 1):
+                for statement in MIGRATIONS[version]:
+                    conn.execute(statement)
+            conn.execute(
+                "INSERT OR REPLACE INTO meta (key, value) VALUES ('application', ?)",
+                (APPLICATION_MARK,),
+            )
+            conn.execute(
+                "INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)",
+                (str(LATEST),),
+            )
+            conn.execute(
+                "INSERT OR REPLACE INTO meta (key, value) VALUES ('created_at', ?)",
+                (datetime.now(UTC).isoformat(),),
+            )
+
+    # -- identity and lifecycle -------------------------------------------------------------
+    def get_meta(self, key: str) -> str | None:
+        rows = self._read("SELECT value FROM meta WHERE key = ?", (key,))
+        return rows[0][0] if rows else None
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self._write() as conn:
+            conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None  # type: ignore[assignment]
+            self._dense.clear()
+
+    def analyze(self) -> None:
+        """Refresh the planner's statistics (worth doing after a bulk load)."""
+        with self._lock:
+            self._conn.execute("ANALYZE")
+
+    # -- writes -----------------------------------------------------------------------------
+    def upsert_sessions(self, sessions: Sequence[Session]) -> None:
+        with self._write() as conn:
+            self._upsert_sessions(conn, sessions)
+
+    @staticmethod
+    def _upsert_sessions(conn: sqlite3.Connection, sessions: Sequence[Session]) -> None:
+        conn.executemany(
+            """INSERT INTO sessions (user_id, id, agent_id, started_at, metadata)
+               VALUES (?, ?, ?, ?, ?)
+               ON CONFLICT (user_id, id) DO UPDATE SET
+                 started_at = COALESCE(sessions.started_at, excluded.started_at)""",
+            [
+                (
+                    s.user_id,
+                    s.id,
+                    s.agent_id,
+                    _to_epoch(s.started_at) if s.started_at else None,
+                    json.dumps(s.metadata),
+                )
+                for s in sessions
+            ],
+        )
+
+    def insert_episodes(
+        self,
+        episodes: Sequence[Episode],
+        vectors: np.ndarray,
+        sessions: Sequence[Session] = (),
+        versions: Sequence[EpisodeVersion] = (),
+    ) -> None:
+        if len(episodes) != len(vectors):
+            raise ValueError("one vector per episode is required")
+        vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+        with self._write() as conn:
+            if sessions:
+                self._upsert_sessions(conn, sessions)
+            for episode, vector in zip(episodes, vectors, strict=True):
+                cursor = conn.execute(
+                    """INSERT INTO episodes (id, user_id, agent_id, session_id, turn_index,
+                         role, speaker, content, modality, event_time, recorded_at, metadata,
+                         content_hash, version)
+                       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                    (
+                        episode.id,
+                        episode.user_id,
+                        episode.agent_id,
+                        episode.session_id,
+                        episode.turn_index,
+                        episode.role,
+                        episode.speaker,
+                        episode.content,
+                        episode.modality,
+                        _to_epoch(episode.event_time),
+                        _to_epoch(episode.recorded_at),
+                        json.dumps(episode.metadata, ensure_ascii=False),
+                        episode.content_hash,
+                        episode.version,
+                    ),
+                )
+                conn.execute(
+                    "INSERT INTO vectors (episode_rowid, embedding) VALUES (?, ?)",
+                    (cursor.lastrowid, vector.tobytes()),
+                )
+            conn.executemany(
+                "INSERT INTO episode_versions (episode_id, version, content, metadata, "
+                "changed_at) VALUES (?, ?, ?, ?, ?)",
+                [
+                    (v.episode_id, v.version, v.content, json.dumps(v.metadata), _to_epoch(v.changed_at))
+                    for v in versions
+                ],
+            )
+
+    def existing_ids(self, episode_ids: Sequence[str]) -> set[str]:
+        """Which of these ids are already stored (in any scope)."""
+        found: set[str] = set()
+        for start in range(0, len(episode_ids), 500):
+            chunk = list(episode_ids[start : start + 500])
+            marks = ",".join("?" * len(chunk))
+            found.update(
+                r[0] for r in self._read(f"SELECT id FROM episodes WHERE id IN ({marks})", chunk)
+            )
+        return found
+
+    def next_turn_index(self, user_id: str, session_id: str) -> int:
+        """The position the next turn of a session takes."""
+        rows = self._read(
+            "SELECT MAX(turn_index) FROM episodes WHERE user_id = ? AND session_id = ?",
+            (user_id, session_id),
+        )
+        return 0 if rows[0][0] is None else rows[0][0] + 1
+
+    def vectors_for_hashes(self, hashes: Sequence[str]) -> dict[str, np.ndarray]:
+        found: dict[str, np.ndarray] = {}
+        unique = list(dict.fromkeys(hashes))
+        for start in range(0, len(unique), 500):
+            chunk = unique[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            for content_hash, blob in self._read(
+                f"""SELECT e.content_hash, v.embedding FROM episodes e
+                    JOIN vectors v ON v.episode_rowid = e.rowid
+                    WHERE e.content_hash IN ({marks})""",
+                chunk,
+            ):
+                found.setdefault(content_hash, np.frombuffer(blob, dtype=np.float32))
+        return found
+
+    def _bump_epoch(self, conn: sqlite3.Connection) -> None:
+        """Mark that rows were changed or removed, so dense caches reload in full."""
+        conn.execute(
+            """INSERT INTO meta (key, value) VALUES ('vector_epoch', '1')
+               ON CONFLICT (key) DO UPDATE SET value = CAST(value AS INTEGER) + 1"""
+        )
+        self._dense_loaded = False
+
+    def update_episode(
+        self,
+        episode_id: str,
+        scope: Scope,
+        *,
+        content: str,
+        content_hash: str,
+        metadata: dict[str, Any],
+        vector: np.ndarray | None,
+        changed_at: datetime,
+    ) -> Episode:
+        where, params = scope_sql(scope)
+        with self._write() as conn:
+            row = conn.execute(
+                f"SELECT e.rowid, e.content, e.metadata, e.version FROM episodes e "
+                f"WHERE e.id = ? AND {where}",
+                [episode_id, *params],
+            ).fetchone()
+            if row is None:
+                raise NotFoundError(f"no episode {episode_id!r} in this scope")
+            rowid, old_content, old_metadata, version = row
+            conn.execute(
+                "INSERT INTO episode_versions (episode_id, version, content, metadata, "
+                "changed_at) VALUES (?, ?, ?, ?, ?)",
+                (episode_id, version, old_content, old_metadata, _to_epoch(changed_at)),
+            )
+            conn.execute(
+                "UPDATE episodes SET content = ?, content_hash = ?, metadata = ?, version = ? "
+                "WHERE rowid = ?",
+                (
+                    content,
+                    content_hash,
+                    json.dumps(metadata, ensure_ascii=False),
+                    version + 1,
+                    rowid,
+                ),
+            )
+            if vector is not None:
+                conn.execute(
+                    "UPDATE vectors SET embedding = ? WHERE episode_rowid = ?",
+                    (np.asarray(vector, dtype=np.float32).tobytes(), rowid),
+                )
+                self._bump_epoch(conn)
+        return self.get_episodes([episode_id], scope)[0]
+
+    def _delete_where(self, conn: sqlite3.Connection, where: str, params: list[Any]) -> DeleteCounts:
+        ids = [r[0] for r in conn.execute(f"SELECT e.id FROM episodes e WHERE {where}", params)]
+        if not ids:
+            return DeleteCounts()
+        vectors = conn.execute(
+            f"SELECT COUNT(*) FROM vectors WHERE episode_rowid IN "
+            f"(SELECT e.rowid FROM episodes e WHERE {where})",
+            params,
+        ).fetchone()[0]
+        versions = 0
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            versions += conn.execute(
+                f"DELETE FROM episode_versions WHERE episode_id IN ({marks})", chunk
+            ).rowcount
+        # The delete trigger removes each episode's FTS entry and vector row.
+        episodes = conn.execute(f"DELETE FROM episodes AS e WHERE {where}", params).rowcount
+        self._bump_epoch(conn)
+        return DeleteCounts(episodes=episodes, versions=versions, vectors=vectors)
+
+    def delete_episode(self, episode_id: str, scope: Scope) -> DeleteCounts:
+        where, params = scope_sql(scope)
+        with self._write() as conn:
+            counts = self._delete_where(conn, f"e.id = ? AND {where}", [episode_id, *params])
+        if counts.episodes == 0:
+            raise NotFoundError(f"no episode {episode_id!r} in this scope")
+        return counts
+
+    def delete_scope(self, scope: Scope) -> DeleteCounts:
+        where, params = scope_sql(scope)
+        with self._write() as conn:
+            counts = self._delete_where(conn, where, params)
+            session_where, session_params = scope_sql(
+                Scope(scope.user_id, scope.agent_id, None), alias="s"
+            )
+            if scope.session_id is not None:
+                session_where += " AND s.id = ?"
+                session_params.append(scope.session_id)
+            sessions = conn.execute(
+                f"DELETE FROM sessions AS s WHERE {session_where}", session_params
+            ).rowcount
+        return counts + DeleteCounts(sessions=sessions)
+
+    def replace_vectors(self, vectors: dict[str, np.ndarray]) -> None:
+        with self._write() as conn:
+            conn.executemany(
+                "UPDATE vectors SET embedding = ? WHERE episode_rowid = "
+                "(SELECT rowid FROM episodes WHERE id = ?)",
+                [
+                    (np.asarray(v, dtype=np.float32).tobytes(), episode_id)
+                    for episode_id, v in vectors.items()
+                ],
+            )
+            self._bump_epoch(conn)
+
+    # -- reads --------------------------------------------------------------------------------
+    def get_episodes(self, episode_ids: Sequence[str], scope: Scope) -> list[Episode]:
+        if not episode_ids:
+            return []
+        where, params = scope_sql(scope)
+        found: dict[str, Episode] = {}
+        for start in range(0, len(episode_ids), 500):
+            chunk = list(episode_ids[start : start + 500])
+            marks = ",".join("?" * len(chunk))
+            for row in self._read(
+                f"SELECT {_EPISODE_COLUMNS} FROM episodes e WHERE e.id IN ({marks}) AND {where}",
+                [*chunk, *params],
+            ):
+                found[row[0]] = _episode(row)
+        return [found[i] for i in episode_ids if i in found]
+
+    def list_episodes(
+        self, scope: Scope, *, limit: int, offset: int, filters: Filters | None = None
+    ) -> tuple[list[Episode], int]:
+        where, params = scope_sql(scope)
+        extra, extra_params = filters_sql(filters or Filters())
+        total = self._read(
+            f"SELECT COUNT(*) FROM episodes e WHERE {where} AND {extra}", [*params, *extra_params]
+        )[0][0]
+        rows = self._read(
+            f"SELECT {_EPISODE_COLUMNS} FROM episodes e WHERE {where} AND {extra} "
+            "ORDER BY e.event_time, e.rowid LIMIT ? OFFSET ?",
+            [*params, *extra_params, limit, offset],
+        )
+        return [_episode(r) for r in rows], total
+
+    def episode_versions(self, episode_id: str, scope: Scope) -> list[EpisodeVersion]:
+        where, params = scope_sql(scope)
+        rows = self._read(
+            f"""SELECT v.episode_id, v.version, v.content, v.metadata, v.changed_at
+                FROM episode_versions v JOIN episodes e ON e.id = v.episode_id
+                WHERE v.episode_id = ? AND {where} ORDER BY v.version""",
+            [episode_id, *params],
+        )
+        return [
+            EpisodeVersion(r[0], r[1], r[2], json.loads(r[3]), _from_epoch(r[4])) for r in rows
+        ]
+
+    def neighbours(
+        self, episodes: Sequence[Episode], window: int
+    ) -> dict[str, tuple[Episode, ...]]:
+        result: dict[str, tuple[Episode, ...]] = {}
+        if window <= 0:
+            return {e.id: () for e in episodes}
+        for episode in episodes:
+            if episode.session_id is None or episode.turn_index is None:
+                result[episode.id] = ()
+                continue
+            rows = self._read(
+                f"""SELECT {_EPISODE_COLUMNS} FROM episodes e
+                    WHERE e.user_id = ? AND e.session_id = ? AND e.turn_index BETWEEN ? AND ?
+                      AND e.id != ? ORDER BY e.turn_index""",
+                (
+                    episode.user_id,
+                    episode.session_id,
+                    episode.turn_index - window,
+                    episode.turn_index + window,
+                    episode.id,
+                ),
+            )
+            result[episode.id] = tuple(_episode(r) for r in rows)
+        return result
+
+    def lexical_search(
+        self, terms: Sequence[str], scope: Scope, filters: Filters, limit: int
+    ) -> list[Candidate]:
+        if not terms:
+            return []
+        where, params = scope_sql(scope)
+        extra, extra_params = filters_sql(filters)
+        rows = self._read(
+            f"""SELECT e.id, bm25(episodes_fts) AS rank FROM episodes_fts
+                JOIN episodes e ON e.rowid = episodes_fts.rowid
+                WHERE episodes_fts MATCH ? AND {where} AND {extra}
+                ORDER BY rank LIMIT ?""",
+            [fts_query(terms), *params, *extra_params, limit],
+        )
+        # FTS5's bm25() is negative (smaller is better); report the usual positive score.
+        return [Candidate(r[0], -float(r[1])) for r in rows]
+
+    def _refresh_dense(self) -> None:
+        """Bring the numpy matrix up to date with the file, incrementally when possible."""
+        epoch_row = self._conn.execute(
+            "SELECT value FROM meta WHERE key = 'vector_epoch'"
+        ).fetchone()
+        epoch = epoch_row[0] if epoch_row else "0"
+        if not self._dense_loaded or epoch != self._dense_epoch:
+            self._dense.clear()
+        # Rowids only grow (AUTOINCREMENT), so rows past the last one loaded are exactly
+        # the appends made since, by this process or another.
+        cursor = self._conn.execute(
+            """SELECT e.rowid, e.user_id, e.agent_id, e.session_id, v.embedding
+               FROM vectors v JOIN episodes e ON e.rowid = v.episode_rowid
+               WHERE v.episode_rowid > ? ORDER BY v.episode_rowid""",
+            (self._dense.max_rowid,),
+        )
+        while rows := cursor.fetchmany(20000):
+            self._dense.append(rows)
+        self._dense_loaded = True
+        self._dense_epoch = epoch
+
+    def dense_search(
+        self, vector: np.ndarray, scope: Scope, filters: Filters, limit: int
+    ) -> list[Candidate]:
+        with self._lock:
+            self._refresh_dense()
+            allowed = None
+            if not filters.is_empty():
+                where, params = scope_sql(scope)
+                extra, extra_params = filters_sql(filters)
+                allowed = np.fromiter(
+                    (
+                        r[0]
+                        for r in self._conn.execute(
+                            f"SELECT e.rowid FROM episodes e WHERE {where} AND {extra}",
+                            [*params, *extra_params],
+                        )
+                    ),
+                    dtype=np.int64,
+                )
+            pairs = self._dense.search(
+                vector,
+                user_id=scope.user_id,
+                agent_id=scope.agent_id,
+                session_id=scope.session_id,
+                allowed_rowids=allowed,
+                limit=limit,
+            )
+            if not pairs:
+                return []
+            # Map rowids back to ids, re-checking scope in SQL.
+            where, params = scope_sql(scope)
+            marks = ",".join("?" * len(pairs))
+            ids = dict(
+                self._conn.execute(
+                    f"SELECT e.rowid, e.id FROM episodes e WHERE e.rowid IN ({marks}) AND {where}",
+                    [*(p[0] for p in pairs), *params],
+                ).fetchall()
+            )
+        return [Candidate(ids[rowid], score) for rowid, score in pairs if rowid in ids]
+
+    def iter_episodes(self, batch_size: int = 1000) -> Iterator[tuple[Episode, np.ndarray | None]]:
+        last = 0
+        while True:
+            rows = self._read(
+                f"""SELECT e.rowid, v.embedding, {_EPISODE_COLUMNS} FROM episodes e
+                    LEFT JOIN vectors v ON v.episode_rowid = e.rowid
+                    WHERE e.rowid > ? ORDER BY e.rowid LIMIT ?""",
+                (last, batch_size),
+            )
+            if not rows:
+                return
+            for row in rows:
+                vector = None if row[1] is None else np.frombuffer(row[1], dtype=np.float32)
+                yield _episode(row[2:]), vector
+            last = rows[-1][0]
+
+    def iter_sessions(self) -> Iterator[Session]:
+        for user_id, session_id, agent_id, started_at, metadata in self._read(
+            "SELECT user_id, id, agent_id, started_at, metadata FROM sessions ORDER BY user_id, id"
+        ):
+            yield Session(
+                id=session_id,
+                user_id=user_id,
+                agent_id=agent_id,
+                started_at=_from_epoch(started_at) if started_at is not None else None,
+                metadata=json.loads(metadata),
+            )
+
+    def stats(self, scope: Scope | None) -> dict[str, Any]:
+        if scope is None:
+            where, params = "1", []
+        else:
+            where, params = scope_sql(scope)
+        episodes, users, sessions, first, last = self._read(
+            f"""SELECT COUNT(*), COUNT(DISTINCT e.user_id),
+                       COUNT(DISTINCT e.user_id || '/' || COALESCE(e.session_id, '')),
+                       MIN(e.event_time), MAX(e.event_time)
+                FROM episodes e WHERE {where}""",
+            params,
+        )[0]
+        vectors = self._read(
+            f"SELECT COUNT(*) FROM vectors v JOIN episodes e ON e.rowid = v.episode_rowid "
+            f"WHERE {where}",
+            params,
+        )[0][0]
+        versions = self._read(
+            f"SELECT COUNT(*) FROM episode_versions v JOIN episodes e ON e.id = v.episode_id "
+            f"WHERE {where}",
+            params,
+        )[0][0]
+        return {
+            "backend": self.backend,
+            "path": str(self.path),
+            "file_bytes": self.path.stat().st_size if self.path.exists() else 0,
+            "episodes": episodes,
+            "users": users,
+            "sessions": sessions,
+            "vectors": vectors,
+            "versions": versions,
+            "first_event": _from_epoch(first).isoformat() if first is not None else None,
+            "last_event": _from_epoch(last).isoformat() if last is not None else None,
+        }

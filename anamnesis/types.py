@@ -1,0 +1,116 @@
+"""The public value types: what goes into memory and what comes back out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+Modality = Literal["text", "image", "audio", "video", "file"]
+MODALITIES: tuple[str, ...] = ("text", "image", "audio", "video", "file")
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """Who a memory belongs to. ``user_id`` is always set; the others narrow it."""
+
+    user_id: str
+    agent_id: str | None = None
+    session_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Episode:
+    """One event, stored verbatim.
+
+    ``event_time`` is when it happened in the world (given by the caller, or the time
+    it was added); ``recorded_at`` is when this store learned of it.
+    ``content`` is the text we index: for an image or audio it is the derived text
+    (caption, transcript), and ``modality`` records what it was derived from.
+    """
+
+    id: str
+    user_id: str
+    agent_id: str | None
+    session_id: str | None
+    role: str | None
+    speaker: str | None
+    content: str
+    modality: str
+    event_time: datetime
+    recorded_at: datetime
+    metadata: dict[str, Any]
+    content_hash: str
+    turn_index: int | None = None
+    version: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class EpisodeVersion:
+    """A prior state of an episode, kept when it is updated."""
+
+    episode_id: str
+    version: int
+    content: str
+    metadata: dict[str, Any]
+    changed_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Session:
+    """A conversation: a named group of episodes with its own start time."""
+
+    id: str
+    user_id: str
+    agent_id: str | None
+    started_at: datetime | None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelScore:
+    """How one retrieval channel ranked a hit (1-based rank) and the raw score it gave."""
+
+    rank: int
+    score: float
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """A search result: the episode, its fused score, and its neighbouring turns.
+
+    ``channels`` is filled when ``explain=True``: for each channel that proposed the
+    episode, its rank and raw score there.
+    """
+
+    episode: Episode
+    score: float
+    context: tuple[Episode, ...] = ()
+    channels: dict[str, ChannelScore] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    """One page of ``get_all``: the items, and the offset of the next page if any."""
+
+    items: list[Episode]
+    total: int
+    next_offset: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteCounts:
+    """What a delete removed, table by table."""
+
+    episodes: int = 0
+    versions: int = 0
+    vectors: int = 0
+    sessions: int = 0
+
+    def __add__(self, other: DeleteCounts) -> DeleteCounts:
+        return DeleteCounts(
+            self.episodes + other.episodes,
+            self.versions + other.versions,
+            self.vectors + other.vectors,
+            self.sessions + other.sessions,
+        )
