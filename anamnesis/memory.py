@@ -134,9 +134,7 @@ class Memory:
         self.reindex()
 
     # -- scope ---------------------------------------------------------------------------------
-    def _scope(
-        self, user_id: str | None, agent_id: str | None, session_id: str | None
-    ) -> Scope:
+    def _scope(self, user_id: str | None, agent_id: str | None, session_id: str | None) -> Scope:
         return Scope(
             user_id=check_id(user_id, "user_id") or self.default_user,
             agent_id=check_id(agent_id, "agent_id"),
@@ -294,8 +292,9 @@ class Memory:
     ) -> Episode:
         """Change an episode's content and/or metadata; the prior version is kept."""
         scope = self._scope(user_id, agent_id, session_id)
-        current = self.get(episode_id, user_id=scope.user_id, agent_id=scope.agent_id,
-                           session_id=scope.session_id)
+        current = self.get(
+            episode_id, user_id=scope.user_id, agent_id=scope.agent_id, session_id=scope.session_id
+        )
         new_content = check_text(content) if content is not None else current.content
         new_metadata = check_metadata(metadata) if metadata is not None else current.metadata
         new_hash = content_hash(new_content)
@@ -321,9 +320,7 @@ class Memory:
         session_id: str | None = None,
     ) -> DeleteCounts:
         """Delete one episode with its index rows and prior versions."""
-        return self._store.delete_episode(
-            episode_id, self._scope(user_id, agent_id, session_id)
-        )
+        return self._store.delete_episode(episode_id, self._scope(user_id, agent_id, session_id))
 
     def delete_all(
         self,
@@ -348,9 +345,7 @@ class Memory:
         def flush() -> None:
             nonlocal done
             vectors = self._embedder.embed_documents([e.content for e in batch])
-            self._store.replace_vectors(
-                {e.id: v for e, v in zip(batch, vectors, strict=True)}
-            )
+            self._store.replace_vectors({e.id: v for e, v in zip(batch, vectors, strict=True)})
             done += len(batch)
             batch.clear()
             if progress is not None:
@@ -438,8 +433,9 @@ class Memory:
     ) -> list[EpisodeVersion]:
         """Every version of an episode, oldest first, ending with the current one."""
         scope = self._scope(user_id, agent_id, session_id)
-        current = self.get(episode_id, user_id=scope.user_id, agent_id=scope.agent_id,
-                           session_id=scope.session_id)
+        current = self.get(
+            episode_id, user_id=scope.user_id, agent_id=scope.agent_id, session_id=scope.session_id
+        )
         prior = self._store.episode_versions(episode_id, scope)
         changed = prior[-1].changed_at if prior else current.recorded_at
         return [
@@ -497,4 +493,3 @@ def to_filters(value: Filters | Mapping[str, Any] | None) -> Filters:
         event_before=parse_time(value.get("event_before"), "event_before"),
         metadata=check_metadata(value.get("metadata")),
     )
-

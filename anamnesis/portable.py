@@ -122,7 +122,9 @@ def import_jsonl(
             header = _json(line, number)
             break
     if not header or header.get("type") != FORMAT:
-        raise InvalidInputError(f"not an Anamnesis export: the first line must be a {FORMAT} header")
+        raise InvalidInputError(
+            f"not an Anamnesis export: the first line must be a {FORMAT} header"
+        )
     if header.get("version") != FORMAT_VERSION:
         raise InvalidInputError(f"unsupported export version {header.get('version')!r}")
     reuse = header.get("embedder") == embedder.name and header.get("dim") == embedder.dim
@@ -140,9 +142,7 @@ def import_jsonl(
             embedded = embedder.embed_documents([fresh[i][0].content for i in missing])
             for i, vector in zip(missing, embedded, strict=True):
                 vectors[i] = vector
-        matrix = (
-            np.stack(vectors) if fresh else np.zeros((0, embedder.dim), dtype=np.float32)
-        )
+        matrix = np.stack(vectors) if fresh else np.zeros((0, embedder.dim), dtype=np.float32)
         store.insert_episodes(
             [e for e, _, _ in fresh],
             matrix,
@@ -215,7 +215,10 @@ def _episode(
     )
     versions = [
         EpisodeVersion(
-            episode.id, v["version"], v["content"], v["metadata"],
+            episode.id,
+            v["version"],
+            v["content"],
+            v["metadata"],
             datetime.fromisoformat(v["changed_at"]),
         )
         for v in record.get("versions") or []

@@ -93,9 +93,7 @@ class DenseIndex:
         self._rowids[start:end] = [row[0] for row in rows]
         self._users[start:end] = [self._user_codes.code(row[1]) for row in rows]
         self._agents[start:end] = [self._agent_codes.code(row[2]) for row in rows]
-        self._sessions[start:end] = [
-            self._session_codes.code((row[1], row[3])) for row in rows
-        ]
+        self._sessions[start:end] = [self._session_codes.code((row[1], row[3])) for row in rows]
         self._size = end
         self._scope_rows.clear()
 

@@ -20,6 +20,7 @@ import numpy as np
 
 from ..errors import (
     CorruptStoreError,
+    InvalidInputError,
     NotFoundError,
     SchemaVersionError,
     StoreError,
@@ -164,6 +165,14 @@ class SQLiteStore:
                 raise StoreError(str(exc)) from exc
             try:
                 yield self._conn
+            except sqlite3.IntegrityError as exc:
+                self._conn.execute("ROLLBACK")
+                raise InvalidInputError(f"write conflicts with stored data: {exc}") from exc
+            except sqlite3.OperationalError as exc:
+                self._conn.execute("ROLLBACK")
+                if "locked" in str(exc) or "busy" in str(exc):
+                    raise StoreLockedError(f"{self.path} is locked: {exc}") from exc
+                raise StoreError(f"write failed on {self.path}: {exc}") from exc
             except BaseException:
                 self._conn.execute("ROLLBACK")
                 raise
@@ -194,9 +203,7 @@ class SQLiteStore:
             )
         current = 0
         if "meta" in tables:
-            row = self._conn.execute(
-                "SELECT value FROM meta WHERE key = 'application'"
-            ).fetchone()
+            row = self._conn.execute("SELECT value FROM meta WHERE key = 'application'").fetchone()
             if row is None or row[0] != APPLICATION_MARK:
                 raise CorruptStoreError(f"{self.path} is not an Anamnesis store")
             version = self._conn.execute(
@@ -316,7 +323,13 @@ class SQLiteStore:
                 "INSERT INTO episode_versions (episode_id, version, content, metadata, "
                 "changed_at) VALUES (?, ?, ?, ?, ?)",
                 [
-                    (v.episode_id, v.version, v.content, json.dumps(v.metadata), _to_epoch(v.changed_at))
+                    (
+                        v.episode_id,
+                        v.version,
+                        v.content,
+                        json.dumps(v.metadata),
+                        _to_epoch(v.changed_at),
+                    )
                     for v in versions
                 ],
             )
@@ -408,7 +421,9 @@ class SQLiteStore:
                 self._bump_epoch(conn)
         return self.get_episodes([episode_id], scope)[0]
 
-    def _delete_where(self, conn: sqlite3.Connection, where: str, params: list[Any]) -> DeleteCounts:
+    def _delete_where(
+        self, conn: sqlite3.Connection, where: str, params: list[Any]
+    ) -> DeleteCounts:
         ids = [r[0] for r in conn.execute(f"SELECT e.id FROM episodes e WHERE {where}", params)]
         if not ids:
             return DeleteCounts()
@@ -503,9 +518,7 @@ class SQLiteStore:
                 WHERE v.episode_id = ? AND {where} ORDER BY v.version""",
             [episode_id, *params],
         )
-        return [
-            EpisodeVersion(r[0], r[1], r[2], json.loads(r[3]), _from_epoch(r[4])) for r in rows
-        ]
+        return [EpisodeVersion(r[0], r[1], r[2], json.loads(r[3]), _from_epoch(r[4])) for r in rows]
 
     def neighbours(
         self, episodes: Sequence[Episode], window: int

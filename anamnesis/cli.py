@@ -1,0 +1,482 @@
+"""The ``anamnesis`` command line: a thin shell over Memory, one command per verb."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from . import __version__
+from .config import PRESETS, default_path
+from .errors import AnamnesisError, InvalidInputError, NotFoundError, StoreLockedError
+from .memory import Memory
+from .types import Episode, Hit
+
+#: Exit codes a shell script can act on.
+EXIT_ERROR = 1
+EXIT_BAD_INPUT = 2
+EXIT_NOT_FOUND = 3
+EXIT_LOCKED = 4
+
+F = TypeVar("F", bound=Callable[..., Any])
+console = Console()
+errors = Console(stderr=True)
+
+
+def _exit_code(exc: AnamnesisError) -> int:
+    if isinstance(exc, NotFoundError):
+        return EXIT_NOT_FOUND
+    if isinstance(exc, StoreLockedError):
+        return EXIT_LOCKED
+    if isinstance(exc, InvalidInputError):
+        return EXIT_BAD_INPUT
+    return EXIT_ERROR
+
+
+@contextmanager
+def _handled() -> Iterator[None]:
+    """Turn library errors into one readable line and a meaningful exit code."""
+    try:
+        yield
+    except AnamnesisError as exc:
+        errors.print(f"[bold red]error:[/] {type(exc).__name__}: {exc}", highlight=False)
+        sys.exit(_exit_code(exc))
+
+
+def _open(ctx: click.Context) -> Memory:
+    options = ctx.obj
+    with _handled():
+        memory = Memory(
+            path=options["path"],
+            url=options["url"],
+            embedder=options["embedder"],
+            config=PRESETS[options["config"]],
+            reindex=options.get("reindex", False),
+        )
+    ctx.call_on_close(memory.close)
+    return memory
+
+
+def _episode_json(episode: Episode) -> dict[str, Any]:
+    record = asdict(episode)
+    record["event_time"] = episode.event_time.isoformat()
+    record["recorded_at"] = episode.recorded_at.isoformat()
+    return record
+
+
+def _progress() -> Progress:
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=errors,
+        transient=False,
+    )
+
+
+scope_options = [
+    click.option("--user", "user_id", default=None, help="User id (default: 'default')."),
+    click.option("--agent", "agent_id", default=None, help="Agent id."),
+    click.option("--session", "session_id", default=None, help="Session id."),
+]
+
+
+def with_scope(func: F) -> F:
+    for option in reversed(scope_options):
+        func = option(func)
+    return func
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="anamnesis")
+@click.option(
+    "--path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Store file (default: $ANAMNESIS_PATH or the OS data directory).",
+)
+@click.option("--url", default=None, help="Database URL instead of a file (postgresql://...).")
+@click.option(
+    "--embedder", default="minilm", show_default=True, help="minilm, edge or openai:MODEL."
+)
+@click.option(
+    "--config",
+    type=click.Choice(sorted(PRESETS)),
+    default="hybrid",
+    show_default=True,
+    help="Search pipeline preset.",
+)
+@click.pass_context
+def main(
+    ctx: click.Context, path: Path | None, url: str | None, embedder: str, config: str
+) -> None:
+    """Anamnesis: long-term memory for LLM agents, verbatim and offline."""
+    ctx.ensure_object(dict)
+    ctx.obj.update(path=path, url=url, embedder=embedder, config=config)
+
+
+@main.command()
+@click.argument("content")
+@with_scope
+@click.option("--role", default=None, help="Role of the speaker (user, assistant, ...).")
+@click.option("--speaker", default=None, help="Name of the speaker.")
+@click.option("--time", "event_time", default=None, help="When it happened (ISO-8601).")
+@click.option("--metadata", default=None, help="JSON object of metadata.")
+@click.option("--json", "as_json", is_flag=True, help="Print the stored episode as JSON.")
+@click.pass_context
+def add(
+    ctx: click.Context,
+    content: str,
+    user_id: str | None,
+    agent_id: str | None,
+    session_id: str | None,
+    role: str | None,
+    speaker: str | None,
+    event_time: str | None,
+    metadata: str | None,
+    as_json: bool,
+) -> None:
+    """Store CONTENT verbatim ('-' reads it from standard input)."""
+    if content == "-":
+        content = sys.stdin.read()
+    with _handled():
+        try:
+            meta = json.loads(metadata) if metadata else None
+        except json.JSONDecodeError as exc:
+            raise InvalidInputError(f"--metadata is not valid JSON: {exc}") from exc
+        memory = _open(ctx)
+        (episode,) = memory.add(
+            content,
+            user_id=user_id,
+            agent_id=agent_id,
+            session_id=session_id,
+            role=role,
+            speaker=speaker,
+            event_time=event_time,
+            metadata=meta,
+        )
+    if as_json:
+        click.echo(json.dumps(_episode_json(episode), ensure_ascii=False))
+    else:
+        click.echo(episode.id)
+
+
+def _read_messages(path: Path) -> tuple[str, list[dict[str, Any]] | list[str]]:
+    """('export', lines) for an Anamnesis export, else ('messages', dicts)."""
+    text = path.read_text(encoding="utf-8") if str(path) != "-" else sys.stdin.read()
+    stripped = text.lstrip()
+    if stripped.startswith("["):
+        try:
+            items = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise InvalidInputError(f"{path} is not valid JSON: {exc}") from exc
+        return "messages", items
+    lines = text.splitlines()
+    first = next((line for line in lines if line.strip()), "")
+    try:
+        head = json.loads(first) if first else {}
+    except json.JSONDecodeError as exc:
+        raise InvalidInputError(f"{path}: line 1 is not JSON: {exc}") from exc
+    if isinstance(head, dict) and head.get("type") == "anamnesis-export":
+        return "export", lines
+    messages = []
+    for number, line in enumerate(lines, start=1):
+        if line.strip():
+            try:
+                messages.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise InvalidInputError(f"{path}: line {number} is not JSON: {exc}") from exc
+    return "messages", messages
+
+
+@main.command("import")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@with_scope
+@click.pass_context
+def import_(
+    ctx: click.Context,
+    file: Path,
+    user_id: str | None,
+    agent_id: str | None,
+    session_id: str | None,
+) -> None:
+    """Import FILE: an `anamnesis export`, a JSON list or JSONL of messages."""
+    with _handled():
+        kind, items = _read_messages(file)
+        memory = _open(ctx)
+        with _progress() as progress:
+            task = progress.add_task(f"importing {file.name}", total=len(items) or None)
+
+            def advance(done: int) -> None:
+                progress.update(task, completed=done)
+
+            if kind == "export":
+                count = memory.import_jsonl(items, progress=advance)  # type: ignore[arg-type]
+            else:
+                count = len(
+                    memory.add_many(
+                        items,
+                        user_id=user_id,
+                        agent_id=agent_id,
+                        session_id=session_id,
+                        progress=advance,
+                    )
+                )
+            progress.update(task, total=count, completed=count)
+    errors.print(f"imported {count} episodes")
+
+
+def _hits_table(hits: list[Hit], explain: bool) -> Table:
+    table = Table(show_lines=False)
+    table.add_column("#", justify="right")
+    table.add_column("score", justify="right")
+    table.add_column("when")
+    table.add_column("who")
+    table.add_column("content", overflow="fold")
+    if explain:
+        table.add_column("channels")
+    for rank, hit in enumerate(hits, start=1):
+        episode = hit.episode
+        row = [
+            str(rank),
+            f"{hit.score:.4f}",
+            episode.event_time.strftime("%Y-%m-%d %H:%M"),
+            episode.speaker or episode.role or "",
+            episode.content,
+        ]
+        if explain:
+            row.append(
+                ", ".join(f"{name}#{c.rank} ({c.score:.3f})" for name, c in hit.channels.items())
+            )
+        table.add_row(*row)
+    return table
+
+
+def _hit_json(hit: Hit) -> dict[str, Any]:
+    return {
+        "score": hit.score,
+        "episode": _episode_json(hit.episode),
+        "context": [_episode_json(e) for e in hit.context],
+        "channels": {name: asdict(c) for name, c in hit.channels.items()},
+    }
+
+
+@main.command()
+@click.argument("query")
+@with_scope
+@click.option("--limit", "-n", default=10, show_default=True, help="How many results.")
+@click.option("--explain", is_flag=True, help="Show each channel's rank and score.")
+@click.option("--json", "as_json", is_flag=True, help="Print results as JSON.")
+@click.pass_context
+def search(
+    ctx: click.Context,
+    query: str,
+    user_id: str | None,
+    agent_id: str | None,
+    session_id: str | None,
+    limit: int,
+    explain: bool,
+    as_json: bool,
+) -> None:
+    """Search memories for QUERY."""
+    with _handled():
+        memory = _open(ctx)
+        hits = memory.search(
+            query,
+            user_id=user_id,
+            agent_id=agent_id,
+            session_id=session_id,
+            limit=limit,
+            explain=explain or as_json,
+        )
+    if as_json:
+        click.echo(json.dumps([_hit_json(h) for h in hits], ensure_ascii=False, indent=2))
+    elif not hits:
+        errors.print("no results")
+    else:
+        console.print(_hits_table(hits, explain))
+
+
+@main.command()
+@click.argument("episode_id")
+@with_scope
+@click.option("--history", "show_history", is_flag=True, help="Also list prior versions.")
+@click.pass_context
+def get(
+    ctx: click.Context,
+    episode_id: str,
+    user_id: str | None,
+    agent_id: str | None,
+    session_id: str | None,
+    show_history: bool,
+) -> None:
+    """Print one episode as JSON."""
+    with _handled():
+        memory = _open(ctx)
+        episode = memory.get(episode_id, user_id=user_id, agent_id=agent_id, session_id=session_id)
+        record = _episode_json(episode)
+        if show_history:
+            record["history"] = [
+                {**asdict(v), "changed_at": v.changed_at.isoformat()}
+                for v in memory.history(
+                    episode_id, user_id=user_id, agent_id=agent_id, session_id=session_id
+                )
+            ]
+    click.echo(json.dumps(record, ensure_ascii=False, indent=2))
+
+
+@main.command("list")
+@with_scope
+@click.option("--limit", "-n", default=20, show_default=True)
+@click.option("--offset", default=0, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON lines.")
+@click.pass_context
+def list_(
+    ctx: click.Context,
+    user_id: str | None,
+    agent_id: str | None,
+    session_id: str | None,
+    limit: int,
+    offset: int,
+    as_json: bool,
+) -> None:
+    """List episodes in event-time order."""
+    with _handled():
+        memory = _open(ctx)
+        page = memory.get_all(
+            user_id=user_id, agent_id=agent_id, session_id=session_id, limit=limit, offset=offset
+        )
+    if as_json:
+        for episode in page.items:
+            click.echo(json.dumps(_episode_json(episode), ensure_ascii=False))
+        return
+    table = Table(caption=f"{len(page.items)} of {page.total}")
+    for column in ("id", "when", "session", "who", "content"):
+        table.add_column(column, overflow="fold")
+    for episode in page.items:
+        table.add_row(
+            episode.id,
+            episode.event_time.strftime("%Y-%m-%d %H:%M"),
+            episode.session_id or "",
+            episode.speaker or episode.role or "",
+            episode.content,
+        )
+    console.print(table)
+
+
+@main.command()
+@click.argument("episode_id", required=False)
+@with_scope
+@click.option(
+    "--all", "delete_everything", is_flag=True, help="Delete the whole scope (--user required)."
+)
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation with --all.")
+@click.pass_context
+def delete(
+    ctx: click.Context,
+    episode_id: str | None,
+    user_id: str | None,
+    agent_id: str | None,
+    session_id: str | None,
+    delete_everything: bool,
+    yes: bool,
+) -> None:
+    """Delete one episode, or a whole scope with --all --user U."""
+    with _handled():
+        if delete_everything == (episode_id is not None):
+            raise InvalidInputError("give either an EPISODE_ID or --all (with --user)")
+        if delete_everything and user_id is None:
+            raise InvalidInputError("--all needs --user: name the scope to delete")
+        memory = _open(ctx)
+        if delete_everything:
+            if not yes and not click.confirm(f"Delete everything of user {user_id!r}?"):
+                raise click.Abort()
+            counts = memory.delete_all(
+                user_id=user_id or "", agent_id=agent_id, session_id=session_id
+            )
+        else:
+            counts = memory.delete(
+                episode_id or "", user_id=user_id, agent_id=agent_id, session_id=session_id
+            )
+    click.echo(json.dumps(asdict(counts)))
+
+
+@main.command()
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path), required=False)
+@click.option("--user", "user_id", default=None, help="Only this user's memories.")
+@click.pass_context
+def export(ctx: click.Context, file: Path | None, user_id: str | None) -> None:
+    """Write the store as JSONL (to FILE or standard output); `import` restores it."""
+    with _handled():
+        memory = _open(ctx)
+        if file is None:
+            count = memory.export_jsonl(sys.stdout, user_id=user_id)
+        else:
+            with file.open("w", encoding="utf-8") as out:
+                count = memory.export_jsonl(out, user_id=user_id)
+    errors.print(f"exported {count} episodes")
+
+
+@main.command()
+@click.option("--user", "user_id", default=None, help="Only this user.")
+@click.pass_context
+def stats(ctx: click.Context, user_id: str | None) -> None:
+    """Counts, sizes and active capabilities, as JSON."""
+    with _handled():
+        memory = _open(ctx)
+        result = {**memory.stats(user_id=user_id), "capabilities": memory.capabilities}
+    click.echo(json.dumps(result, indent=2))
+
+
+@main.command()
+@click.pass_context
+def reindex(ctx: click.Context) -> None:
+    """Re-embed every episode with --embedder (also switches a store's embedder)."""
+    ctx.obj["reindex"] = True
+    with _handled():
+        memory = _open(ctx)
+        with _progress() as progress:
+            total = memory.stats()["episodes"]
+            task = progress.add_task("re-embedding", total=total)
+            count = memory.reindex(progress=lambda done: progress.update(task, completed=done))
+    errors.print(f"re-embedded {count} episodes with {memory.embedder.name}")
+
+
+@main.command()
+@click.option(
+    "--path",
+    "demo_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Where to keep the demo store (default: demo.db beside the default store).",
+)
+@click.pass_context
+def demo(ctx: click.Context, demo_path: Path | None) -> None:
+    """Ingest a small bundled conversation and answer a few questions."""
+    from .demo import run_demo
+
+    options = ctx.obj
+    path = demo_path or options["path"] or default_path().with_name("demo.db")
+    with _handled():
+        run_demo(path, embedder=options["embedder"], console=console)
+
+
+def _register_optional_commands() -> None:
+    try:
+        from .bench.cli import bench
+    except ImportError:  # the bench package is optional while it is being built
+        return
+    main.add_command(bench)
+
+
+_register_optional_commands()

@@ -1,0 +1,114 @@
+"""The command line: every verb, JSON output, and exit codes a shell can act on."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from anamnesis.cli import EXIT_BAD_INPUT, EXIT_NOT_FOUND, main
+
+
+@pytest.fixture
+def cli(tmp_path):
+    runner = CliRunner()
+    path = str(tmp_path / "cli.db")
+
+    def run(*args: str, input: str | None = None):
+        return runner.invoke(main, ["--path", path, *args], input=input, catch_exceptions=False)
+
+    return run
+
+
+def test_help_lists_every_verb() -> None:
+    result = CliRunner().invoke(main, ["--help"])
+    for verb in (
+        "add",
+        "import",
+        "search",
+        "get",
+        "list",
+        "delete",
+        "export",
+        "stats",
+        "reindex",
+        "demo",
+    ):
+        assert verb in result.output
+
+
+def test_add_search_get_list_delete(cli) -> None:
+    episode_id = cli("add", "I keep bees on the roof", "--user", "ana").output.strip()
+    assert episode_id.startswith("ep_")
+    hits = json.loads(cli("search", "bees", "--user", "ana", "--json").output)
+    assert hits[0]["episode"]["id"] == episode_id and "lexical" in hits[0]["channels"]
+    table = cli("search", "bees", "--user", "ana").output
+    assert "I keep bees on the roof" in table
+    assert json.loads(cli("get", episode_id, "--user", "ana").output)["content"].startswith(
+        "I keep"
+    )
+    listed = [
+        json.loads(line) for line in cli("list", "--user", "ana", "--json").output.splitlines()
+    ]
+    assert [e["id"] for e in listed] == [episode_id]
+    assert json.loads(cli("delete", episode_id, "--user", "ana").output)["episodes"] == 1
+    assert cli("get", episode_id, "--user", "ana").exit_code == EXIT_NOT_FOUND
+
+
+def test_add_reads_standard_input_and_metadata(cli) -> None:
+    result = cli(
+        "add", "-", "--user", "ana", "--metadata", '{"k": 1}', "--json", input="from stdin\n"
+    )
+    assert json.loads(result.output)["metadata"] == {"k": 1}
+
+
+def test_bad_input_exits_2_with_a_message(cli) -> None:
+    result = cli("add", "  ", "--user", "ana")
+    assert result.exit_code == EXIT_BAD_INPUT
+    assert "empty" in result.output
+    assert cli("add", "x", "--metadata", "{nope").exit_code == EXIT_BAD_INPUT
+    assert cli("delete", "--all").exit_code == EXIT_BAD_INPUT
+
+
+def test_import_messages_then_export_round_trips(cli, tmp_path) -> None:
+    messages = tmp_path / "msgs.jsonl"
+    messages.write_text(
+        "\n".join(
+            json.dumps(m)
+            for m in [
+                {
+                    "role": "user",
+                    "content": "We planted tomatoes",
+                    "event_time": "2024-05-01T10:00:00Z",
+                },
+                {"role": "assistant", "content": "How many?", "event_time": "2024-05-01T10:01:00Z"},
+            ]
+        )
+    )
+    assert cli("import", str(messages), "--user", "gardener", "--session", "s1").exit_code == 0
+    dump = tmp_path / "dump.jsonl"
+    assert cli("export", str(dump)).exit_code == 0
+    other = CliRunner().invoke(main, ["--path", str(tmp_path / "other.db"), "import", str(dump)])
+    assert other.exit_code == 0, other.output
+    again = tmp_path / "again.jsonl"
+    CliRunner().invoke(main, ["--path", str(tmp_path / "other.db"), "export", str(again)])
+    assert again.read_text() == dump.read_text()
+
+
+def test_stats_is_json_with_capabilities(cli) -> None:
+    cli("add", "hello", "--user", "ana")
+    stats = json.loads(cli("stats").output)
+    assert stats["episodes"] == 1 and stats["capabilities"]["llm"] is None
+
+
+def test_delete_all_needs_confirmation_or_yes(cli) -> None:
+    cli("add", "one", "--user", "ana")
+    assert cli("delete", "--all", "--user", "ana", input="n\n").exit_code != 0
+    assert json.loads(cli("delete", "--all", "--user", "ana", "--yes").output)["episodes"] == 1
+
+
+def test_demo_runs_and_answers(tmp_path) -> None:
+    result = CliRunner().invoke(main, ["demo", "--path", str(tmp_path / "demo.db")])
+    assert result.exit_code == 0, result.output
+    assert "allergic to cats" in result.output
