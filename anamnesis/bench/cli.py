@@ -1,0 +1,277 @@
+"""``anamnesis bench ...``: the benchmark commands (also ``python -m anamnesis.bench``)."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+from ..config import PRESETS
+from ..errors import AnamnesisError
+from .runner import DEFAULT_DEPTH, BenchOptions
+from .scoring import DEFAULT_BUDGETS
+
+console = Console()
+errors = Console(stderr=True)
+
+
+def _ints(value: str, what: str) -> tuple[int, ...]:
+    try:
+        out = tuple(int(v.replace("_", "")) for v in value.split(",") if v.strip())
+    except ValueError as exc:
+        raise click.BadParameter(f"{what} must be comma-separated integers, got {value!r}") from exc
+    if not out or any(v <= 0 for v in out):
+        raise click.BadParameter(f"{what} must be positive integers, got {value!r}")
+    return out
+
+
+def _configs(value: str) -> tuple[str, ...]:
+    names = tuple(v.strip() for v in value.split(",") if v.strip())
+    unknown = [n for n in names if n not in PRESETS]
+    if unknown or not names:
+        raise click.BadParameter(
+            f"unknown config(s) {unknown or value!r}; choose from {', '.join(sorted(PRESETS))}"
+        )
+    return names
+
+
+@contextmanager
+def _handled() -> Iterator[None]:
+    try:
+        yield
+    except AnamnesisError as exc:
+        errors.print(f"[bold red]error:[/] {type(exc).__name__}: {exc}", highlight=False)
+        sys.exit(2)
+
+
+class _Bars:
+    """Rich progress bars fed by the runner's progress events."""
+
+    def __init__(self, progress: Progress, cases: int, questions: int) -> None:
+        self.progress = progress
+        self.cases = progress.add_task("cases", total=cases)
+        self.questions = progress.add_task("questions", total=questions)
+        self.ingest: TaskID | None = None
+
+    def __call__(self, event: str, **values: Any) -> None:
+        if event == "case_start":
+            if self.ingest is not None:
+                self.progress.remove_task(self.ingest)
+            self.ingest = self.progress.add_task(
+                f"ingest {values['case']}", total=values["messages"]
+            )
+        elif event == "ingested" and self.ingest is not None:
+            self.progress.update(self.ingest, completed=values["done"])
+        elif event == "question":
+            self.progress.advance(self.questions)
+        elif event == "case_done":
+            self.progress.advance(self.cases)
+
+
+def _progress() -> Progress:
+    return Progress(
+        TextColumn("{task.description:<28}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=console,
+        transient=False,
+    )
+
+
+def dataset_command(name: str, help_text: str) -> Callable[..., Any]:
+    """A click command that runs dataset ``name``."""
+
+    @click.command(name=name, help=help_text)
+    @click.option(
+        "--data",
+        "data",
+        type=click.Path(exists=True, dir_okay=False, path_type=Path),
+        required=True,
+        help="The dataset file (JSON, optionally gzip-compressed).",
+    )
+    @click.option(
+        "--config",
+        "configs",
+        default="bm25,dense,hybrid",
+        show_default=True,
+        help="Comma-separated pipeline presets to compare on the same stores.",
+    )
+    @click.option(
+        "--embedder",
+        default="minilm",
+        show_default=True,
+        help="minilm, edge (static wordllama) or openai:MODEL.",
+    )
+    @click.option(
+        "--limit",
+        type=click.IntRange(min=1),
+        default=None,
+        help="Only the first N cases (conversations, or LongMemEval questions).",
+    )
+    @click.option(
+        "--depth",
+        type=click.IntRange(1, 1000),
+        default=DEFAULT_DEPTH,
+        show_default=True,
+        help="Hits requested per search.",
+    )
+    @click.option(
+        "--candidates",
+        type=click.IntRange(1, 10000),
+        default=None,
+        help="Override every config's per-channel candidate count.",
+    )
+    @click.option(
+        "--budgets",
+        default=",".join(map(str, DEFAULT_BUDGETS)),
+        show_default=True,
+        help="Token budgets for evidence recall at a context budget.",
+    )
+    @click.option(
+        "--as-of/--no-as-of",
+        default=True,
+        show_default=True,
+        help="Hide episodes dated after the question (where questions are dated).",
+    )
+    @click.option(
+        "--embedding-cache/--no-embedding-cache",
+        default=True,
+        show_default=True,
+        help="Reuse vectors of text already embedded in this run (results unchanged).",
+    )
+    @click.option("--keep-stores", is_flag=True, help="Keep each case's SQLite store.")
+    @click.option(
+        "--out",
+        "out_dir",
+        type=click.Path(file_okay=False, path_type=Path),
+        default=None,
+        help="Results folder [default: results/<dataset>-<time>].",
+    )
+    def command(
+        data: Path,
+        configs: str,
+        embedder: str,
+        limit: int | None,
+        depth: int,
+        candidates: int | None,
+        budgets: str,
+        as_of: bool,
+        embedding_cache: bool,
+        keep_stores: bool,
+        out_dir: Path | None,
+    ) -> None:
+        from . import datasets
+        from .api import run_benchmark
+        from .report import print_summary
+
+        options = BenchOptions(
+            configs=_configs(configs),
+            embedder=embedder,
+            depth=depth,
+            candidates=candidates,
+            budgets=_ints(budgets, "--budgets"),
+            as_of=as_of,
+            cache_embeddings=embedding_cache,
+            keep_stores=keep_stores,
+        )
+        invocation = _invocation(name, click.get_current_context().params)
+        with _handled():
+            preview = datasets.load(name, data, limit=limit)
+            with _progress() as progress:
+                bars = _Bars(progress, len(preview.cases), preview.n_questions)
+
+                def hook(event: str, **values: Any) -> None:
+                    bars(event, **values)
+                    if event == "question" and values.get("last"):
+                        bars("case_done")
+
+                output = run_benchmark(
+                    name,
+                    data,
+                    options=options,
+                    limit=limit,
+                    out_dir=out_dir,
+                    progress=_CaseCounter(hook, preview),
+                    command=invocation,
+                )
+        print_summary(output.summary, console)
+        console.print(f"results: {output.out_dir}")
+
+    return command
+
+
+def _invocation(name: str, params: dict[str, Any]) -> str:
+    """The command line that reproduces this run, every option spelled out."""
+    parts = ["anamnesis", "bench", name]
+    for key, value in params.items():
+        flag = "--" + key.replace("_", "-")
+        if key == "out_dir" or value is None or value is False:
+            if key in ("as_of", "embedding_cache") and value is False:
+                parts.append("--no-" + key.replace("_", "-"))
+            continue
+        if key == "configs":
+            flag = "--config"
+        parts += [flag] if value is True else [flag, str(value)]
+    return " ".join(shlex.quote(p) for p in parts)
+
+
+class _CaseCounter:
+    """Adds ``case_done`` events after each case's last question."""
+
+    def __init__(self, hook: Callable[..., None], dataset: Any) -> None:
+        self.hook = hook
+        self.remaining = {c.id: len(c.questions) for c in dataset.cases}
+
+    def __call__(self, event: str, **values: Any) -> None:
+        self.hook(event, **values)
+        if event == "case_start" and self.remaining.get(values["case"]) == 0:
+            self.hook("case_done")
+        if event == "question":
+            self.remaining[values["case"]] -= 1
+            if self.remaining[values["case"]] == 0:
+                self.hook("case_done")
+
+
+@click.group(name="bench", help="Reproducible retrieval and speed benchmarks.")
+def bench() -> None:
+    """The benchmark command group."""
+
+
+bench.add_command(
+    dataset_command(
+        "locomo",
+        "LoCoMo: one memory per conversation; turn (dia_id) and session evidence; "
+        "category 5 reported separately.",
+    )
+)
+bench.add_command(
+    dataset_command(
+        "longmemeval",
+        "LongMemEval S/oracle: one memory per question; the official recall_any/recall_all/"
+        "ndcg_any at turn and session level; abstention excluded.",
+    )
+)
+bench.add_command(
+    dataset_command(
+        "beam",
+        "BEAM: one memory per conversation; message-id evidence per ability; abstention "
+        "reported separately.",
+    )
+)
