@@ -1,0 +1,106 @@
+"""PostgreSQL schema and its forward migrations.
+
+The logical schema is SQLite's (meta, sessions, episodes, episode_versions); what
+differs is physical. Times are ``timestamptz``, metadata ``jsonb``, and the lexical
+and dense indexes live on the episodes row itself: a generated ``tsvector`` column
+with a GIN index, and a pgvector ``embedding`` column with an HNSW (cosine) index,
+so a scope filter and a vector ordering can be served by one table scan or index.
+
+Each migration is a function of the embedding dimension that returns statements
+moving a store from version N-1 to N. They run in one transaction under
+``MIGRATION_LOCK``, so several workers starting at once apply them exactly once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+#: pg_advisory_xact_lock key that serialises migrations (and CREATE EXTENSION) across
+#: every process connected to the database. The value is arbitrary but fixed: it is
+#: the first 8 bytes of sha256("anamnesis.migrate") read as a signed int64.
+MIGRATION_LOCK = -6841801958607195316
+
+#: The text search configuration of the ``content_tsv`` column: Snowball English
+#: stemming and English stopwords, the nearest built-in analogue of SQLite's
+#: ``porter unicode61`` tokenizer.
+TEXT_SEARCH_CONFIG = "english"
+
+#: pgvector's HNSW index on ``vector`` supports at most this many dimensions; larger
+#: embeddings are searched by exact scan only.
+HNSW_MAX_DIM = 2000
+
+#: HNSW build parameters: pgvector's defaults (m=16, ef_construction=64), which its
+#: authors tuned on ANN-benchmarks; recall at our ef_search is measured by
+#: anamnesis.store.postgres_bench.
+HNSW_M = 16
+HNSW_EF_CONSTRUCTION = 64
+
+
+def embedding_index(dim: int) -> list[str]:
+    """Statements that (re)create the HNSW index, or none when ``dim`` is too large."""
+    if dim > HNSW_MAX_DIM:
+        return []
+    return [
+        "CREATE INDEX IF NOT EXISTS episodes_embedding ON episodes "
+        f"USING hnsw (embedding vector_cosine_ops) "
+        f"WITH (m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION})"
+    ]
+
+
+def _v1(dim: int) -> list[str]:
+    return [
+        """CREATE TABLE meta (
+            key   text PRIMARY KEY,
+            value text NOT NULL
+        )""",
+        """CREATE TABLE sessions (
+            user_id    text NOT NULL,
+            id         text NOT NULL,
+            agent_id   text,
+            started_at timestamptz,
+            metadata   jsonb NOT NULL DEFAULT '{}',
+            PRIMARY KEY (user_id, id)
+        )""",
+        f"""CREATE TABLE episodes (
+            rowid        bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            id           text NOT NULL UNIQUE,
+            user_id      text NOT NULL,
+            agent_id     text,
+            session_id   text,
+            turn_index   integer,
+            role         text,
+            speaker      text,
+            content      text NOT NULL,
+            modality     text NOT NULL DEFAULT 'text',
+            event_time   timestamptz NOT NULL,
+            recorded_at  timestamptz NOT NULL,
+            metadata     jsonb NOT NULL DEFAULT '{{}}',
+            content_hash text NOT NULL,
+            version      integer NOT NULL DEFAULT 1,
+            content_tsv  tsvector GENERATED ALWAYS AS
+                           (to_tsvector('{TEXT_SEARCH_CONFIG}'::regconfig, content)) STORED,
+            embedding    vector({dim})
+        )""",
+        # Keep vectors inline (compressible, moved out of line only as a last resort):
+        # exact scans then read one heap tuple per row instead of a TOAST lookup.
+        "ALTER TABLE episodes ALTER COLUMN embedding SET STORAGE MAIN",
+        "CREATE INDEX episodes_scope ON episodes (user_id, agent_id, session_id, turn_index)",
+        "CREATE INDEX episodes_session ON episodes (user_id, session_id, turn_index)",
+        "CREATE INDEX episodes_time ON episodes (user_id, event_time)",
+        "CREATE INDEX episodes_hash ON episodes (content_hash)",
+        "CREATE INDEX episodes_fts ON episodes USING gin (content_tsv)",
+        *embedding_index(dim),
+        """CREATE TABLE episode_versions (
+            episode_id text NOT NULL,
+            version    integer NOT NULL,
+            content    text NOT NULL,
+            metadata   jsonb NOT NULL,
+            changed_at timestamptz NOT NULL,
+            PRIMARY KEY (episode_id, version)
+        )""",
+    ]
+
+
+MIGRATIONS: dict[int, Callable[[int], list[str]]] = {1: _v1}
+
+LATEST = max(MIGRATIONS)
