@@ -1,0 +1,629 @@
+"""The Store contract: the same tests against every backend (SQLite and PostgreSQL).
+
+Pure store tests use random unit vectors; nothing here loads an embedding model.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
+
+import numpy as np
+import pytest
+from store_fixtures import (  # noqa: F401  (fixtures are found by their registered names)
+    DIM,
+    T0,
+    backend_fixture,
+    make_episode,
+    open_store_fixture,
+    postgres_schema_url_fixture,
+    store_fixture,
+    store_url_fixture,
+    unit_vectors,
+)
+
+from anamnesis.errors import InvalidInputError, NotFoundError
+from anamnesis.store.base import Filters
+from anamnesis.types import DeleteCounts, EpisodeVersion, Scope, Session
+
+ALICE = Scope("alice")
+BOB = Scope("bob")
+
+
+def add(store, episodes, seed=0, vectors=None, **kwargs):
+    """Insert episodes with random vectors (or the given ones); returns the vectors."""
+    vectors = unit_vectors(len(episodes), seed=seed) if vectors is None else vectors
+    store.insert_episodes(episodes, vectors, **kwargs)
+    return vectors
+
+
+def ids(candidates):
+    return [c.episode_id for c in candidates]
+
+
+# -- meta and lifecycle ---------------------------------------------------------------------------
+def test_meta_round_trips_and_overwrites(store):
+    assert store.get_meta("missing") is None
+    store.set_meta("embedder_name", "minilm")
+    store.set_meta("embedder_name", "edge")
+    assert store.get_meta("embedder_name") == "edge"
+
+
+def test_reopening_keeps_data_and_close_is_idempotent(open_store):
+    first = open_store()
+    add(first, [make_episode("kept across reopen", id="ep_keep")])
+    first.set_meta("k", "v")
+    first.close()
+    first.close()
+    second = open_store()
+    assert second.get_meta("k") == "v"
+    assert [e.id for e in second.get_episodes(["ep_keep"], ALICE)] == ["ep_keep"]
+
+
+# -- insert and get -------------------------------------------------------------------------------
+def test_insert_then_get_returns_every_field(store):
+    episode = make_episode(
+        "Ana moved to Lisbon in May — café ☕",
+        scope=Scope("alice", "agent-1", "s1"),
+        role="assistant",
+        speaker="Ana",
+        modality="image",
+        metadata={"source": "chat", "n": 3, "nested": {"a": [1, 2.5, None, True]}},
+        turn_index=7,
+    )
+    add(store, [episode])
+    [got] = store.get_episodes([episode.id], Scope("alice"))
+    assert got == episode
+
+
+def test_get_keeps_requested_order_and_skips_other_scopes(store):
+    mine = [make_episode(f"mine {i}") for i in range(3)]
+    theirs = make_episode("theirs", scope=BOB)
+    add(store, [*mine, theirs])
+    wanted = [mine[2].id, theirs.id, mine[0].id, "ep_missing"]
+    assert [e.id for e in store.get_episodes(wanted, ALICE)] == [mine[2].id, mine[0].id]
+    assert store.get_episodes([], ALICE) == []
+
+
+def test_insert_requires_one_vector_per_episode(store):
+    with pytest.raises(ValueError):
+        store.insert_episodes([make_episode()], unit_vectors(2))
+
+
+def test_insert_is_all_or_nothing_on_a_duplicate_id_in_the_batch(store):
+    first = make_episode("first", scope=Scope("alice", None, "s1"), turn_index=0)
+    dup = make_episode("second", id=first.id)
+    session = Session("s1", "alice", None, T0)
+    version = EpisodeVersion(first.id, 1, "older", {}, T0)
+    with pytest.raises(InvalidInputError):
+        add(store, [first, dup], sessions=[session], versions=[version])
+    assert store.existing_ids([first.id]) == set()
+    assert list(store.iter_episodes()) == []
+    assert list(store.iter_sessions()) == []
+    assert store.stats(None)["versions"] == 0
+    assert store.lexical_search(["first"], ALICE, Filters(), 10) == []
+
+
+def test_insert_is_all_or_nothing_when_an_id_is_already_stored(store):
+    stored = make_episode("stored")
+    add(store, [stored])
+    fresh = make_episode("fresh words")
+    with pytest.raises(InvalidInputError):
+        add(store, [fresh, make_episode("clash", id=stored.id)])
+    assert store.existing_ids([fresh.id, stored.id]) == {stored.id}
+    assert store.lexical_search(["fresh"], ALICE, Filters(), 10) == []
+
+
+def test_insert_with_sessions_and_versions(store):
+    scope = Scope("alice", "agent", "s1")
+    episode = make_episode("now", scope=scope, turn_index=0)
+    version = EpisodeVersion(episode.id, 1, "before", {"v": 1}, T0)
+    add(
+        store,
+        [episode],
+        sessions=[Session("s1", "alice", "agent", T0, {"topic": "x"})],
+        versions=[version],
+    )
+    assert list(store.iter_sessions()) == [Session("s1", "alice", "agent", T0, {"topic": "x"})]
+    assert store.episode_versions(episode.id, ALICE) == [version]
+
+
+def test_upsert_sessions_fills_unknown_start_and_keeps_known_one(store):
+    later = T0 + timedelta(days=1)
+    store.upsert_sessions([Session("s1", "alice", None, None), Session("s2", "alice", None, T0)])
+    store.upsert_sessions(
+        [Session("s1", "alice", None, later), Session("s2", "alice", None, later)]
+    )
+    started = {s.id: s.started_at for s in store.iter_sessions()}
+    assert started == {"s1": later, "s2": T0}
+
+
+# -- simple lookups -------------------------------------------------------------------------------
+def test_existing_ids_sees_every_scope(store):
+    a, b = make_episode("a"), make_episode("b", scope=BOB)
+    add(store, [a, b])
+    assert store.existing_ids([a.id, b.id, "nope"]) == {a.id, b.id}
+    assert store.existing_ids([]) == set()
+
+
+def test_next_turn_index_counts_per_user_and_session(store):
+    assert store.next_turn_index("alice", "s1") == 0
+    add(
+        store,
+        [make_episode(f"t{i}", scope=Scope("alice", None, "s1"), turn_index=i) for i in range(3)],
+    )
+    add(store, [make_episode("bob", scope=Scope("bob", None, "s1"), turn_index=9)], seed=1)
+    assert store.next_turn_index("alice", "s1") == 3
+    assert store.next_turn_index("bob", "s1") == 10
+    assert store.next_turn_index("alice", "s2") == 0
+
+
+def test_vectors_for_hashes_returns_stored_vectors(store):
+    episodes = [make_episode("x", content_hash="h1"), make_episode("y", content_hash="h2")]
+    vectors = add(store, episodes)
+    found = store.vectors_for_hashes(["h1", "h2", "h1", "missing"])
+    assert set(found) == {"h1", "h2"}
+    np.testing.assert_array_equal(found["h1"], vectors[0])
+    assert found["h2"].dtype == np.float32
+    assert store.vectors_for_hashes([]) == {}
+
+
+# -- listing --------------------------------------------------------------------------------------
+def test_list_episodes_pages_in_event_time_order(store):
+    episodes = [make_episode(f"e{i}", event_time=T0 + timedelta(hours=10 - i)) for i in range(7)]
+    add(store, episodes)
+    expected = [e.id for e in reversed(episodes)]
+    page, total = store.list_episodes(ALICE, limit=3, offset=0)
+    assert total == 7 and [e.id for e in page] == expected[:3]
+    page, total = store.list_episodes(ALICE, limit=3, offset=6)
+    assert [e.id for e in page] == expected[6:]
+    assert store.list_episodes(BOB, limit=10, offset=0) == ([], 0)
+
+
+@pytest.mark.parametrize(
+    "filters, expected",
+    [
+        (Filters(role="assistant"), {"b"}),
+        (Filters(speaker="Ana"), {"c"}),
+        (Filters(modality="image"), {"d"}),
+        (Filters(event_after=T0 + timedelta(hours=2)), {"c", "d"}),
+        (Filters(event_before=T0 + timedelta(hours=2)), {"a", "b"}),
+        (Filters(recorded_before=T0 + timedelta(hours=1, minutes=30)), {"a", "b"}),
+        (Filters(metadata={"topic": "work"}), {"a", "c"}),
+        (Filters(metadata={"topic": "work", "n": 1}), {"a"}),
+        (Filters(role="user", metadata={"topic": "work"}), {"a", "c"}),
+    ],
+)
+def test_filters_apply_to_every_channel(store, filters, expected):
+    specs = {
+        "a": dict(role="user", metadata={"topic": "work", "n": 1}),
+        "b": dict(role="assistant", metadata={"topic": "home"}),
+        "c": dict(role="user", speaker="Ana", metadata={"topic": "work", "n": 2}),
+        "d": dict(role="user", modality="image"),
+    }
+    episodes = {
+        name: make_episode(
+            f"shared word {name}", id=f"ep_{name}", event_time=T0 + timedelta(hours=i), **spec
+        )
+        for i, (name, spec) in enumerate(specs.items())
+    }
+    vectors = add(store, list(episodes.values()))
+    expected_ids = {f"ep_{n}" for n in expected}
+    page, total = store.list_episodes(ALICE, limit=10, offset=0, filters=filters)
+    assert {e.id for e in page} == expected_ids and total == len(expected)
+    assert set(ids(store.lexical_search(["shared"], ALICE, filters, 10))) == expected_ids
+    assert set(ids(store.dense_search(vectors[0], ALICE, filters, 10))) == expected_ids
+
+
+# -- neighbours -----------------------------------------------------------------------------------
+def test_neighbours_are_the_surrounding_turns_of_the_same_session(store):
+    s1 = [
+        make_episode(f"s1 turn {i}", scope=Scope("alice", None, "s1"), turn_index=i)
+        for i in range(6)
+    ]
+    s2 = [make_episode("s2 turn", scope=Scope("alice", None, "s2"), turn_index=2)]
+    bob = [make_episode("bob turn", scope=Scope("bob", None, "s1"), turn_index=3)]
+    loose = make_episode("no session")
+    add(store, [*s1, *s2, *bob, loose])
+    around = store.neighbours([s1[2], s1[5], loose], window=1)
+    assert [e.id for e in around[s1[2].id]] == [s1[1].id, s1[3].id]
+    assert [e.id for e in around[s1[5].id]] == [s1[4].id]
+    assert around[loose.id] == ()
+    assert [e.id for e in store.neighbours([s1[2]], window=2)[s1[2].id]] == [
+        s1[0].id,
+        s1[1].id,
+        s1[3].id,
+        s1[4].id,
+    ]
+    assert store.neighbours([s1[2]], window=0) == {s1[2].id: ()}
+
+
+# -- lexical search -------------------------------------------------------------------------------
+def test_lexical_search_ranks_more_matching_terms_first_and_respects_scope(store):
+    episodes = [
+        make_episode("Caroline went hiking in the mountains", id="ep_both"),
+        make_episode("Caroline likes coffee", id="ep_one"),
+        make_episode("The weather is nice", id="ep_none"),
+        make_episode(
+            "Caroline hiking mountains", id="ep_other_agent", scope=Scope("alice", "agent-2")
+        ),
+        make_episode("Caroline hiking mountains", id="ep_bob", scope=BOB),
+    ]
+    add(store, episodes)
+    hits = store.lexical_search(["caroline", "hiking"], Scope("alice", None), Filters(), 10)
+    assert set(ids(hits)) == {"ep_both", "ep_one", "ep_other_agent"}
+    assert ids(hits).index("ep_both") < ids(hits).index("ep_one")
+    assert all(h.score > 0 for h in hits)
+    assert hits == sorted(hits, key=lambda h: -h.score)
+    scoped = store.lexical_search(["caroline"], Scope("alice", "agent-2"), Filters(), 10)
+    assert ids(scoped) == ["ep_other_agent"]
+    assert store.lexical_search([], ALICE, Filters(), 10) == []
+    assert len(store.lexical_search(["caroline"], ALICE, Filters(), 1)) == 1
+
+
+def test_lexical_search_stems_and_survives_odd_terms(store):
+    add(store, [make_episode("She was running marathons", id="ep_run")])
+    assert ids(store.lexical_search(["runs"], ALICE, Filters(), 5)) == ["ep_run"]
+    odd = ['"', "o'neil", "a*b", "NEAR", "AND", "(", "marathon"]
+    assert ids(store.lexical_search(odd, ALICE, Filters(), 5)) == ["ep_run"]
+
+
+# -- dense search ---------------------------------------------------------------------------------
+def test_dense_search_returns_nearest_first_with_cosine_scores(store):
+    episodes = [make_episode(f"e{i}") for i in range(30)]
+    vectors = add(store, episodes)
+    hits = store.dense_search(vectors[7], ALICE, Filters(), 5)
+    assert hits[0].episode_id == episodes[7].id
+    assert hits[0].score == pytest.approx(1.0, abs=1e-5)
+    expected = np.argsort(-(vectors @ vectors[7]), kind="stable")[:5]
+    assert ids(hits) == [episodes[i].id for i in expected]
+    for hit, i in zip(hits, expected, strict=True):
+        assert hit.score == pytest.approx(float(vectors[i] @ vectors[7]), abs=1e-5)
+
+
+def test_dense_search_respects_scope(store):
+    scopes = [Scope("alice"), Scope("alice", "a1"), Scope("alice", "a1", "s1"), BOB]
+    episodes = [make_episode(f"e{i}", scope=scopes[i % 4]) for i in range(40)]
+    vectors = add(store, episodes)
+    query = vectors[3]  # a bob episode
+    for scope in scopes:
+        hits = store.dense_search(query, scope, Filters(), 100)
+        in_scope = [
+            e.id
+            for e in episodes
+            if e.user_id == scope.user_id
+            and (scope.agent_id is None or e.agent_id == scope.agent_id)
+            and (scope.session_id is None or e.session_id == scope.session_id)
+        ]
+        assert sorted(ids(hits)) == sorted(in_scope)
+
+
+def test_dense_search_stays_complete_under_a_selective_filter(store):
+    episodes = [make_episode(f"e{i}", role="rare" if i % 100 == 0 else "user") for i in range(500)]
+    vectors = add(store, episodes)
+    hits = store.dense_search(vectors[1], ALICE, Filters(role="rare"), 10)
+    assert sorted(ids(hits)) == sorted(e.id for e in episodes if e.role == "rare")
+
+
+# -- update ---------------------------------------------------------------------------------------
+def test_update_keeps_prior_versions_and_reindexes(store):
+    episode = make_episode("original zebra text", metadata={"v": 1})
+    add(store, [episode])
+    new_vector = unit_vectors(1, seed=99)[0]
+    changed = T0 + timedelta(days=3)
+    updated = store.update_episode(
+        episode.id,
+        ALICE,
+        content="replaced giraffe text",
+        content_hash="hash-new",
+        metadata={"v": 2},
+        vector=new_vector,
+        changed_at=changed,
+    )
+    assert (updated.content, updated.metadata, updated.version) == (
+        "replaced giraffe text",
+        {"v": 2},
+        2,
+    )
+    assert updated.event_time == episode.event_time
+    assert store.get_episodes([episode.id], ALICE) == [updated]
+    assert store.episode_versions(episode.id, ALICE) == [
+        EpisodeVersion(episode.id, 1, "original zebra text", {"v": 1}, changed)
+    ]
+    assert store.lexical_search(["zebra"], ALICE, Filters(), 5) == []
+    assert ids(store.lexical_search(["giraffe"], ALICE, Filters(), 5)) == [episode.id]
+    assert store.dense_search(new_vector, ALICE, Filters(), 1)[0].score == pytest.approx(
+        1.0, abs=1e-5
+    )
+    np.testing.assert_array_equal(store.vectors_for_hashes(["hash-new"])["hash-new"], new_vector)
+
+
+def test_update_without_vector_keeps_the_old_one_and_counts_versions(store):
+    episode = make_episode("text")
+    [vector] = add(store, [episode])
+    for n in range(3):
+        store.update_episode(
+            episode.id,
+            ALICE,
+            content="text",
+            content_hash=episode.content_hash,
+            metadata={"n": n},
+            vector=None,
+            changed_at=T0 + timedelta(days=n),
+        )
+    assert [v.version for v in store.episode_versions(episode.id, ALICE)] == [1, 2, 3]
+    assert store.get_episodes([episode.id], ALICE)[0].version == 4
+    assert store.dense_search(vector, ALICE, Filters(), 1)[0].score == pytest.approx(1.0, abs=1e-5)
+
+
+def test_update_outside_scope_is_not_found(store):
+    episode = make_episode("x", scope=Scope("alice", "a1"))
+    add(store, [episode])
+    for scope in (BOB, Scope("alice", "a2"), Scope("alice", None, "s9")):
+        with pytest.raises(NotFoundError):
+            store.update_episode(
+                episode.id,
+                scope,
+                content="hijack",
+                content_hash="h",
+                metadata={},
+                vector=None,
+                changed_at=T0,
+            )
+    assert store.get_episodes([episode.id], ALICE)[0].content == "x"
+
+
+# -- delete ---------------------------------------------------------------------------------------
+def _assert_gone(store, episode, vector, scope):
+    assert store.get_episodes([episode.id], scope) == []
+    assert episode.id not in ids(
+        store.lexical_search(episode.content.split(), scope, Filters(), 100)
+    )
+    assert episode.id not in ids(store.dense_search(vector, scope, Filters(), 100))
+    assert episode.id not in {e.id for e, _ in store.iter_episodes()}
+    assert store.existing_ids([episode.id]) == set()
+
+
+def test_delete_episode_removes_every_derived_row(store):
+    keep, gone = make_episode("keep apple"), make_episode("gone apple")
+    vectors = add(store, [keep, gone])
+    store.update_episode(
+        gone.id,
+        ALICE,
+        content="gone apple",
+        content_hash=gone.content_hash,
+        metadata={"x": 1},
+        vector=None,
+        changed_at=T0,
+    )
+    counts = store.delete_episode(gone.id, ALICE)
+    assert counts == DeleteCounts(episodes=1, versions=1, vectors=1)
+    _assert_gone(store, gone, vectors[1], ALICE)
+    assert store.episode_versions(gone.id, ALICE) == []
+    assert ids(store.lexical_search(["apple"], ALICE, Filters(), 10)) == [keep.id]
+    with pytest.raises(NotFoundError):
+        store.delete_episode(gone.id, ALICE)
+
+
+def test_delete_episode_outside_scope_is_not_found(store):
+    episode = make_episode("x", scope=Scope("alice", "a1", "s1"))
+    add(store, [episode])
+    for scope in (BOB, Scope("alice", "a2"), Scope("alice", "a1", "s2")):
+        with pytest.raises(NotFoundError):
+            store.delete_episode(episode.id, scope)
+    assert store.existing_ids([episode.id]) == {episode.id}
+
+
+@pytest.mark.parametrize(
+    "scope",
+    [Scope("alice"), Scope("alice", "a1"), Scope("alice", "a1", "s1")],
+    ids=["user", "agent", "session"],
+)
+def test_delete_scope_removes_exactly_the_scope(store, scope):
+    layout = [
+        Scope("alice", "a1", "s1"),
+        Scope("alice", "a1", "s2"),
+        Scope("alice", "a2", "s1"),
+        Scope("bob", "a1", "s1"),
+    ]
+    episodes = [
+        make_episode(f"word{i} common", scope=layout[i % 4], turn_index=i) for i in range(16)
+    ]
+    vectors = add(
+        store,
+        episodes,
+        sessions=[
+            Session(s.session_id, s.user_id, s.agent_id, T0)
+            for s in layout
+            if s.session_id != "s1" or s.agent_id == "a1"
+        ],
+    )
+    for e in episodes[:4]:
+        store.update_episode(
+            e.id,
+            Scope(e.user_id),
+            content=e.content,
+            content_hash=e.content_hash,
+            metadata={"edited": True},
+            vector=None,
+            changed_at=T0,
+        )
+
+    def inside(e):
+        return (
+            e.user_id == scope.user_id
+            and (scope.agent_id is None or e.agent_id == scope.agent_id)
+            and (scope.session_id is None or e.session_id == scope.session_id)
+        )
+
+    doomed = [e for e in episodes if inside(e)]
+    sessions_before = list(store.iter_sessions())
+    doomed_sessions = [
+        s
+        for s in sessions_before
+        if s.user_id == scope.user_id
+        and (scope.agent_id is None or s.agent_id == scope.agent_id)
+        and (scope.session_id is None or s.id == scope.session_id)
+    ]
+    counts = store.delete_scope(scope)
+    assert counts == DeleteCounts(
+        episodes=len(doomed),
+        vectors=len(doomed),
+        versions=sum(1 for e in episodes[:4] if inside(e)),
+        sessions=len(doomed_sessions),
+    )
+    for e in doomed:
+        _assert_gone(store, e, vectors[episodes.index(e)], Scope(e.user_id))
+    survivors = {e.id for e in episodes if not inside(e)}
+    assert {e.id for e, _ in store.iter_episodes()} == survivors
+    assert store.lexical_search(["common"], scope, Filters(), 100) == []
+    assert store.dense_search(vectors[0], scope, Filters(), 100) == []
+    assert len(list(store.iter_sessions())) == len(sessions_before) - len(doomed_sessions)
+    assert store.delete_scope(scope) == DeleteCounts()
+
+
+# -- vectors --------------------------------------------------------------------------------------
+def test_replace_vectors_overwrites_dense_index(store):
+    episodes = [make_episode(f"e{i}") for i in range(5)]
+    add(store, episodes)
+    fresh = unit_vectors(5, seed=42)
+    store.replace_vectors({e.id: v for e, v in zip(episodes, fresh, strict=True)})
+    for e, v in zip(episodes, fresh, strict=True):
+        assert store.dense_search(v, ALICE, Filters(), 1)[0].episode_id == e.id
+    stored = dict((e.id, v) for e, v in store.iter_episodes())
+    np.testing.assert_array_equal(stored[episodes[2].id], fresh[2])
+
+
+# -- iteration and stats --------------------------------------------------------------------------
+def test_iter_episodes_yields_everything_with_vectors_in_insert_order(store):
+    episodes = [make_episode(f"e{i}", scope=ALICE if i % 2 else BOB) for i in range(25)]
+    vectors = add(store, episodes)
+    got = list(store.iter_episodes(batch_size=4))
+    assert [e for e, _ in got] == episodes
+    for (_, vector), expected in zip(got, vectors, strict=True):
+        assert vector.dtype == np.float32
+        np.testing.assert_array_equal(vector, expected)
+
+
+def test_iter_sessions_yields_every_session_sorted(store):
+    sessions = [
+        Session("s2", "bob", None, T0),
+        Session("s1", "alice", "a", None, {"k": 1}),
+        Session("s0", "bob", "b", T0 + timedelta(seconds=1)),
+    ]
+    store.upsert_sessions(sessions)
+    assert list(store.iter_sessions()) == sorted(sessions, key=lambda s: (s.user_id, s.id))
+
+
+def test_stats_counts_scope_and_whole_store(store):
+    add(
+        store,
+        [
+            make_episode("a", scope=Scope("alice", None, "s1"), event_time=T0),
+            make_episode("b", scope=Scope("alice", None, "s2"), event_time=T0 + timedelta(days=1)),
+            make_episode("c", scope=BOB),
+        ],
+    )
+    first = store.get_episodes([e.id for e, _ in store.iter_episodes()][:1], ALICE)[0]
+    store.update_episode(
+        first.id, ALICE, content="a2", content_hash="h", metadata={}, vector=None, changed_at=T0
+    )
+    everything = store.stats(None)
+    assert everything["backend"] in ("sqlite", "postgres")
+    assert (
+        everything["episodes"],
+        everything["users"],
+        everything["vectors"],
+        everything["versions"],
+    ) == (3, 2, 3, 1)
+    alice = store.stats(ALICE)
+    assert (
+        alice["episodes"],
+        alice["users"],
+        alice["sessions"],
+        alice["vectors"],
+        alice["versions"],
+    ) == (2, 1, 2, 2, 1)
+    assert alice["first_event"] == T0.isoformat()
+    assert alice["last_event"] == (T0 + timedelta(days=1)).isoformat()
+    empty = store.stats(Scope("nobody"))
+    assert (empty["episodes"], empty["first_event"]) == (0, None)
+
+
+# -- tenant isolation through every verb ----------------------------------------------------------
+def test_no_verb_reads_or_writes_across_tenants(store):
+    """Two tenants with identical text and vectors: every scoped verb sees only its own."""
+    vector = unit_vectors(1, seed=5)
+    secret = make_episode("secret launch codes", scope=BOB, turn_index=0, metadata={"tag": "x"})
+    mine = make_episode(
+        "secret launch codes", scope=Scope("alice", None, "s1"), turn_index=0, metadata={"tag": "x"}
+    )
+    store.insert_episodes([secret, mine], np.vstack([vector, vector]))
+    store.update_episode(
+        secret.id,
+        BOB,
+        content="secret launch codes",
+        content_hash="h2",
+        metadata={"tag": "x"},
+        vector=None,
+        changed_at=T0,
+    )
+    filters = Filters(metadata={"tag": "x"})
+
+    assert store.get_episodes([secret.id], ALICE) == []
+    page, total = store.list_episodes(ALICE, limit=100, offset=0, filters=filters)
+    assert [e.id for e in page] == [mine.id] and total == 1
+    assert store.episode_versions(secret.id, ALICE) == []
+    assert ids(store.lexical_search(["secret", "codes"], ALICE, filters, 100)) == [mine.id]
+    assert ids(store.dense_search(vector[0], ALICE, filters, 100)) == [mine.id]
+    assert ids(store.dense_search(vector[0], Scope("alice", None, "s1"), Filters(), 100)) == [
+        mine.id
+    ]
+    assert store.neighbours([mine], window=5) == {mine.id: ()}
+    with pytest.raises(NotFoundError):
+        store.update_episode(
+            secret.id, ALICE, content="x", content_hash="x", metadata={}, vector=None, changed_at=T0
+        )
+    with pytest.raises(NotFoundError):
+        store.delete_episode(secret.id, ALICE)
+    assert store.stats(ALICE)["episodes"] == 1 and store.stats(ALICE)["versions"] == 0
+    assert store.next_turn_index("alice", secret.session_id or "") == 0
+    assert store.delete_scope(ALICE).episodes == 1
+    assert [e.id for e in store.get_episodes([secret.id], BOB)] == [secret.id]
+    assert store.episode_versions(secret.id, BOB)[0].content == "secret launch codes"
+
+
+def test_scope_values_are_data_not_sql(store):
+    evil = Scope("alice' OR '1'='1", 'x" OR 1=1 --', "s'; DROP TABLE episodes; --")
+    add(store, [make_episode("victim"), make_episode("attacker", scope=evil)])
+    assert ids(store.lexical_search(["victim"], evil, Filters(), 10)) == []
+    assert store.list_episodes(evil, limit=10, offset=0)[1] == 1
+    assert store.delete_scope(evil).episodes == 1
+    assert store.list_episodes(ALICE, limit=10, offset=0)[1] == 1
+
+
+# -- concurrency ----------------------------------------------------------------------------------
+def test_concurrent_writers_and_readers_share_one_store(store):
+    per_thread = 40
+
+    def work(n: int) -> None:
+        scope = Scope(f"user{n}")
+        for i in range(per_thread // 4):
+            batch = [make_episode(f"thread{n} item{i} shared", scope=scope) for _ in range(4)]
+            add(store, batch, seed=n * 1000 + i)
+            store.lexical_search(["shared"], scope, Filters(), 5)
+            store.dense_search(unit_vectors(1, seed=i)[0], scope, Filters(), 5)
+
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        for future in [pool.submit(work, n) for n in range(6)]:
+            future.result()
+    assert store.stats(None)["episodes"] == 6 * per_thread
+    for n in range(6):
+        assert store.list_episodes(Scope(f"user{n}"), limit=1, offset=0)[1] == per_thread
+
+
+def test_vectors_keep_their_dimension(store):
+    assert DIM == unit_vectors(1).shape[1]
+    [vector] = add(store, [make_episode("x", content_hash="hx")])
+    assert store.vectors_for_hashes(["hx"])["hx"].shape == (DIM,)
+    assert vector.shape == (DIM,)
