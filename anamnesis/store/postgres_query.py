@@ -10,7 +10,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from psycopg.types.json import Jsonb
+from psycopg.types.json import Json, Jsonb
 
 from ..errors import InvalidInputError
 from ..types import Episode, Scope
@@ -65,7 +65,8 @@ def filters_sql(filters: Filters, alias: str = "e") -> tuple[str, list[Any]]:
 
     A metadata filter is a jsonb containment test per key: ``{"k": v}`` matches rows
     whose metadata has key ``k`` equal to ``v`` (for scalars, as SQLite's
-    ``json_extract(...) = v``; for arrays, containment rather than equality).
+    ``json_extract(...) = v``, except that ``true`` does not equal ``1``; for arrays,
+    containment rather than equality).
     """
     clauses: list[str] = []
     params: list[Any] = []
@@ -84,7 +85,7 @@ def filters_sql(filters: Filters, alias: str = "e") -> tuple[str, list[Any]]:
         clauses.append(f"{alias}.recorded_at <= %s")
         params.append(filters.recorded_before)
     for key, value in filters.metadata.items():
-        clauses.append(f"{alias}.metadata @> %s")
+        clauses.append(f"({alias}.metadata::jsonb) @> %s")
         params.append(Jsonb({key: value}))
     return (" AND ".join(clauses) or "TRUE"), params
 
@@ -101,6 +102,11 @@ def tsquery_sql(terms: Sequence[str]) -> tuple[str, list[Any]]:
     return "(" + " || ".join([part] * len(kept)) + ")", kept
 
 
+def _dumps(value: Any) -> str:
+    # As SQLite stores it: non-ASCII kept as is, key order kept.
+    return json.dumps(value, ensure_ascii=False)
+
+
 def check_storable(text: str, what: str) -> None:
     """InvalidInputError if PostgreSQL cannot store ``text`` (it rejects NUL)."""
     if "\x00" in text:
@@ -110,11 +116,11 @@ def check_storable(text: str, what: str) -> None:
         )
 
 
-def jsonb(value: dict[str, Any], what: str) -> Jsonb:
-    """Metadata as a jsonb parameter, refusing what jsonb cannot hold (\\u0000)."""
+def json_param(value: dict[str, Any], what: str) -> Json:
+    """Metadata as a json parameter, refusing \\u0000, which jsonb (used by filters) cannot hold."""
     if "\\u0000" in json.dumps(value):
         raise InvalidInputError(
             f"{what} contains a NUL character (\\u0000), which PostgreSQL's jsonb cannot "
             "store; remove it, or use the SQLite backend"
         )
-    return Jsonb(value)
+    return Json(value, dumps=_dumps)

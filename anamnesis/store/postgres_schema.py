@@ -1,7 +1,8 @@
 """PostgreSQL schema and its forward migrations.
 
 The logical schema is SQLite's (meta, sessions, episodes, episode_versions); what
-differs is physical. Times are ``timestamptz``, metadata ``jsonb``, and the lexical
+differs is physical. Times are ``timestamptz``; metadata is ``json`` (the text as
+written, so an export from either backend is byte-identical); and the lexical
 and dense indexes live on the episodes row itself: a generated ``tsvector`` column
 with a GIN index, and a pgvector ``embedding`` column with an HNSW (cosine) index,
 so a scope filter and a vector ordering can be served by one table scan or index.
@@ -58,7 +59,7 @@ def _v1(dim: int) -> list[str]:
             id         text NOT NULL,
             agent_id   text,
             started_at timestamptz,
-            metadata   jsonb NOT NULL DEFAULT '{}',
+            metadata   json NOT NULL DEFAULT '{}',
             PRIMARY KEY (user_id, id)
         )""",
         f"""CREATE TABLE episodes (
@@ -74,7 +75,7 @@ def _v1(dim: int) -> list[str]:
             modality     text NOT NULL DEFAULT 'text',
             event_time   timestamptz NOT NULL,
             recorded_at  timestamptz NOT NULL,
-            metadata     jsonb NOT NULL DEFAULT '{{}}',
+            metadata     json NOT NULL DEFAULT '{{}}',
             content_hash text NOT NULL,
             version      integer NOT NULL DEFAULT 1,
             content_tsv  tsvector GENERATED ALWAYS AS
@@ -94,7 +95,7 @@ def _v1(dim: int) -> list[str]:
             episode_id text NOT NULL,
             version    integer NOT NULL,
             content    text NOT NULL,
-            metadata   jsonb NOT NULL,
+            metadata   json NOT NULL,
             changed_at timestamptz NOT NULL,
             PRIMARY KEY (episode_id, version)
         )""",
