@@ -213,3 +213,36 @@ def test_stats_redact_the_password(pg):
     pg.url = "postgresql://me:hunter2@db.example/x"
     assert "hunter2" not in pg.stats(None)["url"]
     assert T0  # the fixtures module is shared with the contract suite
+
+
+def test_a_read_only_connection_serves_every_read(pg, postgres_schema_url):
+    """What a hot-standby replica allows: the read path works in read-only transactions."""
+    episodes = [
+        make_episode(f"replica word {i}", scope=Scope("alice", None, "s1"), turn_index=i)
+        for i in range(3)
+    ]
+    vectors = unit_vectors(3)
+    pg.insert_episodes(episodes, vectors)
+    read_only = postgres_schema_url + "%20-cdefault_transaction_read_only%3Don"
+    replica = PostgresStore(read_only, dim=DIM)
+    try:
+        assert ids_of(replica.lexical_search(["replica"], ALICE, Filters(), 5)) == {
+            e.id for e in episodes
+        }
+        assert replica.dense_search(vectors[1], ALICE, Filters(), 1)[0].episode_id == episodes[1].id
+        assert (
+            len(
+                replica.neighbours(replica.get_episodes([episodes[1].id], ALICE), 1)[episodes[1].id]
+            )
+            == 2
+        )
+        assert replica.list_episodes(ALICE, limit=5, offset=0)[1] == 3
+        assert replica.stats(ALICE)["episodes"] == 3
+        with pytest.raises(Exception, match="read-only"):
+            replica.set_meta("k", "v")
+    finally:
+        replica.close()
+
+
+def ids_of(candidates) -> set[str]:
+    return {c.episode_id for c in candidates}

@@ -263,12 +263,14 @@ class PostgresStore:
 
     # -- writes -----------------------------------------------------------------------------
     @contextmanager
-    def bulk_load(self) -> Iterator[None]:
+    def bulk_load(self, *, build_memory: str | None = None) -> Iterator[None]:
         """Drop the HNSW index while a large batch is written, then build it once.
 
         Building the graph over all rows at the end is several times faster than
         inserting rows into it one by one (see postgres_bench). Meanwhile dense search
-        stays correct, by exact scan, only slower.
+        stays correct, by exact scan, only slower. ``build_memory`` (e.g. ``"4GB"``)
+        sets maintenance_work_mem for the build: it is fastest when the whole graph
+        fits (about 1.3x the raw vectors).
         """
         with self._transaction() as conn:
             conn.execute("DROP INDEX IF EXISTS episodes_embedding")
@@ -276,6 +278,10 @@ class PostgresStore:
             yield
         finally:
             with self._transaction() as conn:
+                if build_memory is not None:
+                    conn.execute(
+                        "SELECT set_config('maintenance_work_mem', %s, true)", (build_memory,)
+                    )
                 for statement in embedding_index(self.dim):
                     conn.execute(statement)  # type: ignore[arg-type]
 
