@@ -211,7 +211,9 @@ def dataset_command(name: str, help_text: str) -> Callable[..., Any]:
                     progress=_CaseCounter(hook, preview),
                     command=invocation,
                 )
-        print_summary(output.summary, console)
+        # Tables need ~100 columns; a pipe or log file gets them unwrapped.
+        wide = console if console.is_terminal else Console(width=120)
+        print_summary(output.summary, wide)
         console.print(f"results: {output.out_dir}")
 
     return command

@@ -23,6 +23,8 @@ import numpy as np
 
 #: z for two-sided 95% intervals.
 Z_95 = 1.959963984540054
+#: Bootstrap resamples: enough for stable 95% percentiles at our sample sizes.
+BOOTSTRAP_RESAMPLES = 2000
 
 
 # -- per-question metrics ---------------------------------------------------------------------
@@ -185,7 +187,7 @@ def wilson_interval(successes: float, n: int, z: float = Z_95) -> tuple[float, f
 
 
 def bootstrap_interval(
-    values: Sequence[float], *, resamples: int = 2000, seed: int = 0
+    values: Sequence[float], *, resamples: int = BOOTSTRAP_RESAMPLES, seed: int = 0
 ) -> tuple[float, float]:
     """Percentile bootstrap 95% interval of the mean (fixed seed: reports are reproducible)."""
     data = np.asarray(values, dtype=float)
@@ -231,7 +233,7 @@ def mcnemar_exact(a: Sequence[float], b: Sequence[float]) -> dict[str, float | i
 
 
 def paired_bootstrap(
-    a: Sequence[float], b: Sequence[float], *, resamples: int = 2000, seed: int = 0
+    a: Sequence[float], b: Sequence[float], *, resamples: int = BOOTSTRAP_RESAMPLES, seed: int = 0
 ) -> dict[str, float]:
     """Mean difference ``a - b`` over paired questions with a bootstrap 95% interval and a
     two-sided p-value (share of resampled differences on the other side of zero, doubled)."""

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from .metrics import BOOTSTRAP_RESAMPLES
 from .tokens import TOKENIZER_NAME
 
 #: Columns of the main table per dataset: (metric, header).
@@ -45,6 +46,10 @@ MAIN_COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
         ("budget_recall@4000", "R@4k tok"),
     ),
 }
+
+
+#: Columns left out of the terminal table so it fits 100 columns (the report has them all).
+TERMINAL_HIDDEN = frozenset({"NDCG@10", "SessR@5", "R@1k tok", "S any@5", "T any@10", "T ndcg@10"})
 
 
 def _pct(value: float) -> str:
@@ -88,7 +93,7 @@ def main_rows(summary: dict[str, Any], with_ci: bool = False) -> tuple[list[str]
     full = summary["full_context"]
     rows.append(
         [
-            f"full-context ({full['mean_tokens']:,.0f} tok)",
+            f"full-context {full['mean_tokens']:,.0f} tok",
             str(full["questions"]),
             *("100.0" for _ in columns),
             "–",
@@ -105,11 +110,13 @@ def print_summary(summary: dict[str, Any], console: Any = None) -> None:
 
     console = console or Console()
     header, rows = main_rows(summary)
+    keep = [i for i, column in enumerate(header) if column not in TERMINAL_HIDDEN]
     table = Table(title=f"{summary['dataset']} — retrieval (%, mean over questions)")
-    for column in header:
-        table.add_column(column, justify="left" if column == "config" else "right")
+    for i in keep:
+        left = header[i] == "config"
+        table.add_column(header[i], justify="left" if left else "right", no_wrap=left)
     for row in rows:
-        table.add_row(*row)
+        table.add_row(*(row[i] for i in keep))
     console.print(table)
 
     header, rows = category_rows(summary)
@@ -166,13 +173,20 @@ def category_rows(summary: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     return header, rows
 
 
+def _p(value: float, resamples: int | None = None) -> str:
+    if resamples and value == 0:
+        return f"p<{1 / resamples:.1g}"
+    return f"p={value:.3g}"
+
+
 def _comparison_line(c: dict[str, Any]) -> str:
     mc, pb = c["mcnemar"], c["paired_bootstrap"]
     return (
         f"{c['a']} vs {c['b']} (n={c['questions']}): {mc['metric']} McNemar exact "
-        f"{c['a']}-only {mc['a_only']}, {c['b']}-only {mc['b_only']}, p={mc['p_value']:.3g}; "
-        f"{pb['metric']} diff {100 * pb['diff']:+.1f} pts "
-        f"[{100 * pb['low']:+.1f}, {100 * pb['high']:+.1f}], p={pb['p_value']:.3g}"
+        f"{c['a']}-only {mc['a_only']}, {c['b']}-only {mc['b_only']}, {_p(mc['p_value'])}; "
+        f"{pb['metric']} paired bootstrap diff {100 * pb['diff']:+.1f} pts "
+        f"[{100 * pb['low']:+.1f}, {100 * pb['high']:+.1f}], "
+        f"{_p(pb['p_value'], BOOTSTRAP_RESAMPLES)}"
     )
 
 
