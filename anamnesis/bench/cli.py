@@ -277,3 +277,93 @@ bench.add_command(
         "reported separately.",
     )
 )
+
+
+@bench.command(name="scale")
+@click.option(
+    "--data",
+    "data",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    required=True,
+    help="A LongMemEval file whose haystack turns supply the text.",
+)
+@click.option(
+    "--sizes",
+    default="10000,100000,1000000",
+    show_default=True,
+    help="Store sizes (episodes) to measure at, grown in one store.",
+)
+@click.option(
+    "--embedder",
+    default="minilm",
+    show_default=True,
+    help="minilm, or edge (static wordllama, much faster to build with).",
+)
+@click.option(
+    "--vector-pool",
+    "pool",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Embed only this many distinct texts, then reuse their vectors in "
+    "rotation (speed measurements only).",
+)
+@click.option(
+    "--config",
+    "configs",
+    default="bm25,dense,hybrid",
+    show_default=True,
+    help="Comma-separated presets whose search latency is measured.",
+)
+@click.option(
+    "--queries",
+    type=click.IntRange(min=1),
+    default=50,
+    show_default=True,
+    help="Search latency is measured over this many LongMemEval questions.",
+)
+@click.option("--keep-store", is_flag=True, help="Keep the grown SQLite store.")
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Results folder [default: results/scale-<time>].",
+)
+def scale_command(
+    data: Path,
+    sizes: str,
+    embedder: str,
+    pool: int | None,
+    configs: str,
+    queries: int,
+    keep_store: bool,
+    out_dir: Path | None,
+) -> None:
+    """Scale: ingest throughput, search latency, RSS and file size as N grows."""
+    from .api import default_out_dir
+    from .scale import ScaleOptions, run_scale, scale_markdown, write_scale
+
+    options = ScaleOptions(
+        sizes=_ints(sizes, "--sizes"),
+        embedder=embedder,
+        pool=pool,
+        configs=_configs(configs),
+        queries=queries,
+        keep_store=keep_store,
+    )
+    target = out_dir or default_out_dir("scale")
+    invocation = _invocation("scale", click.get_current_context().params)
+    with _handled(), _progress() as progress:
+        task = progress.add_task("episodes", total=max(options.sizes))
+
+        def hook(event: str, **values: Any) -> None:
+            if event == "ingested":
+                progress.update(task, completed=values["done"])
+
+        result = run_scale(data, options, target / "stores", hook)
+    written = write_scale(result, target, invocation)
+    stores = target / "stores"
+    if not keep_store and stores.is_dir() and not any(stores.iterdir()):
+        stores.rmdir()
+    console.print(scale_markdown(written))
+    console.print(f"results: {target}")
