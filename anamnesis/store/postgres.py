@@ -255,6 +255,14 @@ class PostgresStore:
             self._pool.close()
             self._pool = None
 
+    def warm_up(self) -> None:
+        """Check out a connection so the first search does not pay for connecting.
+
+        The indexes live in the server's cache, shared by every client; nothing to load here.
+        """
+        with self._transaction() as conn:
+            conn.execute("SELECT 1")
+
     def analyze(self) -> None:
         """Refresh the planner's statistics (worth doing after a bulk load)."""
         with self._transaction() as conn:

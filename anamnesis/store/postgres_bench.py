@@ -170,6 +170,52 @@ def _store_round(store: PostgresStore, scope: Scope, vector: np.ndarray, terms: 
     store.neighbours(store.get_episodes(top, scope), 1)
 
 
+def _ingest(
+    store: PostgresStore,
+    corpus: _Corpus,
+    schema_url: str,
+    bulk: bool,
+    writers: int,
+    log: Callable[[str], None],
+) -> tuple[float, float, float]:
+    """Load the corpus; returns seconds for ingest (with index build), build, VACUUM."""
+    import psycopg
+
+    rows = corpus.rows
+    mode = "bulk_load (index built after)" if bulk else "live HNSW index"
+    log(f"ingesting {rows:,} rows, {writers} writers, batches of {INSERT_BATCH}, {mode}")
+    started = time.perf_counter()
+    done = 0
+    index_build = 0.0
+
+    def load(start: int) -> int:
+        episodes, vectors = corpus.batch(start, min(INSERT_BATCH, rows - start))
+        store.insert_episodes(episodes, vectors)
+        return len(episodes)
+
+    with store.bulk_load(build_memory="6GB") if bulk else contextlib.nullcontext():
+        with ThreadPoolExecutor(max_workers=writers) as pool:
+            for n in pool.map(load, range(0, rows, INSERT_BATCH)):
+                done += n
+                if done % (rows // 10 or 1) < INSERT_BATCH:
+                    elapsed = time.perf_counter() - started
+                    log(f"  {done:,} rows, {done / elapsed:,.0f} rows/s")
+        index_build = time.perf_counter()
+        log("building the HNSW index" if bulk else "loaded")
+    index_build = time.perf_counter() - index_build
+    ingest = time.perf_counter() - started
+    started = time.perf_counter()
+    with psycopg.connect(schema_url, autocommit=True) as conn:
+        conn.execute("VACUUM (ANALYZE) episodes")
+    maintenance = time.perf_counter() - started
+    rate = rows / ingest
+    log(
+        f"ingest: {rate:,.0f} rows/s overall ({ingest:.0f}s, of which index build "
+        f"{index_build:.0f}s); VACUUM ANALYZE {maintenance:.1f}s"
+    )
+    return ingest, index_build, maintenance
+
+
 def run_postgres_bench(
     url: str,
     *,
@@ -179,13 +225,15 @@ def run_postgres_bench(
     queries: int = 200,
     keep: bool = False,
     bulk: bool = False,
+    reuse: bool = False,
     log: Callable[[str], None] = print,
 ) -> BenchResult:
     """Load ``rows`` synthetic episodes into a fresh schema and measure ingest and search.
 
     With ``bulk=True`` the load runs inside ``PostgresStore.bulk_load`` (HNSW index
     built once at the end, included in the ingest time); otherwise every row goes
-    into the live index, as ``Memory.add`` does.
+    into the live index, as ``Memory.add`` does. With ``reuse=True`` a schema kept
+    by an earlier run (``keep=True``) is searched again without reloading it.
     """
     import psycopg
 
@@ -193,40 +241,28 @@ def run_postgres_bench(
 
     schema = f"bench_{rows}"
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
-        conn.execute(f'CREATE SCHEMA "{schema}"')
+        reusing = (
+            reuse
+            and conn.execute(
+                "SELECT 1 FROM pg_tables WHERE schemaname = %s AND tablename = 'episodes'",
+                (schema,),
+            ).fetchone()
+            is not None
+        )
+        if not reusing:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+            conn.execute(f'CREATE SCHEMA "{schema}"')
         server = conn.execute("SELECT version()").fetchone()[0]  # type: ignore[index]
     options = quote(f"-csearch_path={schema},public", safe="")
     schema_url = f"{url}{'&' if '?' in url else '?'}options={options}"
     store = PostgresStore(schema_url, dim=dim, max_connections=writers + 2)
     corpus = _Corpus(rows, dim)
     try:
-        mode = "bulk_load (index built after)" if bulk else "live HNSW index"
-        log(f"ingesting {rows:,} rows, {writers} writers, batches of {INSERT_BATCH}, {mode}")
-        started = time.perf_counter()
-        done = 0
-        index_build = 0.0
-
-        def load(start: int) -> int:
-            episodes, vectors = corpus.batch(start, min(INSERT_BATCH, rows - start))
-            store.insert_episodes(episodes, vectors)
-            return len(episodes)
-
-        with store.bulk_load(build_memory="6GB") if bulk else contextlib.nullcontext():
-            with ThreadPoolExecutor(max_workers=writers) as pool:
-                for n in pool.map(load, range(0, rows, INSERT_BATCH)):
-                    done += n
-                    if done % (rows // 10 or 1) < INSERT_BATCH:
-                        elapsed = time.perf_counter() - started
-                        log(f"  {done:,} rows, {done / elapsed:,.0f} rows/s")
-            index_build = time.perf_counter()
-            log("building the HNSW index" if bulk else "loaded")
-        index_build = time.perf_counter() - index_build
-        ingest = time.perf_counter() - started
-        started = time.perf_counter()
-        with psycopg.connect(schema_url, autocommit=True) as conn:
-            conn.execute("VACUUM (ANALYZE) episodes")
-        maintenance = time.perf_counter() - started
+        ingest = index_build = maintenance = float("nan")
+        if not reusing:
+            ingest, index_build, maintenance = _ingest(
+                store, corpus, schema_url, bulk, writers, log
+            )
         result = BenchResult(
             rows=rows,
             dim=dim,
@@ -238,11 +274,6 @@ def run_postgres_bench(
             analyze_vacuum_seconds=maintenance,
             table_bytes=store.stats(None)["table_bytes"],
             server=server,
-        )
-        rate = result.ingest_rows_per_second
-        log(
-            f"ingest: {rate:,.0f} rows/s overall ({ingest:.0f}s, of which index build "
-            f"{index_build:.0f}s); VACUUM ANALYZE {maintenance:.1f}s"
         )
 
         rng = np.random.default_rng(99)
@@ -298,6 +329,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--keep", action="store_true", help="keep the bench schema")
     parser.add_argument("--bulk", action="store_true", help="load inside bulk_load()")
+    parser.add_argument("--reuse", action="store_true", help="search a kept schema again")
     args = parser.parse_args(argv)
     result = run_postgres_bench(
         args.url,
@@ -307,6 +339,7 @@ def main(argv: list[str] | None = None) -> None:
         queries=args.queries,
         keep=args.keep,
         bulk=args.bulk,
+        reuse=args.reuse,
     )
     print(json.dumps(asdict(result)))
 
