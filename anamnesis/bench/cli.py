@@ -23,6 +23,7 @@ from rich.progress import (
 
 from ..config import PRESETS
 from ..errors import AnamnesisError
+from .qa import DEFAULT_QA_BUDGET
 from .runner import DEFAULT_DEPTH, BenchOptions
 from .scoring import DEFAULT_BUDGETS
 
@@ -158,6 +159,37 @@ def dataset_command(name: str, help_text: str) -> Callable[..., Any]:
     )
     @click.option("--keep-stores", is_flag=True, help="Keep each case's SQLite store.")
     @click.option(
+        "--qa",
+        is_flag=True,
+        help="Also answer each question with an LLM and grade it officially "
+        "(needs ANAMNESIS_LLM_BASE_URL and ANAMNESIS_LLM_MODEL).",
+    )
+    @click.option(
+        "--qa-config",
+        "qa_configs",
+        default=None,
+        help="Configs to answer from [default: all of --config].",
+    )
+    @click.option(
+        "--qa-budget",
+        type=click.IntRange(min=1),
+        default=DEFAULT_QA_BUDGET,
+        show_default=True,
+        help="Tokens of retrieved context handed to the reader.",
+    )
+    @click.option(
+        "--qa-full-context",
+        is_flag=True,
+        help="Also answer from the whole conversation (the full-context baseline).",
+    )
+    @click.option(
+        "--qa-workers",
+        type=click.IntRange(1, 64),
+        default=4,
+        show_default=True,
+        help="Concurrent LLM requests.",
+    )
+    @click.option(
         "--out",
         "out_dir",
         type=click.Path(file_okay=False, path_type=Path),
@@ -175,6 +207,11 @@ def dataset_command(name: str, help_text: str) -> Callable[..., Any]:
         as_of: bool,
         embedding_cache: bool,
         keep_stores: bool,
+        qa: bool,
+        qa_configs: str | None,
+        qa_budget: int,
+        qa_full_context: bool,
+        qa_workers: int,
         out_dir: Path | None,
     ) -> None:
         from . import datasets
@@ -190,6 +227,11 @@ def dataset_command(name: str, help_text: str) -> Callable[..., Any]:
             as_of=as_of,
             cache_embeddings=embedding_cache,
             keep_stores=keep_stores,
+            qa=qa,
+            qa_configs=_configs(qa_configs) if qa_configs else (),
+            qa_budget=qa_budget,
+            qa_full_context=qa_full_context,
+            qa_workers=qa_workers,
         )
         invocation = _invocation(name, click.get_current_context().params)
         with _handled():

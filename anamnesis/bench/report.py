@@ -52,6 +52,10 @@ MAIN_COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
 TERMINAL_HIDDEN = frozenset({"NDCG@10", "SessR@5", "R@1k tok", "S any@5", "T any@10", "T ndcg@10"})
 
 
+#: How the separately reported group is called in answer-accuracy tables.
+SEPARATE_NAMES = {"locomo": "adversarial", "longmemeval": "abstention", "beam": "abstention"}
+
+
 def _pct(value: float) -> str:
     return "–" if value is None or math.isnan(value) else f"{100 * value:.1f}"
 
@@ -136,6 +140,16 @@ def print_summary(summary: dict[str, Any], console: Any = None) -> None:
     )
     for comparison in summary["comparisons"]:
         console.print(_comparison_line(comparison))
+    for name, block in summary["configs"].items():
+        if "qa" in block:
+            qa = block["qa"]
+            console.print(
+                f"QA {name}: {_ci(qa['score'])} ({qa['grader']}); "
+                f"{qa['errored']} of {qa['graded']} errored"
+            )
+    full = summary["full_context"].get("qa")
+    if full:
+        console.print(f"QA full-context: {_ci(full['score'])}; {full['errored']} errored")
 
 
 def category_rows(summary: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
@@ -227,6 +241,9 @@ def markdown(summary: dict[str, Any], command: str | None = None) -> str:
         out += [f"## By category — {header[-1]}", "", _md_table(header[:-1], rows), ""]
     if summary["dataset"] == "longmemeval":
         out += ["## LongMemEval official metrics (all k)", "", _official_table(summary), ""]
+    qa = qa_section(summary)
+    if qa:
+        out += qa
     if summary["comparisons"]:
         out += ["## Paired comparisons", ""]
         out += [f"- {_comparison_line(c)}" for c in summary["comparisons"]]
@@ -250,6 +267,50 @@ def markdown(summary: dict[str, Any], command: str | None = None) -> str:
         )
     out.append("")
     return "\n".join(out)
+
+
+def qa_section(summary: dict[str, Any]) -> list[str]:
+    """Markdown lines for answer accuracy, or [] when the run had no --qa."""
+    rows = []
+    for name, block in summary["configs"].items():
+        if "qa" in block:
+            rows.append((name, block["qa"]))
+    full = summary["full_context"].get("qa")
+    if full:
+        rows.append((f"full-context ({summary['full_context']['mean_tokens']:,.0f} tok)", full))
+    if not rows:
+        return []
+    usage = summary.get("qa_usage") or {}
+    separate = SEPARATE_NAMES.get(summary["dataset"], "separate")
+    out = [
+        "## Answer accuracy",
+        "",
+        f"Reader `{usage.get('reader_model')}` on at most {usage.get('budget_tokens')} tokens "
+        f"of retrieved context; grader `{rows[0][1]['grader']}`"
+        + (f" (judge `{usage.get('judge_model')}`)" if usage.get("judge_model") else "")
+        + f". Usage: reader {usage.get('reader')}, judge {usage.get('judge')}.",
+        "",
+    ]
+    header = ["config", "score", separate, "all", "errored / graded"]
+    table = [
+        [
+            name,
+            _ci(b["score"]),
+            _ci(b["separate"]),
+            _ci(b["all"]),
+            f"{b['errored']} / {b['graded']}",
+        ]
+        for name, b in rows
+    ]
+    out += [_md_table(header, table), ""]
+    categories = sorted({c for _, b in rows for c in b["by_category"]})
+    header = ["category", *(name for name, _ in rows)]
+    table = [
+        [c, *(_pct(b["by_category"].get(c, {}).get("mean", math.nan)) for _, b in rows)]
+        for c in categories
+    ]
+    out += [_md_table(header, table), ""]
+    return out
 
 
 def _official_table(summary: dict[str, Any]) -> str:

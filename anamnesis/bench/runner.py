@@ -32,6 +32,7 @@ from ..retrieve.pipeline import Retriever
 from ..store.base import Filters
 from ..types import Hit, Scope
 from .datasets import Case, Dataset
+from .qa import DEFAULT_QA_BUDGET, QAGrader, build_context, format_message
 from .scoring import DEFAULT_BUDGETS, DEFAULT_KS, LONGMEMEVAL_KS, CorpusStats, score
 from .tokens import TOKENIZER_NAME, CachingEmbedder, TokenCounter
 
@@ -53,6 +54,11 @@ class BenchOptions:
     as_of: bool = True
     cache_embeddings: bool = True
     keep_stores: bool = False
+    qa: bool = False
+    qa_configs: tuple[str, ...] = ()
+    qa_budget: int = DEFAULT_QA_BUDGET
+    qa_full_context: bool = False
+    qa_workers: int = 4
 
     def search_configs(self) -> dict[str, SearchConfig]:
         """The named presets, with the candidate depth overridden when asked."""
@@ -61,6 +67,9 @@ class BenchOptions:
             raise InvalidInputError(f"unknown config(s) {unknown}; choose from {sorted(PRESETS)}")
         if not self.configs:
             raise InvalidInputError("name at least one config")
+        stray = [name for name in self.qa_configs if name not in self.configs]
+        if stray:
+            raise InvalidInputError(f"--qa-config {stray} must also be in --config")
         out = {}
         for name in self.configs:
             config = PRESETS[name]
@@ -91,6 +100,8 @@ class RunResult:
     records: list[dict[str, Any]] = field(default_factory=list)
     ingest: list[CaseSpeed] = field(default_factory=list)
     full_context_tokens: dict[str, int] = field(default_factory=dict)
+    full_context_qa: dict[str, dict[str, Any]] = field(default_factory=dict)
+    qa_usage: dict[str, Any] = field(default_factory=dict)
     notes: dict[str, Any] = field(default_factory=dict)
     started_at: str = ""
     seconds: float = 0.0
@@ -159,6 +170,18 @@ def _hit_rows(
     return keys, sessions, tokens, rows
 
 
+@dataclass(slots=True)
+class CaseOutput:
+    """What one case produced: its ingest measurement, per-question records, its total
+    token count (what the full-context baseline hands over) and, with ``--qa
+    --qa-full-context``, the full-context answers by question id."""
+
+    speed: CaseSpeed
+    records: list[dict[str, Any]]
+    full_tokens: int
+    full_context_qa: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
 def run_case(
     dataset: Dataset,
     case: Case,
@@ -166,12 +189,10 @@ def run_case(
     options: BenchOptions,
     counter: TokenCounter,
     progress: ProgressHook | None = None,
-) -> tuple[CaseSpeed, list[dict[str, Any]], int]:
-    """Ingest one case into ``memory`` and search it with every configuration.
-
-    Returns the ingest measurement, the per-question records and the case's total
-    token count (what the full-context baseline would hand over).
-    """
+    grader: QAGrader | None = None,
+) -> CaseOutput:
+    """Ingest one case into ``memory``, search it with every configuration and, when a
+    grader is given, answer and grade each question from each QA configuration."""
     user_id = "bench"
 
     def ingested(done: int) -> None:
@@ -205,6 +226,8 @@ def run_case(
         retriever.search("warm up", scope, Filters(), 1, False)
 
     records = []
+    qa_names = set(options.qa_configs or retrievers)
+    qa_jobs: list[tuple[dict[str, Any], Any, str]] = []
     for question in case.questions:
         filters = Filters()
         if options.as_of and question.asked_at is not None:
@@ -214,36 +237,75 @@ def run_case(
             hits = retriever.search(question.text, scope, filters, options.depth, False)
             latency = time.perf_counter() - start
             keys, sessions, tokens, rows = _hit_rows(hits, key, counter)
-            records.append(
-                {
-                    "case": case.id,
-                    "question_id": question.id,
-                    "category": question.category,
-                    "abstention": question.abstention,
-                    "config": name,
-                    "question": question.text,
-                    "answer": question.answer,
-                    "evidence": list(question.evidence),
-                    "evidence_sessions": list(question.evidence_sessions),
-                    "latency_ms": latency * 1000,
-                    "retrieved": rows,
-                    "metrics": score(
-                        dataset.name,
-                        keys,
-                        sessions,
-                        tokens,
-                        question.evidence,
-                        question.evidence_sessions,
-                        corpus,
-                        ks=ks,
-                        budgets=options.budgets,
-                    ),
-                }
-            )
+            record = {
+                "case": case.id,
+                "question_id": question.id,
+                "category": question.category,
+                "abstention": question.abstention,
+                "config": name,
+                "question": question.text,
+                "answer": question.answer,
+                "evidence": list(question.evidence),
+                "evidence_sessions": list(question.evidence_sessions),
+                "latency_ms": latency * 1000,
+                "retrieved": rows,
+                "metrics": score(
+                    dataset.name,
+                    keys,
+                    sessions,
+                    tokens,
+                    question.evidence,
+                    question.evidence_sessions,
+                    corpus,
+                    ks=ks,
+                    budgets=options.budgets,
+                ),
+            }
+            records.append(record)
+            if grader is not None and name in qa_names:
+                context = build_context([h.episode for h in hits], tokens, options.qa_budget)
+                qa_jobs.append((record, question, context))
         if progress is not None:
             progress("question", case=case.id, question=question.id)
+    output = CaseOutput(speed, records, full_tokens)
+    if grader is not None:
+        _grade_all(grader, qa_jobs, case, options, output, progress)
     counter.clear()
-    return speed, records, full_tokens
+    return output
+
+
+def _grade_all(
+    grader: QAGrader,
+    jobs: list[tuple[dict[str, Any], Any, str]],
+    case: Case,
+    options: BenchOptions,
+    output: CaseOutput,
+    progress: ProgressHook | None,
+) -> None:
+    """Answer and grade every job in a thread pool; full-context answers too if asked."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    full: list[tuple[dict[str, Any], Any, str]] = []
+    if options.qa_full_context:
+        everything = "\n".join(format_message(m) for m in case.messages)
+        for question in case.questions:
+            slot: dict[str, Any] = {}
+            output.full_context_qa[question.id] = slot
+            full.append((slot, question, everything))
+
+    def work(job: tuple[dict[str, Any], Any, str]) -> None:
+        target, question, context = job
+        today = question.asked_at
+        graded = grader.grade(question, context, today)
+        if "metrics" in target:
+            target["qa"] = graded
+        else:
+            target.update(graded)
+        if progress is not None:
+            progress("graded", case=case.id, question=question.id)
+
+    with ThreadPoolExecutor(max_workers=max(1, options.qa_workers)) as pool:
+        list(pool.map(work, [*jobs, *full]))
 
 
 def run(
@@ -259,6 +321,7 @@ def run(
     embedder = get_embedder(options.embedder)
     caching = CachingEmbedder(embedder) if options.cache_embeddings else None
     counter = TokenCounter()
+    grader = make_grader(dataset.name, options) if options.qa else None
     result = RunResult(
         dataset=dataset.name,
         data_path=str(dataset.path),
@@ -276,16 +339,36 @@ def run(
                 questions=len(case.questions),
             )
         with fresh_memory(work_dir, caching or embedder, keep=options.keep_stores) as memory:
-            speed, records, full_tokens = run_case(
-                dataset, case, memory, options, counter, progress
-            )
-        result.ingest.append(speed)
-        result.records.extend(records)
-        result.full_context_tokens[case.id] = full_tokens
+            output = run_case(dataset, case, memory, options, counter, progress, grader)
+        result.ingest.append(output.speed)
+        result.records.extend(output.records)
+        result.full_context_tokens[case.id] = output.full_tokens
+        result.full_context_qa.update(output.full_context_qa)
     result.seconds = time.perf_counter() - begin
     result.peak_rss_bytes = peak_rss_bytes()
     result.environment = environment(embedder.name, caching)
+    if grader is not None:
+        result.qa_usage = {
+            "reader_model": grader.reader.model,
+            "judge_model": grader.judge.model if grader.judge else None,
+            "reader": asdict(grader.reader.usage),
+            "judge": asdict(grader.judge.usage) if grader.judge else None,
+            "budget_tokens": options.qa_budget,
+        }
     return result
+
+
+def make_grader(dataset: str, options: BenchOptions) -> QAGrader:
+    """The reader and judge for ``--qa``, from ``ANAMNESIS_LLM_*``."""
+    from .qa import JUDGE_MODEL_ENV, ChatClient
+
+    reader = ChatClient.from_env()
+    judge = None
+    if dataset == "longmemeval":
+        import os
+
+        judge = ChatClient.from_env(os.environ.get(JUDGE_MODEL_ENV) or reader.model)
+    return QAGrader(dataset, reader, judge, budget=options.qa_budget)
 
 
 def environment(embedder_name: str, caching: CachingEmbedder | None) -> dict[str, Any]:

@@ -82,6 +82,9 @@ def summarise(result: RunResult) -> dict[str, Any]:
             ),
             "mean_context_tokens": _mean(sum(h["tokens"] for h in r["retrieved"]) for r in main),
         }
+        graded = [r for r in records if "qa" in r]
+        if graded:
+            configs[name]["qa"] = _qa_block(graded)
 
     return {
         **result.meta(),
@@ -91,6 +94,25 @@ def summarise(result: RunResult) -> dict[str, Any]:
         "full_context": _full_context(result),
         "speed": _speed(result),
         "comparisons": _comparisons(result, by_config),
+        "qa_usage": result.qa_usage,
+    }
+
+
+def _qa_block(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Answer accuracy (or F1) over graded records: main, by category, separate group."""
+    main = [r for r in records if not r["abstention"]]
+    separate = [r for r in records if r["abstention"]]
+    categories: dict[str, list[float]] = defaultdict(list)
+    for record in main:
+        categories[record["category"]].append(record["qa"]["score"])
+    return {
+        "score": m.estimate(r["qa"]["score"] for r in main).as_dict(),
+        "separate": m.estimate(r["qa"]["score"] for r in separate).as_dict(),
+        "all": m.estimate(r["qa"]["score"] for r in records).as_dict(),
+        "by_category": {c: m.estimate(v).as_dict() for c, v in sorted(categories.items())},
+        "errored": sum(1 for r in records if "error" in r["qa"]),
+        "graded": len(records),
+        "grader": next((r["qa"].get("grader") for r in records if "grader" in r["qa"]), None),
     }
 
 
@@ -108,8 +130,15 @@ def _full_context(result: RunResult) -> dict[str, Any]:
             continue
         seen.add(record["question_id"])
         per_question.append(result.full_context_tokens[record["case"]])
+    meta = {r["question_id"]: r for r in result.records}
+    qa = [
+        {"qa": graded, "abstention": meta[qid]["abstention"], "category": meta[qid]["category"]}
+        for qid, graded in result.full_context_qa.items()
+        if qid in meta
+    ]
     return {
         "config": FULL_CONTEXT,
+        "qa": _qa_block(qa) if qa else None,
         "recall": 1.0,
         "questions": len(per_question),
         "mean_tokens": _mean(per_question),
@@ -165,4 +194,18 @@ def _comparisons(
                 },
             }
         )
+        qa_a = {r["question_id"]: r["qa"]["score"] for r in by_config[a] if "qa" in r}
+        qa_b = {r["question_id"]: r["qa"]["score"] for r in by_config[b] if "qa" in r}
+        both = sorted(set(qa_a) & set(qa_b))
+        if both:
+            xs, ys = [qa_a[q] for q in both], [qa_b[q] for q in both]
+            out[-1]["qa"] = {
+                "questions": len(both),
+                "mcnemar": m.mcnemar_exact(xs, ys) if _binary(xs + ys) else None,
+                "paired_bootstrap": m.paired_bootstrap(xs, ys),
+            }
     return out
+
+
+def _binary(values: Sequence[float]) -> bool:
+    return all(v in (0.0, 1.0) for v in values)
