@@ -7,6 +7,7 @@ Read path: retrieve (channels → fusion) → hits with their neighbouring turns
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -16,7 +17,7 @@ import numpy as np
 
 from .config import DEFAULT_USER, URL_ENV, SearchConfig, default_path
 from .embed import Embedder, get_embedder
-from .errors import EmbedderMismatchError, InvalidInputError
+from .errors import AnamnesisError, EmbedderMismatchError, InvalidInputError
 from .ingest.normalise import (
     Message,
     check_id,
@@ -62,6 +63,8 @@ class Memory:
     name (``"minilm"``, ``"edge"``, ``"openai:MODEL"``) or an Embedder. A store remembers
     its embedder: opening it with another raises EmbedderMismatchError unless
     ``reindex=True``, which re-embeds every episode from its stored text.
+    ``warm=True`` loads the model and the vector index in a background thread at open,
+    so the first search is fast; pass False for short-lived processes that only write.
     """
 
     def __init__(
@@ -73,6 +76,7 @@ class Memory:
         config: SearchConfig | None = None,
         user_id: str = DEFAULT_USER,
         reindex: bool = False,
+        warm: bool = True,
     ) -> None:
         self.default_user = check_id(user_id, "user_id", required=True) or DEFAULT_USER
         self._embedder = get_embedder(embedder)
@@ -80,6 +84,21 @@ class Memory:
         self.config = config or SearchConfig()
         self._retriever = Retriever(self._store, self._embedder, self.config)
         self._check_embedder(reindex)
+        if warm:
+            threading.Thread(target=self._warm_up, name="anamnesis-warm-up", daemon=True).start()
+
+    def _warm_up(self) -> None:
+        """Load the embedding model and the dense index in the background.
+
+        Both are loaded lazily anyway; doing it at open means the first search does
+        not pay for it. A failure here is not lost: the same load runs again, and
+        raises, in the call that needs it.
+        """
+        try:
+            self._embedder.embed_query("warm-up")
+            self._store.warm_up()
+        except AnamnesisError:
+            return
 
     # -- lifecycle ---------------------------------------------------------------------------
     def close(self) -> None:

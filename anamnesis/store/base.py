@@ -69,6 +69,10 @@ class Store(Protocol):
         """Release connections and caches. Idempotent."""
         ...
 
+    def warm_up(self) -> None:
+        """Load whatever the first search would otherwise load (may do nothing)."""
+        ...
+
     # -- writes -------------------------------------------------------------------------
     def upsert_sessions(self, sessions: Sequence[Session]) -> None:
         """Create sessions, or fill in a start time that was unknown."""

@@ -63,6 +63,10 @@ class DenseIndex:
     def max_rowid(self) -> int:
         return int(self._rowids[self._size - 1]) if self._size else 0
 
+    def reserve(self, extra: int) -> None:
+        """Make room for ``extra`` more rows up front (avoids repeated copying)."""
+        self._grow(extra)
+
     def _grow(self, extra: int) -> None:
         needed = self._size + extra
         if needed <= len(self._rowids):

@@ -7,6 +7,7 @@ is loaded on first use and refreshed incrementally.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 import threading
@@ -106,9 +107,29 @@ def filters_sql(filters: Filters, alias: str = "e") -> tuple[str, list[Any]]:
     return (" AND ".join(clauses) or "1"), params
 
 
-def fts_query(terms: Sequence[str]) -> str:
-    """An FTS5 MATCH expression that ORs the quoted terms."""
-    return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
+def _scope_token(level: str, *parts: str) -> str:
+    digest = hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()[:20]
+    return f"{level}{digest}"
+
+
+def scope_terms(user_id: str, agent_id: str | None, session_id: str | None) -> str:
+    """The opaque FTS tokens that mark an episode's scope (see sqlite_schema)."""
+    tokens = [_scope_token("u", user_id)]
+    if agent_id is not None:
+        tokens.append(_scope_token("a", user_id, agent_id))
+    if session_id is not None:
+        tokens.append(_scope_token("s", user_id, session_id))
+    return " ".join(tokens)
+
+
+def fts_query(terms: Sequence[str], scope: Scope) -> str:
+    """An FTS5 MATCH expression: any of the quoted terms, inside the scope's tokens."""
+    words = " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
+    required = " AND ".join(
+        f'"{token}"'
+        for token in scope_terms(scope.user_id, scope.agent_id, scope.session_id).split()
+    )
+    return f"scope_terms : ({required}) AND content : ({words})"
 
 
 class SQLiteStore:
@@ -296,8 +317,8 @@ class SQLiteStore:
                 cursor = conn.execute(
                     """INSERT INTO episodes (id, user_id, agent_id, session_id, turn_index,
                          role, speaker, content, modality, event_time, recorded_at, metadata,
-                         content_hash, version)
-                       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                         content_hash, version, scope_terms)
+                       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
                     (
                         episode.id,
                         episode.user_id,
@@ -313,6 +334,7 @@ class SQLiteStore:
                         json.dumps(episode.metadata, ensure_ascii=False),
                         episode.content_hash,
                         episode.version,
+                        scope_terms(episode.user_id, episode.agent_id, episode.session_id),
                     ),
                 )
                 conn.execute(
@@ -523,26 +545,34 @@ class SQLiteStore:
     def neighbours(
         self, episodes: Sequence[Episode], window: int
     ) -> dict[str, tuple[Episode, ...]]:
-        result: dict[str, tuple[Episode, ...]] = {}
-        if window <= 0:
-            return {e.id: () for e in episodes}
-        for episode in episodes:
-            if episode.session_id is None or episode.turn_index is None:
-                result[episode.id] = ()
-                continue
-            rows = self._read(
-                f"""SELECT {_EPISODE_COLUMNS} FROM episodes e
-                    WHERE e.user_id = ? AND e.session_id = ? AND e.turn_index BETWEEN ? AND ?
-                      AND e.id != ? ORDER BY e.turn_index""",
-                (
-                    episode.user_id,
-                    episode.session_id,
-                    episode.turn_index - window,
-                    episode.turn_index + window,
-                    episode.id,
-                ),
+        result: dict[str, tuple[Episode, ...]] = {e.id: () for e in episodes}
+        anchored = [e for e in episodes if e.session_id is not None and e.turn_index is not None]
+        if window <= 0 or not anchored:
+            return result
+        clauses, params = [], []
+        for episode in anchored:
+            clauses.append("(e.user_id = ? AND e.session_id = ? AND e.turn_index BETWEEN ? AND ?)")
+            params += [
+                episode.user_id,
+                episode.session_id,
+                episode.turn_index - window,  # type: ignore[operator]
+                episode.turn_index + window,  # type: ignore[operator]
+            ]
+        by_session: dict[tuple[str, str], list[Episode]] = {}
+        for row in self._read(
+            f"SELECT {_EPISODE_COLUMNS} FROM episodes e WHERE {' OR '.join(clauses)} "
+            "ORDER BY e.turn_index",
+            params,
+        ):
+            found = _episode(row)
+            by_session.setdefault((found.user_id, found.session_id or ""), []).append(found)
+        for episode in anchored:
+            turn = episode.turn_index or 0
+            result[episode.id] = tuple(
+                other
+                for other in by_session.get((episode.user_id, episode.session_id or ""), [])
+                if other.id != episode.id and abs((other.turn_index or 0) - turn) <= window
             )
-            result[episode.id] = tuple(_episode(r) for r in rows)
         return result
 
     def lexical_search(
@@ -553,14 +583,20 @@ class SQLiteStore:
         where, params = scope_sql(scope)
         extra, extra_params = filters_sql(filters)
         rows = self._read(
-            f"""SELECT e.id, bm25(episodes_fts) AS rank FROM episodes_fts
+            f"""SELECT e.id, bm25(episodes_fts, 1.0, 0.0) AS rank FROM episodes_fts
                 JOIN episodes e ON e.rowid = episodes_fts.rowid
                 WHERE episodes_fts MATCH ? AND {where} AND {extra}
                 ORDER BY rank LIMIT ?""",
-            [fts_query(terms), *params, *extra_params, limit],
+            [fts_query(terms, scope), *params, *extra_params, limit],
         )
         # FTS5's bm25() is negative (smaller is better); report the usual positive score.
         return [Candidate(r[0], -float(r[1])) for r in rows]
+
+    def warm_up(self) -> None:
+        """Load the dense index now rather than on the first search."""
+        with self._lock:
+            if self._conn is not None:  # closed while a warm-up was queued
+                self._refresh_dense()
 
     def _refresh_dense(self) -> None:
         """Bring the numpy matrix up to date with the file, incrementally when possible."""
@@ -572,6 +608,13 @@ class SQLiteStore:
             self._dense.clear()
         # Rowids only grow (AUTOINCREMENT), so rows past the last one loaded are exactly
         # the appends made since, by this process or another.
+        (pending,) = self._conn.execute(
+            "SELECT COUNT(*) FROM vectors WHERE episode_rowid > ?", (self._dense.max_rowid,)
+        ).fetchone()
+        if not pending:
+            self._dense_loaded, self._dense_epoch = True, epoch
+            return
+        self._dense.reserve(pending)
         cursor = self._conn.execute(
             """SELECT e.rowid, e.user_id, e.agent_id, e.session_id, v.embedding
                FROM vectors v JOIN episodes e ON e.rowid = v.episode_rowid

@@ -36,7 +36,8 @@ MIGRATIONS: dict[int, list[str]] = {
             recorded_at  REAL NOT NULL,
             metadata     TEXT NOT NULL DEFAULT '{}',
             content_hash TEXT NOT NULL,
-            version      INTEGER NOT NULL DEFAULT 1
+            version      INTEGER NOT NULL DEFAULT 1,
+            scope_terms  TEXT NOT NULL
         )""",
         "CREATE INDEX episodes_scope ON episodes (user_id, agent_id, session_id, turn_index)",
         "CREATE INDEX episodes_session ON episodes (user_id, session_id, turn_index)",
@@ -54,24 +55,30 @@ MIGRATIONS: dict[int, list[str]] = {
             episode_rowid INTEGER PRIMARY KEY,
             embedding     BLOB NOT NULL
         )""",
+        # scope_terms holds one opaque token per scope level (user, agent, session), so
+        # that a scoped lexical search intersects posting lists inside FTS5 and ranks
+        # only the caller's rows, instead of ranking every match and filtering after.
         """CREATE VIRTUAL TABLE episodes_fts USING fts5(
             content,
+            scope_terms,
             content='episodes',
             content_rowid='rowid',
             tokenize='porter unicode61 remove_diacritics 2'
         )""",
         """CREATE TRIGGER episodes_fts_insert AFTER INSERT ON episodes BEGIN
-            INSERT INTO episodes_fts (rowid, content) VALUES (new.rowid, new.content);
+            INSERT INTO episodes_fts (rowid, content, scope_terms)
+            VALUES (new.rowid, new.content, new.scope_terms);
         END""",
         """CREATE TRIGGER episodes_fts_delete AFTER DELETE ON episodes BEGIN
-            INSERT INTO episodes_fts (episodes_fts, rowid, content)
-            VALUES ('delete', old.rowid, old.content);
+            INSERT INTO episodes_fts (episodes_fts, rowid, content, scope_terms)
+            VALUES ('delete', old.rowid, old.content, old.scope_terms);
             DELETE FROM vectors WHERE episode_rowid = old.rowid;
         END""",
         """CREATE TRIGGER episodes_fts_update AFTER UPDATE OF content ON episodes BEGIN
-            INSERT INTO episodes_fts (episodes_fts, rowid, content)
-            VALUES ('delete', old.rowid, old.content);
-            INSERT INTO episodes_fts (rowid, content) VALUES (new.rowid, new.content);
+            INSERT INTO episodes_fts (episodes_fts, rowid, content, scope_terms)
+            VALUES ('delete', old.rowid, old.content, old.scope_terms);
+            INSERT INTO episodes_fts (rowid, content, scope_terms)
+            VALUES (new.rowid, new.content, new.scope_terms);
         END""",
     ],
 }
