@@ -1,0 +1,336 @@
+"""Resolve the time expressions in a sentence against the moment it was said.
+
+"I went to the support group yesterday", said on 8 May 2023, is an event of 7 May 2023.
+``resolve(text, said_at)`` finds such expressions with a table of patterns and turns
+each into a half-open date range ``[start, end)`` with a granularity. It needs no LLM
+and runs at ingest speed (a few regular expressions per message). Conventions:
+
+- weeks run Monday to Sunday; "last week" is the calendar week before the one the
+  sentence was said in, "two weeks ago" the week that contains the day 14 days back;
+- "last Friday" is the latest Friday strictly before the day it was said; "next
+  Friday" the first strictly after; "last weekend" the latest Saturday-Sunday before
+  the current week;
+- a month without a year ("in May") is the latest May not after the month it was said,
+  unless the sentence says "next";
+- "on the 15th" is the 15th of the current month, or of the previous month when the
+  15th is still to come.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from typing import Literal
+
+Granularity = Literal["day", "week", "weekend", "month", "season", "year"]
+
+MONTHS = {
+    name: number
+    for number, names in enumerate(
+        [
+            ("january", "jan"),
+            ("february", "feb"),
+            ("march", "mar"),
+            ("april", "apr"),
+            ("may",),
+            ("june", "jun"),
+            ("july", "jul"),
+            ("august", "aug"),
+            ("september", "sep", "sept"),
+            ("october", "oct"),
+            ("november", "nov"),
+            ("december", "dec"),
+        ],
+        start=1,
+    )
+    for name in names
+}
+WEEKDAYS = {
+    name: number
+    for number, name in enumerate(
+        ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
+    )
+}
+NUMBER_WORDS = {
+    "a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6,
+    "seven": 7, "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12,
+    "a couple of": 2, "a couple": 2, "couple of": 2, "a few": 3, "few": 3, "several": 4,
+}  # fmt: skip
+UNIT_DAYS = {"day": 1, "week": 7, "month": 30, "year": 365}
+
+
+@dataclass(frozen=True, slots=True)
+class TimeMention:
+    """One resolved expression: ``[start, end)`` in UTC, with its granularity."""
+
+    expression: str
+    start: datetime
+    end: datetime
+    granularity: Granularity
+
+
+def _at(day: date) -> datetime:
+    return datetime(day.year, day.month, day.day, tzinfo=UTC)
+
+
+def _days(first: date, count: int, expression: str, granularity: Granularity) -> TimeMention:
+    return TimeMention(expression, _at(first), _at(first + timedelta(days=count)), granularity)
+
+
+def _day(day: date, expression: str) -> TimeMention:
+    return _days(day, 1, expression, "day")
+
+
+def _week_of(day: date, expression: str) -> TimeMention:
+    return _days(day - timedelta(days=day.weekday()), 7, expression, "week")
+
+
+def _month(year: int, month: int, expression: str) -> TimeMention:
+    following = date(year + (month == 12), month % 12 + 1, 1)
+    first = date(year, month, 1)
+    return _days(first, (following - first).days, expression, "month")
+
+
+def _year(year: int, expression: str) -> TimeMention:
+    return TimeMention(expression, _at(date(year, 1, 1)), _at(date(year + 1, 1, 1)), "year")
+
+
+def _shift_months(day: date, months: int) -> tuple[int, int]:
+    index = day.year * 12 + day.month - 1 + months
+    return index // 12, index % 12 + 1
+
+
+def _number(word: str) -> int | None:
+    word = word.lower().strip()
+    if word.isdigit():
+        return int(word)
+    return NUMBER_WORDS.get(word)
+
+
+def _holiday(name: str, year: int) -> date | None:
+    name = name.lower()
+    fixed = {
+        "christmas": (12, 25),
+        "christmas eve": (12, 24),
+        "new year's eve": (12, 31),
+        "new year's day": (1, 1),
+        "new year": (1, 1),
+        "valentine's day": (2, 14),
+        "halloween": (10, 31),
+        "independence day": (7, 4),
+        "the fourth of july": (7, 4),
+    }
+    if name in fixed:
+        return date(year, *fixed[name])
+    if name == "thanksgiving":  # fourth Thursday of November (US)
+        first = date(year, 11, 1)
+        return first + timedelta(days=(3 - first.weekday()) % 7 + 21)
+    if name == "easter":  # anonymous Gregorian algorithm
+        a, b, c = year % 19, year // 100, year % 100
+        d, e = b // 4, b % 4
+        g = (8 * b + 13) // 25
+        h = (19 * a + b - d - g + 15) % 30
+        i, k = c // 4, c % 4
+        l_ = (32 + 2 * e + 2 * i - h - k) % 7
+        m = (a + 11 * h + 22 * l_) // 451
+        month, day = divmod(h + l_ - 7 * m + 114, 31)
+        return date(year, month, day + 1)
+    return None
+
+
+HOLIDAYS = (
+    r"christmas eve|christmas|new year's eve|new year's day|new year|valentine's day|"
+    r"halloween|thanksgiving|easter|independence day|the fourth of july"
+)
+_MONTH = "|".join(sorted(MONTHS, key=len, reverse=True))
+_WEEKDAY = "|".join(WEEKDAYS)
+_COUNT = r"\d+|a couple of|a couple|couple of|a few|few|several|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve"  # noqa: E501
+
+Resolver = Callable[[re.Match[str], date], TimeMention | None]
+RULES: list[tuple[re.Pattern[str], Resolver]] = []
+
+
+def rule(pattern: str) -> Callable[[Resolver], Resolver]:
+    """Register a resolver for a (case-insensitive, word-bounded) pattern."""
+
+    def register(func: Resolver) -> Resolver:
+        RULES.append((re.compile(rf"\b(?:{pattern})\b", re.IGNORECASE), func))
+        return func
+
+    return register
+
+
+@rule(r"the day before yesterday")
+def _day_before_yesterday(m: re.Match[str], said: date) -> TimeMention:
+    return _day(said - timedelta(days=2), m.group(0))
+
+
+@rule(r"yesterday|last night")
+def _yesterday(m: re.Match[str], said: date) -> TimeMention:
+    return _day(said - timedelta(days=1), m.group(0))
+
+
+@rule(r"today|tonight|this morning|this afternoon|this evening")
+def _today(m: re.Match[str], said: date) -> TimeMention:
+    return _day(said, m.group(0))
+
+
+@rule(r"tomorrow")
+def _tomorrow(m: re.Match[str], said: date) -> TimeMention:
+    return _day(said + timedelta(days=1), m.group(0))
+
+
+@rule(rf"(?P<count>{_COUNT})\s+(?P<unit>day|week|month|year)s?\s+ago")
+def _ago(m: re.Match[str], said: date) -> TimeMention | None:
+    count = _number(m.group("count"))
+    if count is None:
+        return None
+    unit = m.group("unit").lower()
+    if unit == "day":
+        return _day(said - timedelta(days=count), m.group(0))
+    if unit == "week":
+        return _week_of(said - timedelta(days=7 * count), m.group(0))
+    if unit == "month":
+        return _month(*_shift_months(said, -count), m.group(0))
+    return _year(said.year - count, m.group(0))
+
+
+@rule(rf"(?P<which>last|next|this|this past|this coming|past)\s+(?P<day>{_WEEKDAY})")
+def _relative_weekday(m: re.Match[str], said: date) -> TimeMention:
+    target = WEEKDAYS[m.group("day").lower()]
+    which = m.group("which").lower()
+    if which in ("next", "this coming"):
+        ahead = (target - said.weekday()) % 7 or 7
+        return _day(said + timedelta(days=ahead), m.group(0))
+    if which == "this":  # "this Friday": the one in the current week
+        return _day(said + timedelta(days=target - said.weekday()), m.group(0))
+    back = (said.weekday() - target) % 7 or 7
+    return _day(said - timedelta(days=back), m.group(0))
+
+
+@rule(r"(?P<which>last|next|this|this past|this coming|past)\s+weekend")
+def _weekend(m: re.Match[str], said: date) -> TimeMention:
+    saturday = said + timedelta(days=5 - said.weekday())  # this week's Saturday
+    which = m.group("which").lower()
+    if which in ("last", "past", "this past"):
+        saturday -= timedelta(days=7)
+    elif which in ("next",):
+        saturday += timedelta(days=7)
+    return _days(saturday, 2, m.group(0), "weekend")
+
+
+@rule(r"(?P<which>last|next|this|past)\s+(?P<unit>week|month|year)")
+def _relative_period(m: re.Match[str], said: date) -> TimeMention:
+    step = {"last": -1, "past": -1, "next": 1, "this": 0}[m.group("which").lower()]
+    unit = m.group("unit").lower()
+    if unit == "week":
+        return _week_of(said + timedelta(days=7 * step), m.group(0))
+    if unit == "month":
+        return _month(*_shift_months(said, step), m.group(0))
+    return _year(said.year + step, m.group(0))
+
+
+@rule(
+    rf"(?P<day>\d{{1,2}})(?:st|nd|rd|th)?(?:\s+of)?\s+(?P<month>{_MONTH})\.?,?\s+(?P<year>\d{{4}})"
+    rf"|(?P<month2>{_MONTH})\.?\s+(?P<day2>\d{{1,2}})(?:st|nd|rd|th)?,?\s+(?P<year2>\d{{4}})"
+)
+def _full_date(m: re.Match[str], said: date) -> TimeMention | None:
+    day = int(m.group("day") or m.group("day2"))
+    month = MONTHS[(m.group("month") or m.group("month2")).lower()]
+    year = int(m.group("year") or m.group("year2"))
+    try:
+        return _day(date(year, month, day), m.group(0))
+    except ValueError:
+        return None
+
+
+@rule(r"(?P<year>(?:19|20)\d{2})-(?P<month>\d{2})-(?P<day>\d{2})")
+def _iso_date(m: re.Match[str], said: date) -> TimeMention | None:
+    try:
+        return _day(
+            date(int(m.group("year")), int(m.group("month")), int(m.group("day"))), m.group(0)
+        )
+    except ValueError:
+        return None
+
+
+@rule(rf"(?:in|during|since|by|until|of)\s+(?P<month>{_MONTH})(?:\s+(?P<year>(?:19|20)\d{{2}}))?")
+def _month_name(m: re.Match[str], said: date) -> TimeMention | None:
+    name = m.group("month").lower()
+    if name in ("may", "mar") and m.group("year") is None and not m.group(0)[:2].lower() == "in":
+        return None  # "since may" / "by mar..." are too often not months
+    month = MONTHS[name]
+    if m.group("year"):
+        return _month(int(m.group("year")), month, m.group(0))
+    year = said.year if month <= said.month else said.year - 1
+    return _month(year, month, m.group(0))
+
+
+@rule(r"(?:in|since|during)\s+(?P<year>(?:19|20)\d{2})")
+def _year_only(m: re.Match[str], said: date) -> TimeMention:
+    return _year(int(m.group("year")), m.group(0))
+
+
+@rule(r"on the (?P<day>\d{1,2})(?:st|nd|rd|th)")
+def _day_of_month(m: re.Match[str], said: date) -> TimeMention | None:
+    day = int(m.group("day"))
+    year, month = (said.year, said.month) if day <= said.day else _shift_months(said, -1)
+    try:
+        return _day(date(year, month, day), m.group(0))
+    except ValueError:
+        return None
+
+
+@rule(rf"(?:the\s+)?(?P<span>week|weekend|day)\s+(?P<rel>before|after)\s+(?P<holiday>{HOLIDAYS})")
+def _around_holiday(m: re.Match[str], said: date) -> TimeMention | None:
+    holiday = _nearest_holiday(m.group("holiday"), said)
+    if holiday is None:
+        return None
+    span = m.group("span").lower()
+    before = m.group("rel").lower() == "before"
+    if span == "day":
+        return _day(holiday + timedelta(days=-1 if before else 1), m.group(0))
+    if span == "week":
+        first = holiday - timedelta(days=7) if before else holiday + timedelta(days=1)
+        return _days(first, 7, m.group(0), "week")
+    saturday = holiday - timedelta(days=(holiday.weekday() - 5) % 7 or 7)
+    if not before:
+        saturday = holiday + timedelta(days=(5 - holiday.weekday()) % 7 or 7)
+    return _days(saturday, 2, m.group(0), "weekend")
+
+
+@rule(rf"(?:on|at|for|over|since|by)\s+(?P<holiday>{HOLIDAYS})")
+def _on_holiday(m: re.Match[str], said: date) -> TimeMention | None:
+    holiday = _nearest_holiday(m.group("holiday"), said)
+    return _day(holiday, m.group(0)) if holiday else None
+
+
+def _nearest_holiday(name: str, said: date) -> date | None:
+    """The holiday's date in the year that puts it closest to ``said``."""
+    options = [_holiday(name, year) for year in (said.year - 1, said.year, said.year + 1)]
+    dated = [d for d in options if d is not None]
+    return min(dated, key=lambda d: abs((d - said).days)) if dated else None
+
+
+def resolve(text: str, said_at: datetime) -> list[TimeMention]:
+    """Every time expression in ``text`` resolved against ``said_at``, in text order.
+
+    Overlapping matches keep the longest ("the day before yesterday" wins over
+    "yesterday").
+    """
+    said = said_at.astimezone(UTC).date()
+    found: list[tuple[int, int, TimeMention]] = []
+    for pattern, resolver in RULES:
+        for match in pattern.finditer(text):
+            mention = resolver(match, said)
+            if mention is not None:
+                found.append((match.start(), match.end(), mention))
+    found.sort(key=lambda item: (item[0], -(item[1] - item[0])))
+    kept: list[tuple[int, int, TimeMention]] = []
+    for start, end, mention in found:
+        if kept and start < kept[-1][1]:
+            continue
+        kept.append((start, end, mention))
+    return [mention for _, _, mention in kept]

@@ -1,0 +1,86 @@
+"""Relative and absolute time expressions, resolved against when they were said.
+
+Sentences are real turns from LoCoMo (``shared/data/locomo10.json.gz``) said at the
+date of their session; the expected ranges follow the conventions documented in
+``anamnesis.ingest.timeparse``.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from anamnesis.ingest.timeparse import resolve
+
+# (sentence, said at, expression, first day, day after the last, granularity)
+CASES = [
+    ("I went to a LGBTQ support group yesterday and it was so powerful.",
+     "2023-05-08", "yesterday", "2023-05-07", "2023-05-08", "day"),
+    ("I wanted to tell you about my school event last week.",
+     "2023-06-09", "last week", "2023-05-29", "2023-06-05", "week"),
+    ("I ran a charity race for mental health last Saturday",
+     "2023-05-25", "last Saturday", "2023-05-20", "2023-05-21", "day"),
+    ("Got the tattoo a few years ago, it stands for freedom",
+     "2023-08-14", "a few years ago", "2020-01-01", "2021-01-01", "year"),
+    ("Guess what - I got a puppy two weeks ago! Her name's Coco",
+     "2023-07-21", "two weeks ago", "2023-07-03", "2023-07-10", "week"),
+    ("My kids are so excited about summer break! We're thinking about going camping next month.",
+     "2023-05-25", "next month", "2023-06-01", "2023-07-01", "month"),
+    ("Yeah, I painted that lake sunrise last year! It's special to me.",
+     "2023-05-08", "last year", "2022-01-01", "2023-01-01", "year"),
+    ("Here's our latest work from last weekend.",
+     "2023-07-12", "last weekend", "2023-07-08", "2023-07-10", "weekend"),
+    ("Last night was amazing! We celebrated my daughter's birthday with a concert",
+     "2023-08-14", "Last night", "2023-08-13", "2023-08-14", "day"),
+    ("I went to an LGBTQ conference two days ago.",
+     "2023-07-15", "two days ago", "2023-07-13", "2023-07-14", "day"),
+    ("I met back up with my teammates on the 15th after my trip",
+     "2023-09-20", "on the 15th", "2023-09-15", "2023-09-16", "day"),
+    ("I'm hiking with some buddies this weekend.",
+     "2023-04-26", "this weekend", "2023-04-29", "2023-05-01", "weekend"),
+    ("Last Monday I got to teach a class on painting",
+     "2023-08-16", "Last Monday", "2023-08-14", "2023-08-15", "day"),
+    ("Let's do it next Saturday!", "2023-10-04", "next Saturday", "2023-10-07", "2023-10-08", "day"),
+    ("I started playing acoustic guitar about five years ago",
+     "2023-03-01", "five years ago", "2018-01-01", "2019-01-01", "year"),
+    ("I adopted her two years ago when I was feeling lonely", "2022-11-10",
+     "two years ago", "2020-01-01", "2021-01-01", "year"),
+    ("I started volunteering here about a year ago", "2023-05-02", "a year ago",
+     "2022-01-01", "2023-01-01", "year"),
+    ("We had the party the week before Christmas", "2023-01-10",
+     "the week before Christmas", "2022-12-18", "2022-12-25", "week"),
+    ("We moved to Berlin in May 2022", "2023-05-02", "in May 2022", "2022-05-01", "2022-06-01", "month"),
+    ("I visited my grandma in March", "2023-05-02", "in March", "2023-03-01", "2023-04-01", "month"),
+    ("The concert is on 3 March, 2024", "2023-05-02", "3 March, 2024", "2024-03-03", "2024-03-04", "day"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("sentence", "said", "expression", "first", "end", "granularity"), CASES)
+def test_resolves_real_sentences(sentence, said, expression, first, end, granularity) -> None:
+    said_at = datetime.fromisoformat(said).replace(hour=13, tzinfo=UTC)
+    (mention,) = resolve(sentence, said_at)
+    assert mention.expression == expression
+    assert mention.start.date().isoformat() == first
+    assert mention.end.date().isoformat() == end
+    assert mention.granularity == granularity
+
+
+def test_longest_overlapping_expression_wins() -> None:
+    (mention,) = resolve("the day before yesterday", datetime(2023, 5, 8, tzinfo=UTC))
+    assert mention.start.date().isoformat() == "2023-05-06"
+
+
+def test_several_expressions_come_back_in_text_order() -> None:
+    mentions = resolve(
+        "Yesterday I called mum, and last Friday I saw a film", datetime(2023, 5, 10, tzinfo=UTC)
+    )
+    assert [m.expression for m in mentions] == ["Yesterday", "last Friday"]
+
+
+@pytest.mark.parametrize(
+    "sentence",
+    ["I may go", "since we last talked", "My friend May is here", "It was recently fixed"],
+)
+def test_words_that_are_not_dates_resolve_to_nothing(sentence) -> None:
+    assert resolve(sentence, datetime(2023, 5, 10, tzinfo=UTC)) == []
