@@ -44,6 +44,11 @@ def test_event_time_is_kept_apart_from_recorded_at(memory: Memory) -> None:
     assert episode.recorded_at > episode.event_time
 
 
+def test_event_time_accepts_written_dates(memory: Memory) -> None:
+    (episode,) = memory.add("Session start", user_id="ana", event_time="1:56 pm on 8 May, 2023")
+    assert episode.event_time == datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
+
+
 def test_image_is_stored_as_its_derived_text(memory: Memory) -> None:
     (episode,) = memory.add(
         {"content": "a photo of a sunset over the sea", "modality": "image"}, user_id="ana"

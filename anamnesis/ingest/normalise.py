@@ -109,12 +109,7 @@ def parse_time(value: object, what: str = "event_time") -> datetime | None:
         except (OverflowError, OSError, ValueError) as exc:
             raise InvalidInputError(f"{what} {value!r} is out of range") from exc
     if isinstance(value, str):
-        try:
-            value = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-        except ValueError as exc:
-            raise InvalidInputError(
-                f"{what} {value!r} is not an ISO-8601 date/time (e.g. 2024-05-08T13:56:00Z)"
-            ) from exc
+        value = _parse_date_string(value, what)
     if not isinstance(value, datetime):
         raise InvalidInputError(
             f"{what} must be a datetime, ISO string or epoch seconds, not {type(value).__name__}"
@@ -122,6 +117,32 @@ def parse_time(value: object, what: str = "event_time") -> datetime | None:
     if value.tzinfo is None:
         value = value.replace(tzinfo=UTC)
     return value.astimezone(UTC)
+
+
+def _parse_date_string(text: str, what: str) -> datetime:
+    """ISO-8601 first; then a written date with day, month and year ("8 May, 2023")."""
+    try:
+        return datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        pass
+    import dateparser  # slow to import; only needed for non-ISO strings
+
+    parsed = dateparser.parse(
+        text,
+        languages=["en"],
+        settings={
+            "REQUIRE_PARTS": ["day", "month", "year"],
+            "RETURN_AS_TIMEZONE_AWARE": True,
+            "TIMEZONE": "UTC",
+            "TO_TIMEZONE": "UTC",
+        },
+    )
+    if parsed is None:
+        raise InvalidInputError(
+            f"{what} {text!r} is not a date: use ISO-8601 (2024-05-08T13:56:00Z) "
+            "or a written date with day, month and year (1:56 pm on 8 May, 2023)"
+        )
+    return parsed
 
 
 def check_metadata(value: object) -> dict[str, Any]:
