@@ -297,12 +297,13 @@ def run_scale(
                 if progress is not None:
                     progress("ingested", done=stored, total=sizes[-1])
             seconds = time.perf_counter() - start
+            embedded = counting.count - before
             segment = size - (result.points[-1].episodes if result.points else 0)
             point = _measure(memory, db, scope, options, queries, turns, stored, counting)
             point.segment_messages = segment
             point.segment_seconds = seconds
             point.ingest_per_second = segment / seconds if seconds else math.nan
-            point.embedded_texts = counting.count - before
+            point.embedded_texts = embedded
             stored = point.episodes
             result.points.append(point)
             if progress is not None:
