@@ -150,3 +150,10 @@ def test_load_rejects_wrong_format_and_name(tmp_path):
 def test_limit_caps_cases():
     ds = d.load("longmemeval", FIXTURES / "longmemeval_smoke.json.gz", limit=2)
     assert len(ds.cases) == 2
+
+
+def test_prefix_speakers_ablation():
+    ds = d.load("locomo", FIXTURES / "locomo_smoke.json.gz")
+    d.prefix_speakers(ds)
+    first = ds.cases[0].messages[0]
+    assert first["content"].startswith("Caroline: ") and ds.notes["speaker_prefix"]

@@ -50,6 +50,8 @@ def run_benchmark(
     """
     options = options or BenchOptions()
     dataset = datasets.load(name, data, limit=limit)
+    if options.speaker_prefix:
+        datasets.prefix_speakers(dataset)
     target = Path(out_dir) if out_dir is not None else default_out_dir(name)
     target.mkdir(parents=True, exist_ok=True)
     work_dir = target / "stores"

@@ -159,6 +159,11 @@ def dataset_command(name: str, help_text: str) -> Callable[..., Any]:
     )
     @click.option("--keep-stores", is_flag=True, help="Keep each case's SQLite store.")
     @click.option(
+        "--speaker-prefix",
+        is_flag=True,
+        help="Ablation: store each message as '<speaker or role>: <text>'.",
+    )
+    @click.option(
         "--qa",
         is_flag=True,
         help="Also answer each question with an LLM and grade it officially "
@@ -207,6 +212,7 @@ def dataset_command(name: str, help_text: str) -> Callable[..., Any]:
         as_of: bool,
         embedding_cache: bool,
         keep_stores: bool,
+        speaker_prefix: bool,
         qa: bool,
         qa_configs: str | None,
         qa_budget: int,
@@ -227,6 +233,7 @@ def dataset_command(name: str, help_text: str) -> Callable[..., Any]:
             as_of=as_of,
             cache_embeddings=embedding_cache,
             keep_stores=keep_stores,
+            speaker_prefix=speaker_prefix,
             qa=qa,
             qa_configs=_configs(qa_configs) if qa_configs else (),
             qa_budget=qa_budget,

@@ -117,6 +117,20 @@ def load(name: str, path: str | Path, *, limit: int | None = None) -> Dataset:
     return loaders[name](Path(path), limit=limit)
 
 
+def prefix_speakers(dataset: Dataset) -> None:
+    """Prepend ``"<speaker or role>: "`` to every message's content, in place.
+
+    An ablation of what the index sees (names are otherwise only in the ``speaker``
+    field, which neither search channel reads); off by default.
+    """
+    for case in dataset.cases:
+        for message in case.messages:
+            who = message.get("speaker") or message.get("role")
+            if who:
+                message["content"] = f"{who}: {message['content']}"
+    dataset.notes["speaker_prefix"] = True
+
+
 def _limited(items: list[Any], limit: int | None) -> list[Any]:
     if limit is not None and limit < 0:
         raise InvalidInputError("limit must be a non-negative integer")

@@ -59,6 +59,7 @@ class BenchOptions:
     qa_budget: int = DEFAULT_QA_BUDGET
     qa_full_context: bool = False
     qa_workers: int = 4
+    speaker_prefix: bool = False
 
     def search_configs(self) -> dict[str, SearchConfig]:
         """The named presets, with the candidate depth overridden when asked."""
