@@ -45,7 +45,13 @@ from .postgres_query import (
     scope_sql,
     tsquery_sql,
 )
-from .postgres_schema import LATEST, MIGRATION_LOCK, MIGRATIONS, embedding_index
+from .postgres_schema import (
+    LATEST,
+    MIGRATION_LOCK,
+    MIGRATIONS,
+    embedding_index,
+    scope_vector_index,
+)
 from .postgres_vector import register_vector
 
 #: Written into the meta table so that a foreign schema is recognised as such.
@@ -526,11 +532,12 @@ class PostgresStore:
         """
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
         conn.execute("DROP INDEX IF EXISTS episodes_embedding")
+        conn.execute("DROP INDEX IF EXISTS episodes_scope_vectors")
         conn.execute(
             f"ALTER TABLE episodes ALTER COLUMN embedding TYPE vector({int(dim)}) "  # type: ignore[arg-type]
             "USING NULL"
         )
-        for statement in embedding_index(dim):
+        for statement in [*embedding_index(dim), *scope_vector_index(dim)]:
             conn.execute(statement)  # type: ignore[arg-type]
         conn.execute(
             "INSERT INTO meta (key, value) VALUES ('vector_dim', %s) "
@@ -654,12 +661,14 @@ class PostgresStore:
         """Episodes by cosine similarity, exact for small scopes and HNSW for large ones.
 
         The rows in scope (after filters) are counted up to ``EXACT_SCAN_MAX_ROWS``. A
-        scope that small is scored exactly: the scope index finds its rows and every
-        vector is compared, so a selective scope never loses recall. A larger scope walks
-        the HNSW index with pgvector's iterative scan (``hnsw.iterative_scan =
-        relaxed_order``), which keeps walking the graph until ``limit`` rows pass the
-        scope filter; the hits are re-sorted by exact distance. If the walk still comes
-        back short (``hnsw.max_scan_tuples`` reached), the search falls back to exact.
+        scope that small is scored exactly: the covering scope index
+        (``episodes_scope_vectors``) yields its rows with their vectors in one index-only
+        scan and every vector is compared, so a selective scope never loses recall. A
+        larger scope walks the HNSW index with pgvector's iterative scan
+        (``hnsw.iterative_scan = relaxed_order``), which keeps walking the graph until
+        ``limit`` rows pass the scope filter; the hits are re-sorted by exact distance.
+        If the walk still comes back short (``hnsw.max_scan_tuples`` reached), the search
+        falls back to exact.
         """
         if limit <= 0:
             return []
@@ -696,7 +705,7 @@ class PostgresStore:
                 # the planner filters by scope and sorts every distance: an exact top-k.
                 rows = conn.execute(
                     f"""SELECT e.id, e.embedding <=> %s AS distance FROM episodes e
-                        WHERE {condition} ORDER BY (e.embedding <=> %s) + 0, e.rowid LIMIT %s""",
+                        WHERE {condition} ORDER BY (e.embedding <=> %s) + 0, e.id LIMIT %s""",
                     [query_vector, *condition_params, query_vector, limit],
                 ).fetchall()
         return [Candidate(episode_id, 1.0 - float(distance)) for episode_id, distance in rows]

@@ -48,6 +48,26 @@ def embedding_index(dim: int) -> list[str]:
     ]
 
 
+#: Largest dimension whose vectors fit in a B-tree index entry (at most 2704 bytes,
+#: a third of a page, less the key columns): 4 bytes per dimension plus a header.
+COVERING_MAX_DIM = 600
+
+
+def scope_vector_index(dim: int) -> list[str]:
+    """Statements that (re)create the covering scope index, or none for wide vectors.
+
+    It holds each row's vector next to its scope, so an exact dense search of one
+    tenant is an index-only scan over that tenant's contiguous entries, instead of
+    one random heap page per row (10x faster at 1M rows; see postgres_bench).
+    """
+    if dim > COVERING_MAX_DIM:
+        return []
+    return [
+        "CREATE INDEX IF NOT EXISTS episodes_scope_vectors ON episodes "
+        "(user_id, agent_id, session_id) INCLUDE (id, event_time, embedding)"
+    ]
+
+
 def _v1(dim: int) -> list[str]:
     return [
         """CREATE TABLE meta (
@@ -91,6 +111,7 @@ def _v1(dim: int) -> list[str]:
         "CREATE INDEX episodes_hash ON episodes (content_hash)",
         "CREATE INDEX episodes_fts ON episodes USING gin (content_tsv)",
         *embedding_index(dim),
+        *scope_vector_index(dim),
         """CREATE TABLE episode_versions (
             episode_id text NOT NULL,
             version    integer NOT NULL,
