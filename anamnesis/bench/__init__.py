@@ -9,8 +9,15 @@ accuracy), and the scale benchmark.
 The same runs from the shell: ``anamnesis bench locomo --data locomo10.json.gz``.
 """
 
-from .api import BenchOutput, run_benchmark
+from .api import BenchOutput, run_benchmark, run_dataset
 from .runner import BenchOptions
 from .scale import ScaleOptions, run_scale
 
-__all__ = ["BenchOptions", "BenchOutput", "ScaleOptions", "run_benchmark", "run_scale"]
+__all__ = [
+    "BenchOptions",
+    "BenchOutput",
+    "ScaleOptions",
+    "run_benchmark",
+    "run_dataset",
+    "run_scale",
+]

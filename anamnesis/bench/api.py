@@ -48,11 +48,25 @@ def run_benchmark(
     ``report.md`` and ``recall.png`` into ``out_dir`` (default
     ``results/<name>-<timestamp>``) and returns the summary.
     """
-    options = options or BenchOptions()
     dataset = datasets.load(name, data, limit=limit)
+    if limit is not None:
+        dataset.notes["limit"] = limit
+    return run_dataset(dataset, options, out_dir=out_dir, progress=progress, command=command)
+
+
+def run_dataset(
+    dataset: datasets.Dataset,
+    options: BenchOptions | None = None,
+    *,
+    out_dir: str | Path | None = None,
+    progress: ProgressHook | None = None,
+    command: str | None = None,
+) -> BenchOutput:
+    """Run an already loaded dataset; see ``run_benchmark``."""
+    options = options or BenchOptions()
     if options.speaker_prefix:
         datasets.prefix_speakers(dataset)
-    target = Path(out_dir) if out_dir is not None else default_out_dir(name)
+    target = Path(out_dir) if out_dir is not None else default_out_dir(dataset.name)
     target.mkdir(parents=True, exist_ok=True)
     work_dir = target / "stores"
     try:
@@ -60,8 +74,6 @@ def run_benchmark(
     finally:
         if not options.keep_stores:
             shutil.rmtree(work_dir, ignore_errors=True)
-    if limit is not None:
-        result.notes["limit"] = limit
     summary = summarise(result)
     summary["command"] = command
     write_records(result.records, target / "records.jsonl")

@@ -221,7 +221,7 @@ def dataset_command(name: str, help_text: str) -> Callable[..., Any]:
         out_dir: Path | None,
     ) -> None:
         from . import datasets
-        from .api import run_benchmark
+        from .api import run_dataset
         from .report import print_summary
 
         options = BenchOptions(
@@ -242,22 +242,13 @@ def dataset_command(name: str, help_text: str) -> Callable[..., Any]:
         )
         invocation = _invocation(name, click.get_current_context().params)
         with _handled():
-            preview = datasets.load(name, data, limit=limit)
+            dataset = datasets.load(name, data, limit=limit)
             with _progress() as progress:
-                bars = _Bars(progress, len(preview.cases), preview.n_questions)
-
-                def hook(event: str, **values: Any) -> None:
-                    bars(event, **values)
-                    if event == "question" and values.get("last"):
-                        bars("case_done")
-
-                output = run_benchmark(
-                    name,
-                    data,
-                    options=options,
-                    limit=limit,
+                output = run_dataset(
+                    dataset,
+                    options,
                     out_dir=out_dir,
-                    progress=_CaseCounter(hook, preview),
+                    progress=_Bars(progress, len(dataset.cases), dataset.n_questions),
                     command=invocation,
                 )
         # Tables need ~100 columns; a pipe or log file gets them unwrapped.
@@ -281,23 +272,6 @@ def _invocation(name: str, params: dict[str, Any]) -> str:
             flag = "--config"
         parts += [flag] if value is True else [flag, str(value)]
     return " ".join(shlex.quote(p) for p in parts)
-
-
-class _CaseCounter:
-    """Adds ``case_done`` events after each case's last question."""
-
-    def __init__(self, hook: Callable[..., None], dataset: Any) -> None:
-        self.hook = hook
-        self.remaining = {c.id: len(c.questions) for c in dataset.cases}
-
-    def __call__(self, event: str, **values: Any) -> None:
-        self.hook(event, **values)
-        if event == "case_start" and self.remaining.get(values["case"]) == 0:
-            self.hook("case_done")
-        if event == "question":
-            self.remaining[values["case"]] -= 1
-            if self.remaining[values["case"]] == 0:
-                self.hook("case_done")
 
 
 @click.group(name="bench", help="Reproducible retrieval and speed benchmarks.")

@@ -129,7 +129,8 @@ class RunResult:
         }
 
 
-#: Called as ``progress(event, **values)``; events: case_start, ingested, question.
+#: Called as ``progress(event, **values)``; events: case_start, ingested, question,
+#: graded (with --qa), case_done.
 ProgressHook = Callable[..., None]
 
 
@@ -345,6 +346,8 @@ def run(
         result.records.extend(output.records)
         result.full_context_tokens[case.id] = output.full_tokens
         result.full_context_qa.update(output.full_context_qa)
+        if progress is not None:
+            progress("case_done", case=case.id)
     result.seconds = time.perf_counter() - begin
     result.peak_rss_bytes = peak_rss_bytes()
     result.environment = environment(embedder.name, caching)
