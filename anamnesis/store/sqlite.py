@@ -7,7 +7,6 @@ is loaded on first use and refreshed incrementally.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sqlite3
 import threading
@@ -31,105 +30,21 @@ from ..types import DeleteCounts, Episode, EpisodeVersion, Scope, Session
 from .base import Candidate, Filters
 from .dense_index import DenseIndex
 from .sqlite_schema import LATEST, MIGRATIONS
+from .sqlite_sql import (
+    EPISODE_COLUMNS,
+    episode_from_row,
+    filters_sql,
+    from_epoch,
+    fts_query,
+    scope_sql,
+    scope_terms,
+    to_epoch,
+)
 
 #: Seconds a writer waits for another process's lock before StoreLockedError.
 DEFAULT_BUSY_TIMEOUT = 10.0
 #: Written into the meta table so a foreign SQLite file is recognised as such.
 APPLICATION_MARK = "anamnesis"
-
-_EPISODE_COLUMNS = (
-    "e.id, e.user_id, e.agent_id, e.session_id, e.role, e.speaker, e.content, e.modality, "
-    "e.event_time, e.recorded_at, e.metadata, e.content_hash, e.turn_index, e.version"
-)
-
-
-def _to_epoch(moment: datetime) -> float:
-    return moment.timestamp()
-
-
-def _from_epoch(seconds: float) -> datetime:
-    return datetime.fromtimestamp(seconds, tz=UTC)
-
-
-def _episode(row: Sequence[Any]) -> Episode:
-    return Episode(
-        id=row[0],
-        user_id=row[1],
-        agent_id=row[2],
-        session_id=row[3],
-        role=row[4],
-        speaker=row[5],
-        content=row[6],
-        modality=row[7],
-        event_time=_from_epoch(row[8]),
-        recorded_at=_from_epoch(row[9]),
-        metadata=json.loads(row[10]),
-        content_hash=row[11],
-        turn_index=row[12],
-        version=row[13],
-    )
-
-
-def scope_sql(scope: Scope, alias: str = "e") -> tuple[str, list[Any]]:
-    """The WHERE fragment that confines a query to ``scope``."""
-    clauses = [f"{alias}.user_id = ?"]
-    params: list[Any] = [scope.user_id]
-    if scope.agent_id is not None:
-        clauses.append(f"{alias}.agent_id = ?")
-        params.append(scope.agent_id)
-    if scope.session_id is not None:
-        clauses.append(f"{alias}.session_id = ?")
-        params.append(scope.session_id)
-    return " AND ".join(clauses), params
-
-
-def filters_sql(filters: Filters, alias: str = "e") -> tuple[str, list[Any]]:
-    """The WHERE fragment for ``filters`` (``1`` when there are none)."""
-    clauses: list[str] = []
-    params: list[Any] = []
-    for column in ("role", "speaker", "modality"):
-        value = getattr(filters, column)
-        if value is not None:
-            clauses.append(f"{alias}.{column} = ?")
-            params.append(value)
-    if filters.event_after is not None:
-        clauses.append(f"{alias}.event_time >= ?")
-        params.append(_to_epoch(filters.event_after))
-    if filters.event_before is not None:
-        clauses.append(f"{alias}.event_time < ?")
-        params.append(_to_epoch(filters.event_before))
-    if filters.recorded_before is not None:
-        clauses.append(f"{alias}.recorded_at <= ?")
-        params.append(_to_epoch(filters.recorded_before))
-    for key, value in filters.metadata.items():
-        clauses.append(f"json_extract({alias}.metadata, ?) = ?")
-        params.extend([f'$."{key}"', value])
-    return (" AND ".join(clauses) or "1"), params
-
-
-def _scope_token(level: str, *parts: str) -> str:
-    digest = hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()[:20]
-    return f"{level}{digest}"
-
-
-def scope_terms(user_id: str, agent_id: str | None, session_id: str | None) -> str:
-    """The opaque FTS tokens that mark an episode's scope (see sqlite_schema)."""
-    tokens = [_scope_token("u", user_id)]
-    if agent_id is not None:
-        tokens.append(_scope_token("a", user_id, agent_id))
-    if session_id is not None:
-        tokens.append(_scope_token("s", user_id, session_id))
-    return " ".join(tokens)
-
-
-def fts_query(terms: Sequence[str], scope: Scope) -> str:
-    """An FTS5 MATCH expression: any of the quoted terms, inside the scope's tokens."""
-    words = " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
-    required = " AND ".join(
-        f'"{token}"'
-        for token in scope_terms(scope.user_id, scope.agent_id, scope.session_id).split()
-    )
-    return f"scope_terms : ({required}) AND content : ({words})"
 
 
 class SQLiteStore:
@@ -293,7 +208,7 @@ class SQLiteStore:
                     s.user_id,
                     s.id,
                     s.agent_id,
-                    _to_epoch(s.started_at) if s.started_at else None,
+                    to_epoch(s.started_at) if s.started_at else None,
                     json.dumps(s.metadata),
                 )
                 for s in sessions
@@ -329,8 +244,8 @@ class SQLiteStore:
                         episode.speaker,
                         episode.content,
                         episode.modality,
-                        _to_epoch(episode.event_time),
-                        _to_epoch(episode.recorded_at),
+                        to_epoch(episode.event_time),
+                        to_epoch(episode.recorded_at),
                         json.dumps(episode.metadata, ensure_ascii=False),
                         episode.content_hash,
                         episode.version,
@@ -350,7 +265,7 @@ class SQLiteStore:
                         v.version,
                         v.content,
                         json.dumps(v.metadata),
-                        _to_epoch(v.changed_at),
+                        to_epoch(v.changed_at),
                     )
                     for v in versions
                 ],
@@ -422,7 +337,7 @@ class SQLiteStore:
             conn.execute(
                 "INSERT INTO episode_versions (episode_id, version, content, metadata, "
                 "changed_at) VALUES (?, ?, ?, ?, ?)",
-                (episode_id, version, old_content, old_metadata, _to_epoch(changed_at)),
+                (episode_id, version, old_content, old_metadata, to_epoch(changed_at)),
             )
             conn.execute(
                 "UPDATE episodes SET content = ?, content_hash = ?, metadata = ?, version = ? "
@@ -511,10 +426,10 @@ class SQLiteStore:
             chunk = list(episode_ids[start : start + 500])
             marks = ",".join("?" * len(chunk))
             for row in self._read(
-                f"SELECT {_EPISODE_COLUMNS} FROM episodes e WHERE e.id IN ({marks}) AND {where}",
+                f"SELECT {EPISODE_COLUMNS} FROM episodes e WHERE e.id IN ({marks}) AND {where}",
                 [*chunk, *params],
             ):
-                found[row[0]] = _episode(row)
+                found[row[0]] = episode_from_row(row)
         return [found[i] for i in episode_ids if i in found]
 
     def list_episodes(
@@ -526,11 +441,11 @@ class SQLiteStore:
             f"SELECT COUNT(*) FROM episodes e WHERE {where} AND {extra}", [*params, *extra_params]
         )[0][0]
         rows = self._read(
-            f"SELECT {_EPISODE_COLUMNS} FROM episodes e WHERE {where} AND {extra} "
+            f"SELECT {EPISODE_COLUMNS} FROM episodes e WHERE {where} AND {extra} "
             "ORDER BY e.event_time, e.rowid LIMIT ? OFFSET ?",
             [*params, *extra_params, limit, offset],
         )
-        return [_episode(r) for r in rows], total
+        return [episode_from_row(r) for r in rows], total
 
     def episode_versions(self, episode_id: str, scope: Scope) -> list[EpisodeVersion]:
         where, params = scope_sql(scope)
@@ -540,7 +455,7 @@ class SQLiteStore:
                 WHERE v.episode_id = ? AND {where} ORDER BY v.version""",
             [episode_id, *params],
         )
-        return [EpisodeVersion(r[0], r[1], r[2], json.loads(r[3]), _from_epoch(r[4])) for r in rows]
+        return [EpisodeVersion(r[0], r[1], r[2], json.loads(r[3]), from_epoch(r[4])) for r in rows]
 
     def neighbours(
         self, episodes: Sequence[Episode], window: int
@@ -560,11 +475,11 @@ class SQLiteStore:
             ]
         by_session: dict[tuple[str, str], list[Episode]] = {}
         for row in self._read(
-            f"SELECT {_EPISODE_COLUMNS} FROM episodes e WHERE {' OR '.join(clauses)} "
+            f"SELECT {EPISODE_COLUMNS} FROM episodes e WHERE {' OR '.join(clauses)} "
             "ORDER BY e.turn_index",
             params,
         ):
-            found = _episode(row)
+            found = episode_from_row(row)
             by_session.setdefault((found.user_id, found.session_id or ""), []).append(found)
         for episode in anchored:
             turn = episode.turn_index or 0
@@ -670,7 +585,7 @@ class SQLiteStore:
         last = 0
         while True:
             rows = self._read(
-                f"""SELECT e.rowid, v.embedding, {_EPISODE_COLUMNS} FROM episodes e
+                f"""SELECT e.rowid, v.embedding, {EPISODE_COLUMNS} FROM episodes e
                     LEFT JOIN vectors v ON v.episode_rowid = e.rowid
                     WHERE e.rowid > ? ORDER BY e.rowid LIMIT ?""",
                 (last, batch_size),
@@ -679,7 +594,7 @@ class SQLiteStore:
                 return
             for row in rows:
                 vector = None if row[1] is None else np.frombuffer(row[1], dtype=np.float32)
-                yield _episode(row[2:]), vector
+                yield episode_from_row(row[2:]), vector
             last = rows[-1][0]
 
     def iter_sessions(self) -> Iterator[Session]:
@@ -690,7 +605,7 @@ class SQLiteStore:
                 id=session_id,
                 user_id=user_id,
                 agent_id=agent_id,
-                started_at=_from_epoch(started_at) if started_at is not None else None,
+                started_at=from_epoch(started_at) if started_at is not None else None,
                 metadata=json.loads(metadata),
             )
 
@@ -725,6 +640,6 @@ class SQLiteStore:
             "sessions": sessions,
             "vectors": vectors,
             "versions": versions,
-            "first_event": _from_epoch(first).isoformat() if first is not None else None,
-            "last_event": _from_epoch(last).isoformat() if last is not None else None,
+            "first_event": from_epoch(first).isoformat() if first is not None else None,
+            "last_event": from_epoch(last).isoformat() if last is not None else None,
         }
