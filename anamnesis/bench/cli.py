@@ -382,6 +382,9 @@ def scale_command(
         def hook(event: str, **values: Any) -> None:
             if event == "ingested":
                 progress.update(task, completed=values["done"])
+            elif event == "point":
+                # Write after every size, so a long run leaves results as it goes.
+                write_scale(values["result"], target, invocation)
 
         result = run_scale(data, options, target / "stores", hook)
     written = write_scale(result, target, invocation)

@@ -281,6 +281,12 @@ def run_scale(
         distinct_texts=len(turns),
         started_at=datetime.now(UTC).isoformat(timespec="seconds"),
     )
+    result.environment = environment(base.name, None)
+    result.environment["vectors"] = (
+        f"pool of {options.pool} real vectors reused in rotation"
+        if options.pool
+        else "every distinct text embedded"
+    )
     work_dir.mkdir(parents=True, exist_ok=True)
     directory = Path(tempfile.mkdtemp(prefix="scale-", dir=work_dir))
     db = directory / "memory.db"
@@ -307,19 +313,13 @@ def run_scale(
             stored = point.episodes
             result.points.append(point)
             if progress is not None:
-                progress("point", size=size)
+                progress("point", size=size, result=result)
     finally:
         memory.close()
         if not options.keep_store:
             for file in directory.glob("*"):
                 file.unlink()
             directory.rmdir()
-    result.environment = environment(base.name, None)
-    result.environment["vectors"] = (
-        f"pool of {options.pool} real vectors reused in rotation"
-        if options.pool
-        else "every distinct text embedded"
-    )
     return result
 
 
