@@ -36,8 +36,10 @@ from ..errors import (
 )
 from ..types import DeleteCounts, Episode, EpisodeVersion, Scope, Session
 from .base import Candidate, Filters
+from .postgres_lexical import bm25_query, count_episodes, count_replacement, token_count
 from .postgres_query import (
     EPISODE_COLUMNS,
+    MAX_QUERY_TERMS,
     check_storable,
     episode,
     filters_sql,
@@ -75,9 +77,6 @@ HNSW_EF_SEARCH = 100
 #: hnsw.max_scan_tuples: how far an iterative scan may walk to satisfy a filter before
 #: giving up (pgvector's default). A scan that comes back short falls back to exact.
 HNSW_MAX_SCAN_TUPLES = 20_000
-#: ts_rank_cd normalisation: 1 divides the cover-density rank by 1 + log(document
-#: length), the nearest analogue of BM25's length normalisation (see lexical_search).
-TS_RANK_NORMALISATION = 1
 
 _SQLSTATE_LOCK_TIMEOUTS = {"55P03", "40P01", "57014"}  # lock_not_available, deadlock, cancel
 
@@ -92,7 +91,7 @@ class PostgresStore:
 
     backend = "postgres"
     vector_backend = "pgvector-hnsw"
-    lexical_backend = "tsvector-ts_rank_cd"
+    lexical_backend = "tsvector-bm25"
 
     def __init__(
         self,
@@ -272,7 +271,7 @@ class PostgresStore:
     def analyze(self) -> None:
         """Refresh the planner's statistics (worth doing after a bulk load)."""
         with self._transaction() as conn:
-            for table in ("episodes", "sessions", "episode_versions"):
+            for table in ("episodes", "sessions", "episode_versions", "text_lexemes"):
                 conn.execute(f"ANALYZE {table}")  # type: ignore[arg-type]
 
     # -- writes -----------------------------------------------------------------------------
@@ -353,6 +352,7 @@ class PostgresStore:
                     json_param(e.metadata, f"metadata of episode {e.id}"),
                     e.content_hash,
                     e.version,
+                    token_count(e.content),
                     vector,
                 )
             )
@@ -375,8 +375,9 @@ class PostgresStore:
                     cur.executemany(
                         """INSERT INTO episodes (id, user_id, agent_id, session_id, turn_index,
                              role, speaker, content, modality, event_time, recorded_at,
-                             metadata, content_hash, version, embedding)
-                           VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)""",
+                             metadata, content_hash, version, content_tokens, embedding)
+                           VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s,
+                                   %s)""",
                         rows,
                     )
                 if version_rows:
@@ -385,6 +386,8 @@ class PostgresStore:
                         "changed_at) VALUES (%s, %s, %s, %s, %s)",
                         version_rows,
                     )
+            if rows:
+                count_episodes(conn, "e.id = ANY(%s)", [[e.id for e in episodes]], 1)
 
     def existing_ids(self, episode_ids: Sequence[str]) -> set[str]:
         """Which of these ids are already stored (in any scope)."""
@@ -441,17 +444,20 @@ class PostgresStore:
             if row is None:
                 raise NotFoundError(f"no episode {episode_id!r} in this scope")
             rowid, version = row
+            # The old text leaves the BM25 statistics and the new one enters, in one change.
+            count_replacement(conn, rowid, content)
             conn.execute(
                 "INSERT INTO episode_versions (episode_id, version, content, metadata, changed_at) "
                 "SELECT id, version, content, metadata, %s FROM episodes WHERE rowid = %s",
                 (changed_at, rowid),
             )
             updated = conn.execute(
-                f"""UPDATE episodes e SET content = %s, content_hash = %s, metadata = %s,
-                      version = %s, embedding = COALESCE(%s, e.embedding)
+                f"""UPDATE episodes e SET content = %s, content_tokens = %s, content_hash = %s,
+                      metadata = %s, version = %s, embedding = COALESCE(%s, e.embedding)
                     WHERE e.rowid = %s RETURNING {EPISODE_COLUMNS}""",
                 (
                     content,
+                    token_count(content),
                     content_hash,
                     new_metadata,
                     version + 1,
@@ -463,6 +469,9 @@ class PostgresStore:
 
     @staticmethod
     def _delete_where(conn: psycopg.Connection[Any], where: str, params: list[Any]) -> DeleteCounts:
+        # Rows first, then the statistics: the lock order of every other write.
+        conn.execute(f"SELECT 1 FROM episodes e WHERE {where} FOR UPDATE", params)
+        count_episodes(conn, where, params, -1)
         row = conn.execute(
             f"""WITH gone AS (
                     DELETE FROM episodes e WHERE {where}
@@ -619,40 +628,31 @@ class PostgresStore:
     def lexical_search(
         self, terms: Sequence[str], scope: Scope, filters: Filters, limit: int
     ) -> list[Candidate]:
-        """Episodes matching any term, ranked by ``ts_rank_cd`` (cover density), best first.
+        """Episodes matching any term, ranked by Okapi BM25 as SQLite's FTS5 ranks, best first.
 
-        How this differs from SQLite's FTS5 ``bm25()``: ``ts_rank_cd`` scores each
-        matching document by the density of the extents that cover query terms, with no
-        inverse document frequency, so a match on a rare term counts no more than a
-        match on a common one; BM25 weights each term by its IDF and saturates term
-        frequency (k1=1.2). Length is normalised here by ``TS_RANK_NORMALISATION`` = 1
-        (rank / (1 + log(length))), where BM25 uses b=0.75 against the mean length.
-        Postgres also computes the rank of every matching row in scope before taking the
-        top ``limit`` (no early termination), so the cost grows with the number of
-        matches. Terms are stemmed with the English Snowball stemmer (FTS5: Porter) and
-        English stopwords are dropped. Scores are positive and larger is better, as on
-        SQLite, but the two scales are not comparable; fusion uses only ranks.
+        The GIN index finds the episodes in scope that contain any of the terms; each
+        is scored with FTS5's BM25 (k1=1.2, b=0.75, IDF floored at 1e-6) over the
+        statistics of the whole table (every tenant, as FTS5 counts), so a rare term
+        outweighs a common one and long episodes are normalised against the mean
+        length. Scores are positive, larger is better, and equal SQLite's wherever the
+        two stemmers agree; see ``postgres_lexical`` for what still differs (Snowball
+        English stemming and stopwords instead of Porter). Every matching row in scope
+        is scored before the top ``limit`` are taken, so the cost grows with the
+        number of matches in scope.
         """
-        if not terms:
+        if not terms or limit <= 0:
             return []
         query, terms_params = tsquery_sql(terms)
         where, params = scope_sql(scope)
         extra, extra_params = filters_sql(filters)
+        sql, sql_params = bm25_query(
+            terms[:MAX_QUERY_TERMS],
+            f"e.content_tsv @@ {query} AND {where} AND {extra}",
+            [*terms_params, *params, *extra_params],
+            limit,
+        )
         with self._transaction() as conn:
-            rows = conn.execute(
-                f"""SELECT e.id, ts_rank_cd(e.content_tsv, {query}, %s) AS rank
-                    FROM episodes e
-                    WHERE e.content_tsv @@ {query} AND {where} AND {extra}
-                    ORDER BY rank DESC, e.rowid LIMIT %s""",
-                [
-                    *terms_params,
-                    TS_RANK_NORMALISATION,
-                    *terms_params,
-                    *params,
-                    *extra_params,
-                    limit,
-                ],
-            ).fetchall()
+            rows = conn.execute(sql, sql_params).fetchall()  # type: ignore[arg-type]
         return [Candidate(r[0], float(r[1])) for r in rows]
 
     def dense_search(
@@ -762,6 +762,7 @@ class PostgresStore:
             table_bytes = conn.execute(
                 "SELECT pg_total_relation_size('episodes') + pg_total_relation_size('sessions')"
                 " + pg_total_relation_size('episode_versions')"
+                " + pg_total_relation_size('text_lexemes')"
             ).fetchone()[0]  # type: ignore[index]
         return {
             "backend": self.backend,

@@ -15,7 +15,7 @@ from psycopg.types.json import Json, Jsonb
 from ..errors import InvalidInputError
 from ..types import Episode, Scope
 from .base import Filters
-from .postgres_schema import TEXT_SEARCH_CONFIG
+from .postgres_lexical import TEXT_SEARCH_CONFIG
 
 EPISODE_COLUMNS = (
     "e.id, e.user_id, e.agent_id, e.session_id, e.role, e.speaker, e.content, e.modality, "

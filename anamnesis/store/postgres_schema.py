@@ -6,6 +6,8 @@ written, so an export from either backend is byte-identical); and the lexical
 and dense indexes live on the episodes row itself: a generated ``tsvector`` column
 with a GIN index, and a pgvector ``embedding`` column with an HNSW (cosine) index,
 so a scope filter and a vector ordering can be served by one table scan or index.
+Two small tables, ``text_corpus`` and ``text_lexemes``, hold the corpus statistics
+that BM25 needs (see ``postgres_lexical``).
 
 Each migration is a function of the embedding dimension that returns statements
 moving a store from version N-1 to N. They run in one transaction under
@@ -16,15 +18,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from . import postgres_lexical
+from .postgres_lexical import TEXT_SEARCH_CONFIG
+
 #: pg_advisory_xact_lock key that serialises migrations (and CREATE EXTENSION) across
 #: every process connected to the database. The value is arbitrary but fixed: it is
 #: the first 8 bytes of sha256("anamnesis.migrate") read as a signed int64.
 MIGRATION_LOCK = -6841801958607195316
-
-#: The text search configuration of the ``content_tsv`` column: Snowball English
-#: stemming and English stopwords, the nearest built-in analogue of SQLite's
-#: ``porter unicode61`` tokenizer.
-TEXT_SEARCH_CONFIG = "english"
 
 #: pgvector's HNSW index on ``vector`` supports at most this many dimensions; larger
 #: embeddings are searched by exact scan only.
@@ -123,6 +123,11 @@ def _v1(dim: int) -> list[str]:
     ]
 
 
-MIGRATIONS: dict[int, Callable[[int], list[str]]] = {1: _v1}
+def _v2(dim: int) -> list[str]:
+    # Corpus statistics for BM25 (see postgres_lexical), filled from stored episodes.
+    return postgres_lexical.migration()
+
+
+MIGRATIONS: dict[int, Callable[[int], list[str]]] = {1: _v1, 2: _v2}
 
 LATEST = max(MIGRATIONS)
