@@ -157,3 +157,14 @@ def test_prefix_speakers_ablation():
     d.prefix_speakers(ds)
     first = ds.cases[0].messages[0]
     assert first["content"].startswith("Caroline: ") and ds.notes["speaker_prefix"]
+
+
+def test_overlong_messages_are_clipped_and_counted():
+    from collections import Counter
+
+    from anamnesis.ingest.normalise import MAX_CONTENT_CHARS
+
+    notes: Counter[str] = Counter()
+    assert d.clip("short", notes) == "short" and not notes
+    assert len(d.clip("x" * (MAX_CONTENT_CHARS + 5), notes)) == MAX_CONTENT_CHARS
+    assert notes["messages_truncated"] == 1

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidInputError
+from ..ingest.normalise import MAX_CONTENT_CHARS
 
 #: Turn i of a session is dated ``session start + i * TURN_SPACING`` so the order of
 #: turns survives in event time (the datasets date sessions, not turns).
@@ -131,6 +132,18 @@ def prefix_speakers(dataset: Dataset) -> None:
     dataset.notes["speaker_prefix"] = True
 
 
+def clip(text: str, notes: Counter[str]) -> str:
+    """``text`` cut to the longest content an episode may hold, counting cuts in ``notes``.
+
+    BEAM has two degenerate assistant messages (53k and 349k characters, mostly
+    padding); the rest of every published file is far below the limit.
+    """
+    if len(text) <= MAX_CONTENT_CHARS:
+        return text
+    notes["messages_truncated"] += 1
+    return text[:MAX_CONTENT_CHARS]
+
+
 def _limited(items: list[Any], limit: int | None) -> list[Any]:
     if limit is not None and limit < 0:
         raise InvalidInputError("limit must be a non-negative integer")
@@ -216,7 +229,7 @@ def _locomo_case(record: Mapping[str, Any], notes: Counter[str]) -> Case:
                 continue
             messages.append(
                 {
-                    "content": text,
+                    "content": clip(text, notes),
                     "speaker": turn.get("speaker"),
                     "session_id": session_id,
                     "event_time": started + index * TURN_SPACING if started else None,
@@ -313,7 +326,7 @@ def _longmemeval_case(entry: Mapping[str, Any], notes: Counter[str]) -> Case:
                 continue
             messages.append(
                 {
-                    "content": turn["content"],
+                    "content": clip(turn["content"], notes),
                     "role": turn.get("role"),
                     "session_id": session_id,
                     "event_time": started + index * TURN_SPACING,
@@ -406,7 +419,7 @@ def _beam_messages(chat: Iterable[Mapping[str, Any]], notes: Counter[str]) -> li
                 continue
             messages.append(
                 {
-                    "content": message["content"],
+                    "content": clip(message["content"], notes),
                     "role": message.get("role"),
                     "session_id": f"batch_{number}",
                     "event_time": date + index * TURN_SPACING if date else None,
