@@ -8,9 +8,19 @@ from __future__ import annotations
 import io
 
 import pytest
-from store_fixtures import postgres_schema_url_fixture  # noqa: F401  (fixture)
+from store_fixtures import (  # noqa: F401  (fixtures are found by their registered names)
+    DIM,
+    make_episode,
+    postgres_schema_url_fixture,
+    unit_vectors,
+)
 
-from anamnesis import Memory, NotFoundError
+from anamnesis import Memory, NotFoundError, portable
+from anamnesis.portable import export_jsonl
+from anamnesis.store.base import Filters
+from anamnesis.store.postgres import PostgresStore
+from anamnesis.store.sqlite import SQLiteStore
+from anamnesis.types import Scope
 
 
 def _export(memory: Memory, **kwargs) -> str:
@@ -107,3 +117,113 @@ def test_database_url_environment_variable_selects_postgres(
         assert memory.stats()["backend"] == "postgres"
     with Memory(url=postgres_schema_url, embedder=embedder) as again:
         assert again.get_all(user_id="ana").items[0].content == "stored on the server"
+
+
+class _VectorsOnly:
+    """An embedder for imports that reuse every stored vector: it must never be called."""
+
+    name = "test-vectors"
+    dim = DIM
+
+    def embed_documents(self, texts):
+        raise AssertionError("an import with vectors must not re-embed")
+
+    def embed_query(self, text):
+        raise AssertionError("not used")
+
+
+def _episodes(n: int) -> list:
+    words = "river stone cloud music dance light garden winter coffee train".split()
+    return [
+        make_episode(
+            f"{words[i % 10]} {words[(i * 7) % 10]} note {i}", scope=Scope(f"user{i % 10}")
+        )
+        for i in range(n)
+    ]
+
+
+def _snapshot(episodes: list, tmp_path, name: str) -> list[str]:
+    """An export of ``episodes``, made from a SQLite store."""
+    store = SQLiteStore(tmp_path / f"{name}.db", dim=DIM)
+    try:
+        store.insert_episodes(episodes, unit_vectors(len(episodes)))
+        buffer = io.StringIO()
+        export_jsonl(store, _VectorsOnly(), buffer)
+    finally:
+        store.close()
+    return buffer.getvalue().splitlines()
+
+
+@pytest.fixture
+def bulk_spy(monkeypatch):
+    """Records each bulk_load() a PostgresStore enters."""
+    entered: list[int] = []
+    original = PostgresStore.bulk_load
+
+    def spy(self, **kwargs):
+        entered.append(self.stats(None)["episodes"])
+        return original(self, **kwargs)
+
+    monkeypatch.setattr(PostgresStore, "bulk_load", spy)
+    return entered
+
+
+def _hnsw_index_exists(store: PostgresStore) -> bool:
+    with store._transaction() as conn:
+        return bool(
+            conn.execute(
+                "SELECT 1 FROM pg_indexes WHERE schemaname = current_schema() "
+                "AND indexname = 'episodes_embedding'"
+            ).fetchone()
+        )
+
+
+def test_a_large_import_switches_to_bulk_load(postgres_schema_url, tmp_path, monkeypatch, bulk_spy):
+    monkeypatch.setattr(portable, "BULK_IMPORT_MIN_EPISODES", 1000)
+    lines = _snapshot(_episodes(3000), tmp_path, "big")
+    store = PostgresStore(postgres_schema_url, dim=DIM)
+    try:
+        assert portable.import_jsonl(store, _VectorsOnly(), lines) == 3000
+        # Entered once, when the first 1000 were in (batches of 512: after 1024).
+        assert bulk_spy == [1024]
+        assert _hnsw_index_exists(store)
+        assert store.stats(None)["episodes"] == 3000
+        hits = store.lexical_search(["winter"], Scope("user7"), Filters(), 5)
+        found = store.get_episodes([h.episode_id for h in hits], Scope("user7"))
+        assert len(found) == 5 and all("winter" in e.content for e in found)
+        buffer = io.StringIO()
+        portable.export_jsonl(store, _VectorsOnly(), buffer)
+        assert buffer.getvalue().splitlines() == lines
+    finally:
+        store.close()
+
+
+def test_a_small_import_into_a_big_store_keeps_the_live_index(
+    postgres_schema_url, tmp_path, monkeypatch, bulk_spy
+):
+    monkeypatch.setattr(portable, "BULK_IMPORT_MIN_EPISODES", 500)
+    store = PostgresStore(postgres_schema_url, dim=DIM)
+    try:
+        episodes = _episodes(3600)
+        base = _snapshot(episodes[:3000], tmp_path, "base")
+        assert portable.import_jsonl(store, _VectorsOnly(), base, bulk=False) == 3000
+        assert bulk_spy == []
+        # 600 new rows into a store of 3000: a rebuild would cost more than it saves.
+        more = _snapshot(episodes, tmp_path, "more")
+        assert portable.import_jsonl(store, _VectorsOnly(), more) == 600
+        assert bulk_spy == []
+        assert portable.import_jsonl(store, _VectorsOnly(), more, bulk=True) == 0
+        assert bulk_spy == [3600]
+        assert _hnsw_index_exists(store)
+    finally:
+        store.close()
+
+
+def test_stores_without_bulk_load_import_row_by_row(tmp_path):
+    assert portable.bulk_loader(SQLiteStore(tmp_path / "plain.db", dim=DIM)) is None
+    target = SQLiteStore(tmp_path / "target.db", dim=DIM)
+    try:
+        lines = _snapshot(_episodes(50), tmp_path, "small")
+        assert portable.import_jsonl(target, _VectorsOnly(), lines, bulk=True) == 50
+    finally:
+        target.close()
