@@ -23,7 +23,7 @@ from anamnesis.errors import (
     InvalidInputError,
     SchemaVersionError,
 )
-from anamnesis.store import open_url
+from anamnesis.store import open_url, postgres_search
 from anamnesis.store import postgres as pg_module
 from anamnesis.store.base import Filters
 from anamnesis.store.postgres import PostgresStore
@@ -101,7 +101,7 @@ def test_wrong_vector_dimension_is_invalid_input(pg):
 
 
 def test_hnsw_path_is_scoped_ranked_and_falls_back_when_short(pg, monkeypatch):
-    monkeypatch.setattr(pg_module, "EXACT_SCAN_MAX_ROWS", 10)
+    monkeypatch.setattr(postgres_search, "EXACT_SCAN_MAX_ROWS", 10)
     episodes = [
         make_episode(
             f"e{i}", scope=ALICE if i % 3 else Scope("bob"), role="rare" if i % 97 == 1 else "user"
@@ -128,9 +128,9 @@ def test_hnsw_recall_against_exact_search(pg, monkeypatch):
     episodes = [make_episode(f"e{i}") for i in range(2000)]
     pg.insert_episodes(episodes, vectors)
     queries = unit_vectors(20, seed=12)
-    monkeypatch.setattr(pg_module, "EXACT_SCAN_MAX_ROWS", 10**9)
+    monkeypatch.setattr(postgres_search, "EXACT_SCAN_MAX_ROWS", 10**9)
     exact = [{h.episode_id for h in pg.dense_search(q, ALICE, Filters(), 10)} for q in queries]
-    monkeypatch.setattr(pg_module, "EXACT_SCAN_MAX_ROWS", 10)
+    monkeypatch.setattr(postgres_search, "EXACT_SCAN_MAX_ROWS", 10)
     approx = [{h.episode_id for h in pg.dense_search(q, ALICE, Filters(), 10)} for q in queries]
     recall = sum(len(a & e) for a, e in zip(approx, exact, strict=True)) / 200
     assert recall >= 0.9

@@ -35,17 +35,16 @@ from ..errors import (
     StoreLockedError,
 )
 from ..types import DeleteCounts, Episode, EpisodeVersion, Scope, Session
+from . import postgres_search
 from .base import Candidate, Filters
-from .postgres_lexical import bm25_query, count_episodes, count_replacement, token_count
+from .postgres_lexical import count_episodes, count_replacement, token_count
 from .postgres_query import (
     EPISODE_COLUMNS,
-    MAX_QUERY_TERMS,
     check_storable,
     episode,
     filters_sql,
     json_param,
     scope_sql,
-    tsquery_sql,
 )
 from .postgres_schema import (
     LATEST,
@@ -65,18 +64,6 @@ DEFAULT_MIN_CONNECTIONS = 1
 DEFAULT_MAX_CONNECTIONS = 10
 #: Seconds a call waits for a free connection (or the server) before failing.
 DEFAULT_TIMEOUT = 30.0
-
-#: When at most this many rows are in scope (after filters), dense search scans them
-#: exactly instead of walking the HNSW graph: exact recall, and at 384 dimensions it
-#: runs in ~10 ms per 10k rows (anamnesis.store.postgres_bench measures it).
-EXACT_SCAN_MAX_ROWS = 20_000
-#: hnsw.ef_search for approximate search (pgvector's default is 40); raised to the
-#: requested limit when that is larger. Measured recall@10 vs exact search is in
-#: the benchmark report.
-HNSW_EF_SEARCH = 100
-#: hnsw.max_scan_tuples: how far an iterative scan may walk to satisfy a filter before
-#: giving up (pgvector's default). A scan that comes back short falls back to exact.
-HNSW_MAX_SCAN_TUPLES = 20_000
 
 _SQLSTATE_LOCK_TIMEOUTS = {"55P03", "40P01", "57014"}  # lock_not_available, deadlock, cancel
 
@@ -630,85 +617,20 @@ class PostgresStore:
     ) -> list[Candidate]:
         """Episodes matching any term, ranked by Okapi BM25 as SQLite's FTS5 ranks, best first.
 
-        The GIN index finds the episodes in scope that contain any of the terms; each
-        is scored with FTS5's BM25 (k1=1.2, b=0.75, IDF floored at 1e-6) over the
-        statistics of the whole table (every tenant, as FTS5 counts), so a rare term
-        outweighs a common one and long episodes are normalised against the mean
-        length. Scores are positive, larger is better, and equal SQLite's wherever the
-        two stemmers agree; see ``postgres_lexical`` for what still differs (Snowball
-        English stemming and stopwords instead of Porter). Every matching row in scope
-        is scored before the top ``limit`` are taken, so the cost grows with the
-        number of matches in scope.
+        See ``postgres_search.lexical_search``.
         """
-        if not terms or limit <= 0:
-            return []
-        query, terms_params = tsquery_sql(terms)
-        where, params = scope_sql(scope)
-        extra, extra_params = filters_sql(filters)
-        sql, sql_params = bm25_query(
-            terms[:MAX_QUERY_TERMS],
-            f"e.content_tsv @@ {query} AND {where} AND {extra}",
-            [*terms_params, *params, *extra_params],
-            limit,
-        )
         with self._transaction() as conn:
-            rows = conn.execute(sql, sql_params).fetchall()  # type: ignore[arg-type]
-        return [Candidate(r[0], float(r[1])) for r in rows]
+            return postgres_search.lexical_search(conn, terms, scope, filters, limit)
 
     def dense_search(
         self, vector: np.ndarray, scope: Scope, filters: Filters, limit: int
     ) -> list[Candidate]:
         """Episodes by cosine similarity, exact for small scopes and HNSW for large ones.
 
-        The rows in scope (after filters) are counted up to ``EXACT_SCAN_MAX_ROWS``. A
-        scope that small is scored exactly: the covering scope index
-        (``episodes_scope_vectors``) yields its rows with their vectors in one index-only
-        scan and every vector is compared, so a selective scope never loses recall. A
-        larger scope walks the HNSW index with pgvector's iterative scan
-        (``hnsw.iterative_scan = relaxed_order``), which keeps walking the graph until
-        ``limit`` rows pass the scope filter; the hits are re-sorted by exact distance.
-        If the walk still comes back short (``hnsw.max_scan_tuples`` reached), the search
-        falls back to exact.
+        See ``postgres_search.dense_search``.
         """
-        if limit <= 0:
-            return []
-        query_vector = np.asarray(vector, dtype=np.float32)
-        where, params = scope_sql(scope)
-        extra, extra_params = filters_sql(filters)
-        condition = f"{where} AND {extra} AND e.embedding IS NOT NULL"
-        condition_params = [*params, *extra_params]
         with self._transaction() as conn:
-            in_scope = conn.execute(
-                f"SELECT count(*) FROM (SELECT 1 FROM episodes e WHERE {where} AND {extra} "
-                "LIMIT %s) AS bounded",
-                [*condition_params, EXACT_SCAN_MAX_ROWS + 1],
-            ).fetchone()[0]  # type: ignore[index]
-            if in_scope == 0:
-                return []
-            rows: list[tuple[str, float]] = []
-            if in_scope > EXACT_SCAN_MAX_ROWS:
-                conn.execute(
-                    "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), "
-                    "set_config('hnsw.ef_search', %s, true), "
-                    "set_config('hnsw.max_scan_tuples', %s, true)",
-                    (str(max(HNSW_EF_SEARCH, limit)), str(HNSW_MAX_SCAN_TUPLES)),
-                )
-                rows = conn.execute(
-                    f"""WITH hits AS MATERIALIZED (
-                            SELECT e.id, e.embedding <=> %s AS distance FROM episodes e
-                            WHERE {condition} ORDER BY distance LIMIT %s)
-                        SELECT id, distance FROM hits ORDER BY distance""",
-                    [query_vector, *condition_params, limit],
-                ).fetchall()
-            if len(rows) < min(limit, in_scope):
-                # "+ 0" makes the ordering an expression the HNSW index cannot serve, so
-                # the planner filters by scope and sorts every distance: an exact top-k.
-                rows = conn.execute(
-                    f"""SELECT e.id, e.embedding <=> %s AS distance FROM episodes e
-                        WHERE {condition} ORDER BY (e.embedding <=> %s) + 0, e.id LIMIT %s""",
-                    [query_vector, *condition_params, query_vector, limit],
-                ).fetchall()
-        return [Candidate(episode_id, 1.0 - float(distance)) for episode_id, distance in rows]
+            return postgres_search.dense_search(conn, vector, scope, filters, limit)
 
     def iter_episodes(self, batch_size: int = 1000) -> Iterator[tuple[Episode, np.ndarray | None]]:
         last = 0

@@ -237,7 +237,7 @@ def run_postgres_bench(
     """
     import psycopg
 
-    from . import postgres as pg_module
+    from . import postgres_search
 
     schema = f"bench_{rows}"
     with psycopg.connect(url, autocommit=True) as conn:
@@ -299,14 +299,14 @@ def run_postgres_bench(
                 log(f"  {name} {label}: {result.searches[f'{name}: {label}']}")
 
             hits = total = 0
-            saved = pg_module.EXACT_SCAN_MAX_ROWS
+            saved = postgres_search.EXACT_SCAN_MAX_ROWS
             for scope, vector, _ in plan[:50]:
                 approx = store.dense_search(vector, scope, Filters(), 10)
-                pg_module.EXACT_SCAN_MAX_ROWS = rows + 1
+                postgres_search.EXACT_SCAN_MAX_ROWS = rows + 1
                 try:
                     exact = store.dense_search(vector, scope, Filters(), 10)
                 finally:
-                    pg_module.EXACT_SCAN_MAX_ROWS = saved
+                    postgres_search.EXACT_SCAN_MAX_ROWS = saved
                 hits += len({c.episode_id for c in approx} & {c.episode_id for c in exact})
                 total += len(exact)
             result.recall_at_10[name] = hits / total
