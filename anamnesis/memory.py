@@ -24,6 +24,7 @@ from .ingest.normalise import (
     check_metadata,
     check_text,
     content_hash,
+    embedding_text,
     new_id,
     parse_time,
     to_message,
@@ -265,7 +266,7 @@ class Memory:
                     event_time=message.event_time or now + timedelta(microseconds=offset),
                     recorded_at=now,
                     metadata=message.metadata,
-                    content_hash=content_hash(message.content),
+                    content_hash=content_hash(message.content, message.speaker),
                     turn_index=turn_index,
                 )
             )
@@ -291,7 +292,9 @@ class Memory:
         todo: dict[str, str] = {}
         for episode in episodes:
             if episode.content_hash not in known:
-                todo.setdefault(episode.content_hash, episode.content)
+                todo.setdefault(
+                    episode.content_hash, embedding_text(episode.content, episode.speaker)
+                )
         if todo:
             fresh = self._embedder.embed_documents(list(todo.values()))
             known.update(zip(todo, fresh, strict=True))
@@ -316,10 +319,12 @@ class Memory:
         )
         new_content = check_text(content) if content is not None else current.content
         new_metadata = check_metadata(metadata) if metadata is not None else current.metadata
-        new_hash = content_hash(new_content)
+        new_hash = content_hash(new_content, current.speaker)
         vector = None
         if new_hash != current.content_hash:
-            vector = self._embedder.embed_documents([new_content])[0]
+            vector = self._embedder.embed_documents([embedding_text(new_content, current.speaker)])[
+                0
+            ]
         return self._store.update_episode(
             episode_id,
             scope,
@@ -363,7 +368,9 @@ class Memory:
 
         def flush() -> None:
             nonlocal done
-            vectors = self._embedder.embed_documents([e.content for e in batch])
+            vectors = self._embedder.embed_documents(
+                [embedding_text(e.content, e.speaker) for e in batch]
+            )
             self._store.replace_vectors({e.id: v for e, v in zip(batch, vectors, strict=True)})
             done += len(batch)
             batch.clear()

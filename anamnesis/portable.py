@@ -24,6 +24,7 @@ import numpy as np
 
 from .embed.base import Embedder
 from .errors import InvalidInputError
+from .ingest.normalise import embedding_text
 from .store.base import Store
 from .types import Episode, EpisodeVersion, Scope, Session
 
@@ -179,7 +180,9 @@ def _import(
         missing = [i for i, (_, _, v) in enumerate(fresh) if v is None]
         vectors = [v for _, _, v in fresh]
         if missing:
-            embedded = embedder.embed_documents([fresh[i][0].content for i in missing])
+            embedded = embedder.embed_documents(
+                [embedding_text(fresh[i][0].content, fresh[i][0].speaker) for i in missing]
+            )
             for i, vector in zip(missing, embedded, strict=True):
                 vectors[i] = vector
         matrix = np.stack(vectors) if fresh else np.zeros((0, embedder.dim), dtype=np.float32)

@@ -27,6 +27,8 @@ class Episode:
     it was added); ``recorded_at`` is when this store learned of it.
     ``content`` is the text we index: for an image or audio it is the derived text
     (caption, transcript), and ``modality`` records what it was derived from.
+    ``content_hash`` is the SHA-256 of the text the dense index embeds (the speaker's
+    name and the content); episodes with equal hashes share one vector.
     """
 
     id: str

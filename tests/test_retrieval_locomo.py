@@ -59,11 +59,6 @@ def test_hybrid_finds_most_evidence_in_the_top_10(conversation, embedder) -> Non
     assert _recall_at(path, embedder, qa, "hybrid", 10) >= 0.45
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known gap: plain RRF of BM25 and MiniLM trails BM25 alone at k=10 on LoCoMo "
-    "(0.50 vs 0.575 on this slice); the precision pipeline must close it",
-)
 def test_hybrid_is_not_worse_than_either_channel_alone(conversation, embedder) -> None:
     path, qa = conversation
     hybrid = _recall_at(path, embedder, qa, "hybrid", 10)

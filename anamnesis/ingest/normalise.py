@@ -49,9 +49,20 @@ def new_id(prefix: str = "ep") -> str:
     return f"{prefix}_{time.time_ns() // 1_000_000:012x}{secrets.token_hex(8)}"
 
 
-def content_hash(text: str) -> str:
-    """SHA-256 of the UTF-8 text: the key that stops unchanged text being re-embedded."""
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+def embedding_text(content: str, speaker: str | None) -> str:
+    """The text the dense index embeds for an episode: ``"Speaker: content"``.
+
+    Naming the speaker lets questions about a person ("What did Caroline paint?") meet
+    that person's turns in vector space; on a LoCoMo slice it doubled dense recall@10
+    (0.30 to 0.65, tests/fixtures/locomo_conv26_sessions1-4.json). Without a speaker,
+    the content alone.
+    """
+    return f"{speaker}: {content}" if speaker else content
+
+
+def content_hash(content: str, speaker: str | None = None) -> str:
+    """SHA-256 of the embedded text: equal hashes share one vector, never re-embedded."""
+    return hashlib.sha256(embedding_text(content, speaker).encode("utf-8")).hexdigest()
 
 
 def check_text(value: object, what: str = "content") -> str:
