@@ -159,6 +159,13 @@ def test_statistics_follow_inserts_updates_and_deletes(pg, postgres_schema_url):
     assert lexemes == {"appl": 4, "banana": 4, "cherri": 4, "0": 1, "2": 1, "3": 1, "4": 1}
     assert (corpus, lexemes) == _recounted(postgres_schema_url)
 
+    with psycopg.connect(postgres_schema_url) as conn:
+        conn.execute("DELETE FROM episodes WHERE content = 'bananas, apples, 0 cherries'")
+    assert _statistics(postgres_schema_url)[0] == (4, 20)
+    pg.rebuild_lexical_statistics()
+    corpus, lexemes = _statistics(postgres_schema_url)
+    assert corpus == (3, 15) and "0" not in lexemes
+
 
 def test_concurrent_writers_do_not_deadlock_and_keep_counts_exact(pg, postgres_schema_url):
     vocabulary = "red green blue apple river stone cloud music dance light".split()

@@ -37,7 +37,12 @@ from ..errors import (
 from ..types import DeleteCounts, Episode, EpisodeVersion, Scope, Session
 from . import postgres_search
 from .base import Candidate, Filters
-from .postgres_lexical import count_episodes, count_replacement, token_count
+from .postgres_lexical import (
+    count_episodes,
+    count_replacement,
+    rebuild_statistics,
+    token_count,
+)
 from .postgres_query import (
     EPISODE_COLUMNS,
     check_storable,
@@ -260,6 +265,15 @@ class PostgresStore:
         with self._transaction() as conn:
             for table in ("episodes", "sessions", "episode_versions", "text_lexemes"):
                 conn.execute(f"ANALYZE {table}")  # type: ignore[arg-type]
+
+    def rebuild_lexical_statistics(self) -> None:
+        """Recount BM25's corpus statistics from the stored episodes.
+
+        The store keeps them exact through its own writes; run this after rows were
+        written or deleted with plain SQL.
+        """
+        with self._transaction() as conn:
+            rebuild_statistics(conn)
 
     # -- writes -----------------------------------------------------------------------------
     @contextmanager

@@ -21,7 +21,7 @@ the same transaction: ``text_corpus`` (one row: N and the total of len(d)) and
 ``text_lexemes`` (n(t) per lexeme). Every write updates them with one statement
 that takes its row locks in lexeme order, then the corpus row, so concurrent writers
 wait for each other briefly but cannot deadlock. Rows written by other means (plain
-SQL) are not counted until ``rebuild_statistics`` runs.
+SQL) are not counted until ``PostgresStore.rebuild_lexical_statistics()`` runs.
 
 What still differs from SQLite: documents and queries are stemmed by PostgreSQL's
 ``english`` configuration (Snowball English, not Porter) and its stopwords are not
