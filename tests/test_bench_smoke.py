@@ -122,3 +122,24 @@ def test_cli_help_lists_datasets():
     assert result.exit_code == 0
     for name in ("locomo", "longmemeval", "beam"):
         assert name in result.output
+
+
+def test_rebuild_reproduces_and_reports_partial_runs(tmp_path):
+    from anamnesis.bench.api import rebuild
+
+    options = BenchOptions(configs=("bm25",), embedder="edge")
+    output = run_benchmark(
+        "longmemeval", FIXTURES / "longmemeval_smoke.json.gz", options=options, out_dir=tmp_path
+    )
+    again = rebuild(tmp_path)
+    assert again["configs"]["bm25"]["overall"] == output.summary["configs"]["bm25"]["overall"]
+    # Simulate an interruption after the first two cases.
+    cases = (tmp_path / "cases.jsonl").read_text().splitlines()
+    (tmp_path / "cases.jsonl").write_text("\n".join(cases[:2]) + "\n")
+    meta = json.loads((tmp_path / "run.json").read_text())
+    (tmp_path / "run.json").write_text(json.dumps({**meta, "finished": False}))
+    partial = rebuild(tmp_path)
+    assert partial["notes"]["partial"] == "interrupted after 2 cases"
+    assert partial["speed"]["cases"] == 2
+    result = CliRunner().invoke(bench, ["report", str(tmp_path)])
+    assert result.exit_code == 0 and "bm25" in result.output

@@ -5,14 +5,22 @@ from __future__ import annotations
 import json
 import math
 import shutil
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from . import datasets
 from .report import markdown, plot_recall
-from .runner import BenchOptions, ProgressHook, run, write_records
+from .runner import (
+    BenchOptions,
+    CaseOutput,
+    CaseSpeed,
+    ProgressHook,
+    RunResult,
+    run,
+    write_records,
+)
 from .summary import summarise
 
 #: Where results go unless told otherwise (gitignored).
@@ -69,18 +77,111 @@ def run_dataset(
     target = Path(out_dir) if out_dir is not None else default_out_dir(dataset.name)
     target.mkdir(parents=True, exist_ok=True)
     work_dir = target / "stores"
+    writer = _CaseWriter(target, command)
     try:
-        result = run(dataset, options, work_dir, progress)
+        result = run(dataset, options, work_dir, progress, on_case=writer)
     finally:
+        writer.close()
         if not options.keep_stores:
             shutil.rmtree(work_dir, ignore_errors=True)
+    writer.finish(result)
+    return BenchOutput(target, write_reports(result, target, command))
+
+
+def write_reports(result: RunResult, target: Path, command: str | None) -> dict[str, Any]:
+    """Summarise ``result`` into ``summary.json``, ``report.md`` and ``recall.png``."""
     summary = summarise(result)
     summary["command"] = command
-    write_records(result.records, target / "records.jsonl")
     write_summary(summary, target / "summary.json")
     (target / "report.md").write_text(markdown(summary, command), encoding="utf-8")
     plot_recall(summary, target / "recall.png")
-    return BenchOutput(target, summary)
+    return summary
+
+
+class _CaseWriter:
+    """Writes ``run.json`` first, then each case's records and measurements as they
+    finish, so an interrupted run leaves a folder that ``rebuild`` can report on."""
+
+    def __init__(self, target: Path, command: str | None) -> None:
+        self.target = target
+        self.command = command
+        self.records = open(target / "records.jsonl", "w", encoding="utf-8")
+        self.cases = open(target / "cases.jsonl", "w", encoding="utf-8")
+        self.started = False
+
+    def __call__(self, result: RunResult, output: CaseOutput) -> None:
+        if not self.started:
+            self._write_meta(result, finished=False)
+            self.started = True
+        write_records(output.records, self.records)
+        line = {
+            **asdict(output.speed),
+            "full_tokens": output.full_tokens,
+            "full_context_qa": output.full_context_qa,
+        }
+        self.cases.write(json.dumps(_clean(line), ensure_ascii=False) + "\n")
+        self.records.flush()
+        self.cases.flush()
+
+    def _write_meta(self, result: RunResult, *, finished: bool) -> None:
+        meta = {
+            **result.meta(),
+            "qa_usage": result.qa_usage,
+            "command": self.command,
+            "finished": finished,
+        }
+        (self.target / "run.json").write_text(json.dumps(_clean(meta), indent=2), "utf-8")
+
+    def close(self) -> None:
+        self.records.close()
+        self.cases.close()
+
+    def finish(self, result: RunResult) -> None:
+        self._write_meta(result, finished=True)
+
+
+def rebuild(target: str | Path) -> dict[str, Any]:
+    """Re-summarise a results folder from its ``run.json``, ``records.jsonl`` and
+    ``cases.jsonl`` (after a report change, or for a run that was interrupted)."""
+    target = Path(target)
+    meta = json.loads((target / "run.json").read_text(encoding="utf-8"))
+    options = BenchOptions(
+        **{k: tuple(v) if isinstance(v, list) else v for k, v in meta["options"].items()}
+    )
+    result = RunResult(
+        dataset=meta["dataset"],
+        data_path=meta["data_path"],
+        data_sha256=meta["data_sha256"],
+        options=options,
+        notes=meta["notes"],
+        started_at=meta["started_at"],
+        seconds=meta["seconds"],
+        peak_rss_bytes=meta["peak_rss_bytes"],
+        environment=meta["environment"],
+        qa_usage=meta.get("qa_usage") or {},
+    )
+    with open(target / "cases.jsonl", encoding="utf-8") as handle:
+        for line in handle:
+            case = json.loads(line)
+            result.ingest.append(
+                CaseSpeed(
+                    case["case"], case["messages"], case["ingest_seconds"], case["store_bytes"]
+                )
+            )
+            result.full_context_tokens[case["case"]] = case["full_tokens"]
+            result.full_context_qa.update(case.get("full_context_qa") or {})
+    done = set(result.full_context_tokens)
+    with open(target / "records.jsonl", encoding="utf-8") as handle:
+        for line in handle:
+            record = json.loads(line)
+            if record["case"] in done:
+                record["metrics"] = {
+                    k: math.nan if v is None else v for k, v in record["metrics"].items()
+                }
+                result.records.append(record)
+    if not meta.get("finished"):
+        result.notes["partial"] = f"interrupted after {len(done)} cases"
+    return write_reports(result, target, meta.get("command"))
 
 
 def write_summary(summary: dict[str, Any], path: Path) -> None:

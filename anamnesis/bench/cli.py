@@ -393,3 +393,17 @@ def scale_command(
         stores.rmdir()
     console.print(scale_markdown(written))
     console.print(f"results: {target}")
+
+
+@bench.command(name="report")
+@click.argument("results", type=click.Path(exists=True, file_okay=False, path_type=Path))
+def report_command(results: Path) -> None:
+    """Rebuild summary.json, report.md and plots of a results folder (also a partial one)."""
+    from .api import rebuild
+    from .report import print_summary
+
+    with _handled():
+        summary = rebuild(results)
+    wide = console if console.is_terminal else Console(width=120)
+    print_summary(summary, wide)
+    console.print(f"results: {results}")

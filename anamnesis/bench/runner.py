@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from .. import __version__
 from ..config import PRESETS, SearchConfig
@@ -315,8 +315,12 @@ def run(
     options: BenchOptions,
     work_dir: Path,
     progress: ProgressHook | None = None,
+    on_case: Callable[[RunResult, CaseOutput], None] | None = None,
 ) -> RunResult:
-    """Run every case of ``dataset`` under ``options``; stores live under ``work_dir``."""
+    """Run every case of ``dataset`` under ``options``; stores live under ``work_dir``.
+
+    ``on_case`` is called after each case (the results folder writes as it goes).
+    """
     options.search_configs()  # fail on unknown names before loading any model
     started = datetime.now(UTC)
     begin = time.perf_counter()
@@ -331,6 +335,7 @@ def run(
         options=options,
         notes=dict(dataset.notes),
         started_at=started.isoformat(timespec="seconds"),
+        environment=environment(embedder.name, caching),
     )
     for case in dataset.cases:
         if progress is not None:
@@ -346,6 +351,8 @@ def run(
         result.records.extend(output.records)
         result.full_context_tokens[case.id] = output.full_tokens
         result.full_context_qa.update(output.full_context_qa)
+        if on_case is not None:
+            on_case(result, output)
         if progress is not None:
             progress("case_done", case=case.id)
     result.seconds = time.perf_counter() - begin
@@ -411,11 +418,14 @@ def _git_commit() -> str | None:
     return out.stdout.strip() or None
 
 
-def write_records(records: Sequence[dict[str, Any]], path: Path) -> None:
-    """Per-question records as JSON lines (nan written as null)."""
-    with open(path, "w", encoding="utf-8") as handle:
-        for record in records:
-            handle.write(json.dumps(_json_safe(record), ensure_ascii=False) + "\n")
+def write_records(records: Sequence[dict[str, Any]], out: Path | IO[str]) -> None:
+    """Per-question records as JSON lines (nan written as null), to a path or open file."""
+    if isinstance(out, Path):
+        with open(out, "w", encoding="utf-8") as handle:
+            write_records(records, handle)
+        return
+    for record in records:
+        out.write(json.dumps(_json_safe(record), ensure_ascii=False) + "\n")
 
 
 def _json_safe(value: Any) -> Any:
