@@ -143,3 +143,22 @@ def test_rebuild_reproduces_and_reports_partial_runs(tmp_path):
     assert partial["speed"]["cases"] == 2
     result = CliRunner().invoke(bench, ["report", str(tmp_path)])
     assert result.exit_code == 0 and "bm25" in result.output
+
+
+def test_split_runs_merge_into_one_report(tmp_path):
+    from anamnesis.bench.api import rebuild
+
+    data = FIXTURES / "longmemeval_smoke.json.gz"
+    runner = CliRunner()
+    first = tmp_path / "first"
+    second = tmp_path / "second"
+    common = ["--data", str(data), "--config", "bm25", "--embedder", "edge"]
+    result = runner.invoke(bench, ["longmemeval", *common, "--limit", "2", "--out", str(first)])
+    assert result.exit_code == 0, result.output
+    result = runner.invoke(bench, ["longmemeval", *common, "--skip", "1", "--out", str(second)])
+    assert result.exit_code == 0, result.output
+    merged = rebuild(first, [second])
+    assert merged["speed"]["cases"] == 3  # the overlapping case counts once
+    assert "partial" not in merged["notes"]
+    assert len((first / "records.jsonl").read_text().splitlines()) == 3
+    assert len((first / "cases.jsonl").read_text().splitlines()) == 3

@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 import math
 import shutil
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from ..errors import InvalidInputError
 from . import datasets
 from .report import markdown, plot_recall
 from .runner import (
@@ -57,8 +59,6 @@ def run_benchmark(
     ``results/<name>-<timestamp>``) and returns the summary.
     """
     dataset = datasets.load(name, data, limit=limit)
-    if limit is not None:
-        dataset.notes["limit"] = limit
     return run_dataset(dataset, options, out_dir=out_dir, progress=progress, command=command)
 
 
@@ -140,11 +140,16 @@ class _CaseWriter:
         self._write_meta(result, finished=True)
 
 
-def rebuild(target: str | Path) -> dict[str, Any]:
+def rebuild(target: str | Path, merge: Sequence[str | Path] = ()) -> dict[str, Any]:
     """Re-summarise a results folder from its ``run.json``, ``records.jsonl`` and
-    ``cases.jsonl`` (after a report change, or for a run that was interrupted)."""
+    ``cases.jsonl`` (after a report change, or for a run that was interrupted).
+
+    Folders in ``merge`` (runs of the same dataset and options over other cases, e.g.
+    started with ``--skip``) are added; a case present twice is counted once.
+    """
     target = Path(target)
     meta = json.loads((target / "run.json").read_text(encoding="utf-8"))
+    sources = [target, *(Path(m) for m in merge)]
     options = BenchOptions(
         **{k: tuple(v) if isinstance(v, list) else v for k, v in meta["options"].items()}
     )
@@ -160,9 +165,32 @@ def rebuild(target: str | Path) -> dict[str, Any]:
         environment=meta["environment"],
         qa_usage=meta.get("qa_usage") or {},
     )
-    with open(target / "cases.jsonl", encoding="utf-8") as handle:
+    case_lines: list[str] = []
+    finished = all([_read_folder(source, result, case_lines) for source in sources])
+    if merge:
+        result.notes["merged"] = [str(s) for s in sources]
+        result.notes.pop("skip", None)
+        write_records(result.records, target / "records.jsonl")
+        (target / "cases.jsonl").write_text("".join(case_lines), encoding="utf-8")
+    if not finished:
+        result.notes["partial"] = f"interrupted after {len(result.ingest)} cases"
+    return write_reports(result, target, meta.get("command"))
+
+
+def _read_folder(source: Path, result: RunResult, case_lines: list[str]) -> bool:
+    """Add a results folder's cases and records to ``result`` (skipping cases it already
+    has) and its new ``cases.jsonl`` lines to ``case_lines``; True when that run finished."""
+    meta = json.loads((source / "run.json").read_text(encoding="utf-8"))
+    if meta["data_sha256"] != result.data_sha256:
+        raise InvalidInputError(f"{source} ran on other data than the folder it merges into")
+    new: set[str] = set()
+    with open(source / "cases.jsonl", encoding="utf-8") as handle:
         for line in handle:
             case = json.loads(line)
+            if case["case"] in result.full_context_tokens:
+                continue
+            new.add(case["case"])
+            case_lines.append(line if line.endswith("\n") else line + "\n")
             result.ingest.append(
                 CaseSpeed(
                     case["case"], case["messages"], case["ingest_seconds"], case["store_bytes"]
@@ -170,18 +198,15 @@ def rebuild(target: str | Path) -> dict[str, Any]:
             )
             result.full_context_tokens[case["case"]] = case["full_tokens"]
             result.full_context_qa.update(case.get("full_context_qa") or {})
-    done = set(result.full_context_tokens)
-    with open(target / "records.jsonl", encoding="utf-8") as handle:
+    with open(source / "records.jsonl", encoding="utf-8") as handle:
         for line in handle:
             record = json.loads(line)
-            if record["case"] in done:
+            if record["case"] in new:
                 record["metrics"] = {
                     k: math.nan if v is None else v for k, v in record["metrics"].items()
                 }
                 result.records.append(record)
-    if not meta.get("finished"):
-        result.notes["partial"] = f"interrupted after {len(done)} cases"
-    return write_reports(result, target, meta.get("command"))
+    return bool(meta.get("finished"))
 
 
 def write_summary(summary: dict[str, Any], path: Path) -> None:

@@ -121,6 +121,12 @@ def dataset_command(name: str, help_text: str) -> Callable[..., Any]:
         help="minilm, edge (static wordllama) or openai:MODEL.",
     )
     @click.option(
+        "--skip",
+        type=click.IntRange(min=0),
+        default=0,
+        help="Leave out the first N cases (to split a run; merge with 'bench report --merge').",
+    )
+    @click.option(
         "--limit",
         type=click.IntRange(min=1),
         default=None,
@@ -205,6 +211,7 @@ def dataset_command(name: str, help_text: str) -> Callable[..., Any]:
         data: Path,
         configs: str,
         embedder: str,
+        skip: int,
         limit: int | None,
         depth: int,
         candidates: int | None,
@@ -242,7 +249,7 @@ def dataset_command(name: str, help_text: str) -> Callable[..., Any]:
         )
         invocation = _invocation(name, click.get_current_context().params)
         with _handled():
-            dataset = datasets.load(name, data, limit=limit)
+            dataset = datasets.load(name, data, limit=limit, skip=skip)
             with _progress() as progress:
                 output = run_dataset(
                     dataset,
@@ -397,13 +404,20 @@ def scale_command(
 
 @bench.command(name="report")
 @click.argument("results", type=click.Path(exists=True, file_okay=False, path_type=Path))
-def report_command(results: Path) -> None:
+@click.option(
+    "--merge",
+    "merge",
+    multiple=True,
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="Add the cases of another results folder (a run started with --skip).",
+)
+def report_command(results: Path, merge: tuple[Path, ...]) -> None:
     """Rebuild summary.json, report.md and plots of a results folder (also a partial one)."""
     from .api import rebuild
     from .report import print_summary
 
     with _handled():
-        summary = rebuild(results)
+        summary = rebuild(results, merge)
     wide = console if console.is_terminal else Console(width=120)
     print_summary(summary, wide)
     console.print(f"results: {results}")

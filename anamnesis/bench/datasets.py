@@ -110,12 +110,24 @@ def read_json(path: Path) -> Any:
             ) from exc
 
 
-def load(name: str, path: str | Path, *, limit: int | None = None) -> Dataset:
-    """Load a dataset by name (``locomo``, ``longmemeval``, ``beam``); ``limit`` caps cases."""
+def load(name: str, path: str | Path, *, limit: int | None = None, skip: int = 0) -> Dataset:
+    """Load a dataset by name (``locomo``, ``longmemeval``, ``beam``).
+
+    ``skip`` drops the first cases and ``limit`` caps how many are kept after that (to
+    split a long run over processes, or for quick runs).
+    """
     loaders = {"locomo": load_locomo, "longmemeval": load_longmemeval, "beam": load_beam}
     if name not in loaders:
         raise InvalidInputError(f"unknown dataset {name!r}; choose from {list(DATASETS)}")
-    return loaders[name](Path(path), limit=limit)
+    if skip < 0 or (limit is not None and limit < 0):
+        raise InvalidInputError("skip and limit must be non-negative integers")
+    dataset = loaders[name](Path(path), limit=None if limit is None else skip + limit)
+    if skip:
+        dataset.cases = dataset.cases[skip:]
+        dataset.notes["skip"] = skip
+    if limit is not None:
+        dataset.notes["limit"] = limit
+    return dataset
 
 
 def prefix_speakers(dataset: Dataset) -> None:
