@@ -247,7 +247,7 @@ def dataset_command(name: str, help_text: str) -> Callable[..., Any]:
             qa_full_context=qa_full_context,
             qa_workers=qa_workers,
         )
-        invocation = _invocation(name, click.get_current_context().params)
+        invocation = _invocation(name, click.get_current_context())
         with _handled():
             dataset = datasets.load(name, data, limit=limit, skip=skip)
             with _progress() as progress:
@@ -266,18 +266,27 @@ def dataset_command(name: str, help_text: str) -> Callable[..., Any]:
     return command
 
 
-def _invocation(name: str, params: dict[str, Any]) -> str:
-    """The command line that reproduces this run, every option spelled out."""
+def _invocation(name: str, ctx: click.Context) -> str:
+    """The command line that reproduces this run: the data, configs, embedder and depth
+    always, other options when they differ from their defaults."""
+    from click.core import ParameterSource
+
+    always = {"data", "configs", "embedder", "depth", "sizes"}
     parts = ["anamnesis", "bench", name]
-    for key, value in params.items():
-        flag = "--" + key.replace("_", "-")
-        if key == "out_dir" or value is None or value is False:
-            if key in ("as_of", "embedding_cache") and value is False:
-                parts.append("--no-" + key.replace("_", "-"))
+    for key, value in ctx.params.items():
+        defaulted = ctx.get_parameter_source(key) is ParameterSource.DEFAULT
+        if key == "out_dir" or (defaulted and key not in always) or value is None:
             continue
-        if key == "configs":
-            flag = "--config"
-        parts += [flag] if value is True else [flag, str(value)]
+        flag = "--config" if key == "configs" else "--" + key.replace("_", "-")
+        if isinstance(value, bool):
+            if key in ("as_of", "embedding_cache"):
+                parts.append(flag if value else flag.replace("--", "--no-", 1))
+            elif value:
+                parts.append(flag)
+            continue
+        if isinstance(value, tuple):
+            value = ",".join(str(v) for v in value)
+        parts += [flag, str(value)]
     return " ".join(shlex.quote(p) for p in parts)
 
 
@@ -382,7 +391,7 @@ def scale_command(
         keep_store=keep_store,
     )
     target = out_dir or default_out_dir("scale")
-    invocation = _invocation("scale", click.get_current_context().params)
+    invocation = _invocation("scale", click.get_current_context())
     with _handled(), _progress() as progress:
         task = progress.add_task("episodes", total=max(options.sizes))
 
