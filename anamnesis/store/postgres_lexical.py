@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import psycopg
@@ -158,45 +159,69 @@ def count_documents(conn: psycopg.Connection[Any], source: str, params: list[Any
     )
 
 
+@dataclass(frozen=True, slots=True)
+class QueryWeights:
+    """What a query needs from the statistics: its lexemes and each one's weight."""
+
+    #: The distinct lexemes of the query's terms, as the column's configuration stems them.
+    lexemes: list[str]
+    #: Per lexeme, idf times the number of query terms that yield it (FTS5 scores each
+    #: term as its own phrase, so two terms with one stem count twice).
+    weights: list[float]
+    #: The mean episode length, len(d) averaged over the whole table.
+    mean_length: float
+
+
+def query_weights(conn: psycopg.Connection[Any], terms: Sequence[str]) -> QueryWeights:
+    """The lexemes of ``terms`` with their BM25 weights, from the statistics tables."""
+    rows = conn.execute(
+        f"""SELECT q.lexeme,
+                   count(*) * greatest(ln((max(c.documents) - COALESCE(max(t.documents), 0) + 0.5)
+                                          / (COALESCE(max(t.documents), 0) + 0.5)), %s),
+                   max(c.tokens)::float8 / greatest(max(c.documents), 1)
+            FROM unnest(%s::text[]) AS terms(term)
+            CROSS JOIN LATERAL unnest(tsvector_to_array(
+                to_tsvector('{TEXT_SEARCH_CONFIG}'::regconfig, terms.term))) AS q(lexeme)
+            CROSS JOIN text_corpus c
+            LEFT JOIN text_lexemes t ON t.lexeme = q.lexeme
+            GROUP BY q.lexeme ORDER BY q.lexeme""",
+        [IDF_FLOOR, list(terms)],
+    ).fetchall()
+    return QueryWeights(
+        lexemes=[r[0] for r in rows],
+        weights=[float(r[1]) for r in rows],
+        mean_length=float(rows[0][2]) if rows else 1.0,
+    )
+
+
 def bm25_query(
-    terms: Sequence[str], candidates: str, candidate_params: list[Any], limit: int
+    weights: QueryWeights, candidates: str, candidate_params: list[Any], limit: int
 ) -> tuple[str, list[Any]]:
     """The SELECT of ``(id, score)`` for the best ``limit`` rows of ``candidates``.
 
     ``candidates`` is a WHERE fragment over ``episodes e`` (match, scope, filters).
-    Term frequencies come from the positions of the query's lexemes in each
-    candidate's tsvector; everything else from the statistics tables.
+    A candidate's term frequencies are the position counts of the query's lexemes in
+    its tsvector (``setweight`` marks them, ``ts_filter`` keeps only them).
     """
-    config = f"'{TEXT_SEARCH_CONFIG}'::regconfig"
+    tf = "cardinality(m.positions)"
     sql = f"""
-        WITH query_lexemes AS MATERIALIZED (
-            SELECT lexeme FROM unnest(%s::text[]) AS q(term),
-                   unnest(tsvector_to_array(to_tsvector({config}, q.term))) AS lexeme),
-        weights AS MATERIALIZED (
-            SELECT q.lexeme,
-                   greatest(ln((c.documents - COALESCE(t.documents, 0) + 0.5)
-                               / (COALESCE(t.documents, 0) + 0.5)), %s) AS idf,
-                   c.tokens::float8 / greatest(c.documents, 1) AS avglen
-            FROM query_lexemes q CROSS JOIN text_corpus c
-            LEFT JOIN text_lexemes t ON t.lexeme = q.lexeme)
-        SELECT e.id, s.score FROM episodes e
-        CROSS JOIN LATERAL (
-            SELECT sum(w.idf * cardinality(m.positions) * %s
-                       / (cardinality(m.positions)
-                          + %s * (1 - %s + %s * {DOCUMENT_LENGTH} / w.avglen))) AS score
-            FROM unnest(ts_filter(setweight(e.content_tsv, 'A',
-                                            (SELECT array_agg(lexeme) FROM query_lexemes)),
-                                  '{{a}}')) AS m
-            JOIN weights w ON w.lexeme = m.lexeme) AS s
+        SELECT e.id, (
+            SELECT sum((%s::float8[])[array_position(%s::text[], m.lexeme)] * {tf} * %s
+                       / ({tf} + %s * (1 - %s + %s * {DOCUMENT_LENGTH} / %s)))
+            FROM unnest(ts_filter(setweight(e.content_tsv, 'A', %s::text[]), '{{a}}')) AS m
+        ) AS score
+        FROM episodes e
         WHERE {candidates}
-        ORDER BY s.score DESC, e.rowid LIMIT %s"""
+        ORDER BY score DESC NULLS LAST, e.rowid LIMIT %s"""
     params = [
-        list(terms),
-        IDF_FLOOR,
+        weights.weights,
+        weights.lexemes,
         BM25_K1 + 1,
         BM25_K1,
         BM25_B,
         BM25_B,
+        weights.mean_length,
+        weights.lexemes,
         *candidate_params,
         limit,
     ]

@@ -14,7 +14,7 @@ import psycopg
 
 from ..types import Scope
 from .base import Candidate, Filters
-from .postgres_lexical import bm25_query
+from .postgres_lexical import bm25_query, query_weights
 from .postgres_query import MAX_QUERY_TERMS, filters_sql, scope_sql, tsquery_sql
 
 #: When at most this many rows are in scope (after filters), dense search scans them
@@ -51,11 +51,15 @@ def lexical_search(
     """
     if not terms or limit <= 0:
         return []
-    query, terms_params = tsquery_sql(terms)
+    kept = terms[:MAX_QUERY_TERMS]
+    weights = query_weights(conn, kept)
+    if not weights.lexemes:  # only stopwords or punctuation
+        return []
+    query, terms_params = tsquery_sql(kept)
     where, params = scope_sql(scope)
     extra, extra_params = filters_sql(filters)
     sql, sql_params = bm25_query(
-        terms[:MAX_QUERY_TERMS],
+        weights,
         f"e.content_tsv @@ {query} AND {where} AND {extra}",
         [*terms_params, *params, *extra_params],
         limit,
