@@ -5,10 +5,9 @@ session and one per episode (with its prior versions and its vector, base64 floa
 Importing into a store with the same embedder reuses the vectors; otherwise the text
 is re-embedded.
 
-Large imports use the store's ``bulk_load()`` when it has one: an optional capability,
-not (yet) part of the Store protocol, found by ``bulk_loader``. It is a context manager
-under which the store takes many rows faster (PostgresStore drops its HNSW index and
-builds it once at the end); stores without it import row by row.
+Large imports run inside the store's ``bulk_load()``, a context manager under which a
+store takes many rows faster (PostgresStore drops its HNSW index and builds it once at
+the end; SQLiteStore refreshes its planner statistics afterwards).
 """
 
 from __future__ import annotations
@@ -16,7 +15,7 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Callable, Iterable
-from contextlib import AbstractContextManager, ExitStack
+from contextlib import ExitStack
 from datetime import UTC, datetime
 from typing import IO, Any
 
@@ -39,12 +38,6 @@ BULK_IMPORT_MIN_EPISODES = 10_000
 #: where a live insert costs ~2 ms per imported row (both from postgres_bench at 1M
 #: rows), so the rebuild pays while the rows already there are fewer than ~3x the new.
 BULK_IMPORT_MAX_EXISTING_RATIO = 3
-
-
-def bulk_loader(store: Store) -> Callable[[], AbstractContextManager[None]] | None:
-    """The store's ``bulk_load`` context manager factory, or None if it has none."""
-    loader = getattr(store, "bulk_load", None)
-    return loader if callable(loader) else None
 
 
 def _time(value: datetime | None) -> str | None:
@@ -136,7 +129,7 @@ def import_jsonl(
 
     Returns the number of episodes imported. Malformed lines raise InvalidInputError
     naming the line; batches already written stay written. ``bulk`` chooses the
-    store's bulk mode (see ``bulk_loader``): True for the whole import, False never,
+    store's bulk mode (``Store.bulk_load``): True for the whole import, False never,
     None (the default) from the moment the import turns out large
     (``BULK_IMPORT_MIN_EPISODES``) relative to the store (``BULK_IMPORT_MAX_EXISTING_RATIO``).
     """
@@ -165,10 +158,9 @@ def _import(
     if header.get("version") != FORMAT_VERSION:
         raise InvalidInputError(f"unsupported export version {header.get('version')!r}")
     reuse = header.get("embedder") == embedder.name and header.get("dim") == embedder.dim
-    loader = bulk_loader(store) if bulk is not False else None
-    if loader is not None and bulk:
-        stack.enter_context(loader())
-    undecided = loader is not None and bulk is None
+    if bulk:
+        stack.enter_context(store.bulk_load())
+    undecided = bulk is None
     sessions: list[Session] = []
     batch: list[tuple[Episode, list[EpisodeVersion], np.ndarray | None]] = []
     imported = 0
@@ -200,8 +192,8 @@ def _import(
         if undecided and imported >= BULK_IMPORT_MIN_EPISODES:
             undecided = False
             before = store.stats(None)["episodes"] - imported
-            if loader is not None and before <= BULK_IMPORT_MAX_EXISTING_RATIO * imported:
-                stack.enter_context(loader())
+            if before <= BULK_IMPORT_MAX_EXISTING_RATIO * imported:
+                stack.enter_context(store.bulk_load())
 
     for number, line in iterator:
         if not line.strip():

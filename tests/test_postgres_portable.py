@@ -219,11 +219,11 @@ def test_a_small_import_into_a_big_store_keeps_the_live_index(
         store.close()
 
 
-def test_stores_without_bulk_load_import_row_by_row(tmp_path):
-    assert portable.bulk_loader(SQLiteStore(tmp_path / "plain.db", dim=DIM)) is None
+def test_sqlite_bulk_import_refreshes_planner_statistics(tmp_path):
     target = SQLiteStore(tmp_path / "target.db", dim=DIM)
     try:
         lines = _snapshot(_episodes(50), tmp_path, "small")
         assert portable.import_jsonl(target, _VectorsOnly(), lines, bulk=True) == 50
+        assert target._read("SELECT COUNT(*) FROM sqlite_stat1")[0][0] > 0
     finally:
         target.close()

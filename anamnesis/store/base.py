@@ -8,6 +8,7 @@ in the backend's query language, so no path can cross tenants.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
@@ -67,6 +68,10 @@ class Store(Protocol):
 
     def close(self) -> None:
         """Release connections and caches. Idempotent."""
+        ...
+
+    def bulk_load(self) -> AbstractContextManager[None]:
+        """A context in which many rows are written faster (indexes finished at the end)."""
         ...
 
     def warm_up(self) -> None:

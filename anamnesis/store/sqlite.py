@@ -191,6 +191,13 @@ class SQLiteStore:
         with self._lock:
             self._conn.execute("ANALYZE")
 
+    @contextmanager
+    def bulk_load(self) -> Iterator[None]:
+        """Write many rows, then ANALYZE: without fresh statistics, SQLite may pick a
+        slow plan for the FTS5 join once a store has grown by a large load."""
+        yield
+        self.analyze()
+
     # -- writes -----------------------------------------------------------------------------
     def upsert_sessions(self, sessions: Sequence[Session]) -> None:
         with self._write() as conn:
