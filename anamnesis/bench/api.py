@@ -170,6 +170,7 @@ def rebuild(target: str | Path, merge: Sequence[str | Path] = ()) -> dict[str, A
     if merge:
         result.notes["merged"] = [str(s) for s in sources]
         result.notes.pop("skip", None)
+        result.notes.pop("limit", None)
         write_records(result.records, target / "records.jsonl")
         (target / "cases.jsonl").write_text("".join(case_lines), encoding="utf-8")
     if not finished:
@@ -183,6 +184,9 @@ def _read_folder(source: Path, result: RunResult, case_lines: list[str]) -> bool
     meta = json.loads((source / "run.json").read_text(encoding="utf-8"))
     if meta["data_sha256"] != result.data_sha256:
         raise InvalidInputError(f"{source} ran on other data than the folder it merges into")
+    # Merged runs ran side by side: wall time and memory are the worst of them.
+    result.seconds = max(result.seconds, meta["seconds"])
+    result.peak_rss_bytes = max(result.peak_rss_bytes, meta["peak_rss_bytes"])
     new: set[str] = set()
     with open(source / "cases.jsonl", encoding="utf-8") as handle:
         for line in handle:
