@@ -167,6 +167,12 @@ def rebuild(target: str | Path, merge: Sequence[str | Path] = ()) -> dict[str, A
     )
     case_lines: list[str] = []
     finished = all([_read_folder(source, result, case_lines) for source in sources])
+    for source in sources[1:]:
+        # Data notes count problems per case, so the shards' counts add up.
+        other = json.loads((source / "run.json").read_text(encoding="utf-8"))["notes"]
+        for key, value in other.items():
+            if isinstance(value, int) and key not in ("skip", "limit"):
+                result.notes[key] = result.notes.get(key, 0) + value
     if merge:
         result.notes["merged"] = [str(s) for s in sources]
         result.notes.pop("skip", None)
