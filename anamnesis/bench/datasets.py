@@ -121,9 +121,8 @@ def load(name: str, path: str | Path, *, limit: int | None = None, skip: int = 0
         raise InvalidInputError(f"unknown dataset {name!r}; choose from {list(DATASETS)}")
     if skip < 0 or (limit is not None and limit < 0):
         raise InvalidInputError("skip and limit must be non-negative integers")
-    dataset = loaders[name](Path(path), limit=None if limit is None else skip + limit)
+    dataset = loaders[name](Path(path), limit=limit, skip=skip)
     if skip:
-        dataset.cases = dataset.cases[skip:]
         dataset.notes["skip"] = skip
     if limit is not None:
         dataset.notes["limit"] = limit
@@ -156,10 +155,10 @@ def clip(text: str, notes: Counter[str]) -> str:
     return text[:MAX_CONTENT_CHARS]
 
 
-def _limited(items: list[Any], limit: int | None) -> list[Any]:
-    if limit is not None and limit < 0:
-        raise InvalidInputError("limit must be a non-negative integer")
-    return items if limit is None else items[:limit]
+def _limited(items: list[Any], limit: int | None, skip: int = 0) -> list[Any]:
+    if skip < 0 or (limit is not None and limit < 0):
+        raise InvalidInputError("skip and limit must be non-negative integers")
+    return items[skip:] if limit is None else items[skip : skip + limit]
 
 
 def _expect(data: Any, field: str, path: Path, what: str) -> None:
@@ -284,7 +283,7 @@ def _locomo_case(record: Mapping[str, Any], notes: Counter[str]) -> Case:
     return Case(id=sample_id, messages=messages, questions=questions)
 
 
-def load_locomo(path: Path, *, limit: int | None = None) -> Dataset:
+def load_locomo(path: Path, *, limit: int | None = None, skip: int = 0) -> Dataset:
     """LoCoMo: one case per conversation; evidence key ``dia_id``.
 
     Image turns become one episode with ``modality="image"`` whose content is the turn's
@@ -294,7 +293,7 @@ def load_locomo(path: Path, *, limit: int | None = None) -> Dataset:
     data = read_json(path)
     _expect(data, "conversation", path, "LoCoMo")
     notes: Counter[str] = Counter()
-    cases = [_locomo_case(record, notes) for record in _limited(data, limit)]
+    cases = [_locomo_case(record, notes) for record in _limited(data, limit, skip)]
     return Dataset("locomo", path, file_sha256(path), "dia_id", cases, dict(notes))
 
 
@@ -368,7 +367,7 @@ def _longmemeval_case(entry: Mapping[str, Any], notes: Counter[str]) -> Case:
     return Case(id=qid, messages=messages, questions=[question])
 
 
-def load_longmemeval(path: Path, *, limit: int | None = None) -> Dataset:
+def load_longmemeval(path: Path, *, limit: int | None = None, skip: int = 0) -> Dataset:
     """LongMemEval (S, M or oracle): one case per question; evidence key ``turn_id``.
 
     Turn evidence is every turn marked ``has_answer`` (user or assistant); session
@@ -378,7 +377,7 @@ def load_longmemeval(path: Path, *, limit: int | None = None) -> Dataset:
     data = read_json(path)
     _expect(data, "haystack_sessions", path, "LongMemEval")
     notes: Counter[str] = Counter()
-    cases = [_longmemeval_case(entry, notes) for entry in _limited(data, limit)]
+    cases = [_longmemeval_case(entry, notes) for entry in _limited(data, limit, skip)]
     return Dataset("longmemeval", path, file_sha256(path), "turn_id", cases, dict(notes))
 
 
@@ -441,7 +440,7 @@ def _beam_messages(chat: Iterable[Mapping[str, Any]], notes: Counter[str]) -> li
     return messages
 
 
-def load_beam(path: Path, *, limit: int | None = None) -> Dataset:
+def load_beam(path: Path, *, limit: int | None = None, skip: int = 0) -> Dataset:
     """BEAM: one case per conversation; evidence key ``message_id``.
 
     A batch of the chat is a session, dated by the first ``time_anchor`` in it (else the
@@ -452,7 +451,7 @@ def load_beam(path: Path, *, limit: int | None = None) -> Dataset:
     _expect(data, "chat", path, "BEAM")
     notes: Counter[str] = Counter()
     cases = []
-    for position, conversation in enumerate(_limited(data, limit)):
+    for position, conversation in enumerate(_limited(data, limit, skip)):
         conv_id = str(conversation.get("conversation_id", position))
         messages = _beam_messages(conversation["chat"], notes)
         session_of = {m["metadata"]["message_id"]: m["session_id"] for m in messages}
