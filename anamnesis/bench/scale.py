@@ -305,11 +305,13 @@ def run_scale(
             seconds = time.perf_counter() - start
             embedded = counting.count - before
             segment = size - (result.points[-1].episodes if result.points else 0)
-            point = _measure(memory, db, scope, options, queries, turns, stored, counting)
-            point.segment_messages = segment
-            point.segment_seconds = seconds
-            point.ingest_per_second = segment / seconds if seconds else math.nan
-            point.embedded_texts = embedded
+            ingest = {
+                "segment_messages": segment,
+                "segment_seconds": seconds,
+                "ingest_per_second": segment / seconds if seconds else math.nan,
+                "embedded_texts": embedded,
+            }
+            point = _measure(memory, db, scope, options, queries, turns, stored, counting, ingest)
             stored = point.episodes
             result.points.append(point)
             if progress is not None:
@@ -332,7 +334,9 @@ def _measure(
     turns: Sequence[Any],
     stored: int,
     counting: _CountingEmbedder,
+    ingest: dict[str, Any],
 ) -> ScalePoint:
+    """Search, single-add and cold-start measurements at the store's current size."""
     retrievers = {
         name: Retriever(memory.store, memory.embedder, PRESETS[name]) for name in options.configs
     }
@@ -358,10 +362,7 @@ def _measure(
     cold = fresh_process_search(db, options.embedder, queries[0], options.configs[-1])
     return ScalePoint(
         episodes=stored,
-        segment_messages=0,
-        segment_seconds=0.0,
-        ingest_per_second=0.0,
-        embedded_texts=0,
+        **ingest,
         single_add_ms=_stats(single),
         search_ms=search_ms,
         fresh_process=cold,
