@@ -1,0 +1,77 @@
+"""Embedders: the fused MiniLM graph against the packaged model, batching, the edge model."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from anamnesis import EmbedderUnavailableError
+from anamnesis.embed import get_embedder
+from anamnesis.embed.minilm import MiniLMEmbedder
+
+FIXTURE = Path(__file__).parent / "fixtures" / "locomo_conv26_sessions1-4.json"
+
+
+@pytest.fixture(scope="module")
+def turns() -> list[str]:
+    conversation = json.loads(FIXTURE.read_text())["conversation"]
+    return [t["text"] for n in range(1, 5) for t in conversation[f"session_{n}"]]
+
+
+@pytest.fixture(scope="module")
+def packaged() -> MiniLMEmbedder:
+    return MiniLMEmbedder(variant="packaged")
+
+
+def test_fused_graph_matches_the_packaged_model(embedder, packaged, turns) -> None:
+    fused = embedder.embed_documents(turns)
+    reference = packaged.embed_documents(turns)
+    cosine = (fused * reference).sum(axis=1)
+    assert cosine.min() > 0.95 and cosine.mean() > 0.99
+    assert np.allclose(np.linalg.norm(fused, axis=1), 1.0, atol=1e-4)
+
+
+def test_fp32_variant_is_the_packaged_model_exactly(packaged, turns, tmp_path) -> None:
+    fp32 = MiniLMEmbedder(variant="fp32", cache_dir=tmp_path)
+    cosine = (fp32.embed_documents(turns[:20]) * packaged.embed_documents(turns[:20])).sum(1)
+    assert cosine.min() > 0.9999
+
+
+def test_a_vector_does_not_depend_on_its_batch(embedder, turns) -> None:
+    together = embedder.embed_documents(turns[:24])
+    alone = np.stack([embedder.embed_query(text) for text in turns[:24]])
+    assert (together * alone).sum(axis=1).min() > 0.9999
+
+
+def test_the_fused_graph_is_built_once_and_cached(tmp_path, turns) -> None:
+    first = MiniLMEmbedder(cache_dir=tmp_path).embed_documents(turns[:3])
+    (built,) = tmp_path.glob("minilm-*.onnx")
+    stamp = built.stat().st_mtime_ns
+    second = MiniLMEmbedder(cache_dir=tmp_path).embed_documents(turns[:3])
+    assert built.stat().st_mtime_ns == stamp
+    assert np.allclose(first, second)
+
+
+def test_an_unwritable_cache_is_a_clear_error(tmp_path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    with pytest.raises(EmbedderUnavailableError, match="ANAMNESIS_CACHE_DIR"):
+        MiniLMEmbedder(cache_dir=blocker / "cache").embed_query("hello")
+
+
+def test_unknown_names_and_variants_are_rejected() -> None:
+    with pytest.raises(EmbedderUnavailableError, match="unknown embedder"):
+        get_embedder("word2vec")
+    with pytest.raises(EmbedderUnavailableError, match="variant"):
+        MiniLMEmbedder(variant="int4")
+
+
+def test_edge_embedder_ranks_paraphrases_sensibly() -> None:
+    edge = get_embedder("edge")
+    query = edge.embed_query("my dog")
+    docs = edge.embed_documents(["I adore my puppy", "the tax office is closed"])
+    assert docs.shape == (2, edge.dim)
+    assert docs[0] @ query > docs[1] @ query
