@@ -140,7 +140,9 @@ class DenseIndex:
         if rows.size == 0 or limit <= 0:
             return []
         query = np.asarray(vector, dtype=np.float32)
-        if rows.size < _SUBSET_FRACTION * self._size:
+        if rows.size == self._size:  # the whole index is in scope: no gather needed
+            scores = self._matrix[: self._size] @ query
+        elif rows.size < _SUBSET_FRACTION * self._size:
             scores = self._matrix[rows] @ query
         else:
             scores = (self._matrix[: self._size] @ query)[rows]
