@@ -331,7 +331,7 @@ class SQLiteStore:
         vector: np.ndarray | None,
         changed_at: datetime,
     ) -> Episode:
-        where, params = scope_sql(scope)
+        where, params = scope_sql(scope, by_key=True)
         with self._write() as conn:
             row = conn.execute(
                 f"SELECT e.rowid, e.content, e.metadata, e.version FROM episodes e "
@@ -389,7 +389,7 @@ class SQLiteStore:
         return DeleteCounts(episodes=episodes, versions=versions, vectors=vectors)
 
     def delete_episode(self, episode_id: str, scope: Scope) -> DeleteCounts:
-        where, params = scope_sql(scope)
+        where, params = scope_sql(scope, by_key=True)
         with self._write() as conn:
             counts = self._delete_where(conn, f"e.id = ? AND {where}", [episode_id, *params])
         if counts.episodes == 0:
@@ -427,7 +427,7 @@ class SQLiteStore:
     def get_episodes(self, episode_ids: Sequence[str], scope: Scope) -> list[Episode]:
         if not episode_ids:
             return []
-        where, params = scope_sql(scope)
+        where, params = scope_sql(scope, by_key=True)
         found: dict[str, Episode] = {}
         for start in range(0, len(episode_ids), 500):
             chunk = list(episode_ids[start : start + 500])
@@ -455,7 +455,7 @@ class SQLiteStore:
         return [episode_from_row(r) for r in rows], total
 
     def episode_versions(self, episode_id: str, scope: Scope) -> list[EpisodeVersion]:
-        where, params = scope_sql(scope)
+        where, params = scope_sql(scope, by_key=True)
         rows = self._read(
             f"""SELECT v.episode_id, v.version, v.content, v.metadata, v.changed_at
                 FROM episode_versions v JOIN episodes e ON e.id = v.episode_id
@@ -502,7 +502,7 @@ class SQLiteStore:
     ) -> list[Candidate]:
         if not terms:
             return []
-        where, params = scope_sql(scope)
+        where, params = scope_sql(scope, by_key=True)
         extra, extra_params = filters_sql(filters)
         rows = self._read(
             f"""SELECT e.id, bm25(episodes_fts, 1.0, 0.0) AS rank FROM episodes_fts
@@ -578,7 +578,7 @@ class SQLiteStore:
             if not pairs:
                 return []
             # Map rowids back to ids, re-checking scope in SQL.
-            where, params = scope_sql(scope)
+            where, params = scope_sql(scope, by_key=True)
             marks = ",".join("?" * len(pairs))
             ids = dict(
                 self._conn.execute(

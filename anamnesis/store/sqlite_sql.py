@@ -44,15 +44,21 @@ def episode_from_row(row: Sequence[Any]) -> Episode:
     )
 
 
-def scope_sql(scope: Scope, alias: str = "e") -> tuple[str, list[Any]]:
-    """The WHERE fragment that confines a query to ``scope``."""
-    clauses = [f"{alias}.user_id = ?"]
+def scope_sql(scope: Scope, alias: str = "e", *, by_key: bool = False) -> tuple[str, list[Any]]:
+    """The WHERE fragment that confines a query to ``scope``.
+
+    With ``by_key=True`` (queries that name rows by id or rowid) the scope columns are
+    written ``+col``, which keeps SQLite's planner on the key instead of walking the
+    user's whole index range when its statistics are stale or missing.
+    """
+    prefix = "+" if by_key else ""
+    clauses = [f"{prefix}{alias}.user_id = ?"]
     params: list[Any] = [scope.user_id]
     if scope.agent_id is not None:
-        clauses.append(f"{alias}.agent_id = ?")
+        clauses.append(f"{prefix}{alias}.agent_id = ?")
         params.append(scope.agent_id)
     if scope.session_id is not None:
-        clauses.append(f"{alias}.session_id = ?")
+        clauses.append(f"{prefix}{alias}.session_id = ?")
         params.append(scope.session_id)
     return " AND ".join(clauses), params
 
