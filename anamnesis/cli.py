@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, TypeVar
@@ -16,45 +15,20 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from . import __version__
+from .bench.cli import bench
+from .cli_errors import errors, handled
 from .config import PRESETS, default_path
-from .errors import AnamnesisError, InvalidInputError, NotFoundError, StoreLockedError
+from .errors import InvalidInputError
 from .memory import Memory
 from .types import Episode, Hit
 
-#: Exit codes a shell script can act on.
-EXIT_ERROR = 1
-EXIT_BAD_INPUT = 2
-EXIT_NOT_FOUND = 3
-EXIT_LOCKED = 4
-
 F = TypeVar("F", bound=Callable[..., Any])
 console = Console()
-errors = Console(stderr=True)
-
-
-def _exit_code(exc: AnamnesisError) -> int:
-    if isinstance(exc, NotFoundError):
-        return EXIT_NOT_FOUND
-    if isinstance(exc, StoreLockedError):
-        return EXIT_LOCKED
-    if isinstance(exc, InvalidInputError):
-        return EXIT_BAD_INPUT
-    return EXIT_ERROR
-
-
-@contextmanager
-def _handled() -> Iterator[None]:
-    """Turn library errors into one readable line and a meaningful exit code."""
-    try:
-        yield
-    except AnamnesisError as exc:
-        errors.print(f"[bold red]error:[/] {type(exc).__name__}: {exc}", highlight=False)
-        sys.exit(_exit_code(exc))
 
 
 def _open(ctx: click.Context) -> Memory:
     options = ctx.obj
-    with _handled():
+    with handled():
         memory = Memory(
             path=options["path"],
             url=options["url"],
@@ -149,7 +123,7 @@ def add(
     """Store CONTENT verbatim ('-' reads it from standard input)."""
     if content == "-":
         content = sys.stdin.read()
-    with _handled():
+    with handled():
         try:
             meta = json.loads(metadata) if metadata else None
         except json.JSONDecodeError as exc:
@@ -211,7 +185,7 @@ def import_(
     session_id: str | None,
 ) -> None:
     """Import FILE: an `anamnesis export`, a JSON list or JSONL of messages."""
-    with _handled():
+    with handled():
         kind, items = _read_messages(file)
         memory = _open(ctx)
         with _progress() as progress:
@@ -289,7 +263,7 @@ def search(
     as_json: bool,
 ) -> None:
     """Search memories for QUERY."""
-    with _handled():
+    with handled():
         memory = _open(ctx)
         hits = memory.search(
             query,
@@ -321,7 +295,7 @@ def get(
     show_history: bool,
 ) -> None:
     """Print one episode as JSON."""
-    with _handled():
+    with handled():
         memory = _open(ctx)
         episode = memory.get(episode_id, user_id=user_id, agent_id=agent_id, session_id=session_id)
         record = _episode_json(episode)
@@ -351,7 +325,7 @@ def list_(
     as_json: bool,
 ) -> None:
     """List episodes in event-time order."""
-    with _handled():
+    with handled():
         memory = _open(ctx)
         page = memory.get_all(
             user_id=user_id, agent_id=agent_id, session_id=session_id, limit=limit, offset=offset
@@ -392,7 +366,7 @@ def delete(
     yes: bool,
 ) -> None:
     """Delete one episode, or a whole scope with --all --user U."""
-    with _handled():
+    with handled():
         if delete_everything == (episode_id is not None):
             raise InvalidInputError("give either an EPISODE_ID or --all (with --user)")
         if delete_everything and user_id is None:
@@ -417,7 +391,7 @@ def delete(
 @click.pass_context
 def export(ctx: click.Context, file: Path | None, user_id: str | None) -> None:
     """Write the store as JSONL (to FILE or standard output); `import` restores it."""
-    with _handled():
+    with handled():
         memory = _open(ctx)
         if file is None:
             count = memory.export_jsonl(sys.stdout, user_id=user_id)
@@ -432,7 +406,7 @@ def export(ctx: click.Context, file: Path | None, user_id: str | None) -> None:
 @click.pass_context
 def stats(ctx: click.Context, user_id: str | None) -> None:
     """Counts, sizes and active capabilities, as JSON."""
-    with _handled():
+    with handled():
         memory = _open(ctx)
         result = {**memory.stats(user_id=user_id), "capabilities": memory.capabilities}
     click.echo(json.dumps(result, indent=2))
@@ -443,7 +417,7 @@ def stats(ctx: click.Context, user_id: str | None) -> None:
 def reindex(ctx: click.Context) -> None:
     """Re-embed every episode with --embedder (also switches a store's embedder)."""
     ctx.obj["reindex"] = True
-    with _handled():
+    with handled():
         memory = _open(ctx)
         with _progress() as progress:
             total = memory.stats()["episodes"]
@@ -467,16 +441,8 @@ def demo(ctx: click.Context, demo_path: Path | None) -> None:
 
     options = ctx.obj
     path = demo_path or options["path"] or default_path().with_name("demo.db")
-    with _handled():
+    with handled():
         run_demo(path, embedder=options["embedder"], console=console)
 
 
-def _register_optional_commands() -> None:
-    try:
-        from .bench.cli import bench
-    except ImportError:  # the bench package is optional while it is being built
-        return
-    main.add_command(bench)
-
-
-_register_optional_commands()
+main.add_command(bench)

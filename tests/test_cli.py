@@ -7,7 +7,8 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from anamnesis.cli import EXIT_BAD_INPUT, EXIT_NOT_FOUND, main
+from anamnesis.cli import main
+from anamnesis.cli_errors import EXIT_BAD_INPUT, EXIT_NOT_FOUND
 
 
 @pytest.fixture

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import shlex
-import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,14 +19,13 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from ..cli_errors import handled
 from ..config import PRESETS
-from ..errors import AnamnesisError
 from .qa import DEFAULT_QA_BUDGET
 from .runner import DEFAULT_DEPTH, BenchOptions
 from .scoring import DEFAULT_BUDGETS
 
 console = Console()
-errors = Console(stderr=True)
 
 
 def _ints(value: str, what: str) -> tuple[int, ...]:
@@ -49,15 +46,6 @@ def _configs(value: str) -> tuple[str, ...]:
             f"unknown config(s) {unknown or value!r}; choose from {', '.join(sorted(PRESETS))}"
         )
     return names
-
-
-@contextmanager
-def _handled() -> Iterator[None]:
-    try:
-        yield
-    except AnamnesisError as exc:
-        errors.print(f"[bold red]error:[/] {type(exc).__name__}: {exc}", highlight=False)
-        sys.exit(2)
 
 
 class _Bars:
@@ -248,7 +236,7 @@ def dataset_command(name: str, help_text: str) -> Callable[..., Any]:
             qa_workers=qa_workers,
         )
         invocation = _invocation(name, click.get_current_context())
-        with _handled():
+        with handled():
             dataset = datasets.load(name, data, limit=limit, skip=skip)
             with _progress() as progress:
                 output = run_dataset(
@@ -392,7 +380,7 @@ def scale_command(
     )
     target = out_dir or default_out_dir("scale")
     invocation = _invocation("scale", click.get_current_context())
-    with _handled(), _progress() as progress:
+    with handled(), _progress() as progress:
         task = progress.add_task("episodes", total=max(options.sizes))
 
         def hook(event: str, **values: Any) -> None:
@@ -425,7 +413,7 @@ def report_command(results: Path, merge: tuple[Path, ...]) -> None:
     from .api import rebuild
     from .report import print_summary
 
-    with _handled():
+    with handled():
         summary = rebuild(results, merge)
     wide = console if console.is_terminal else Console(width=120)
     print_summary(summary, wide)
