@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -337,6 +338,10 @@ def plot_recall(summary: dict[str, Any], path: Path) -> Path | None:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
+        warnings.warn(
+            "matplotlib is not installed, so no plot is drawn: pip install 'anamnesis[bench]'",
+            stacklevel=2,
+        )
         return None
     metric = "lme.session.recall_all@{k}" if summary["dataset"] == "longmemeval" else "recall@{k}"
     fig, ax = plt.subplots(figsize=(6, 4))

@@ -26,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -428,6 +429,10 @@ def plot_scale(result: dict[str, Any], path: Path) -> Path | None:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
+        warnings.warn(
+            "matplotlib is not installed, so no plot is drawn: pip install 'anamnesis[bench]'",
+            stacklevel=2,
+        )
         return None
     points = result["points"]
     sizes = [p["episodes"] for p in points]
