@@ -330,8 +330,8 @@ def _official_table(summary: dict[str, Any]) -> str:
     return _md_table(header, rows)
 
 
-def plot_recall(summary: dict[str, Any], path: Path) -> Path | None:
-    """Recall@k curves, one line per configuration. None when matplotlib is missing."""
+def pyplot() -> Any:
+    """matplotlib.pyplot on the Agg backend, or None (with a warning) when not installed."""
     try:
         import matplotlib
 
@@ -340,8 +340,16 @@ def plot_recall(summary: dict[str, Any], path: Path) -> Path | None:
     except ImportError:
         warnings.warn(
             "matplotlib is not installed, so no plot is drawn: pip install 'anamnesis[bench]'",
-            stacklevel=2,
+            stacklevel=3,
         )
+        return None
+    return plt
+
+
+def plot_recall(summary: dict[str, Any], path: Path) -> Path | None:
+    """Recall@k curves, one line per configuration. None when matplotlib is missing."""
+    plt = pyplot()
+    if plt is None:
         return None
     metric = "lme.session.recall_all@{k}" if summary["dataset"] == "longmemeval" else "recall@{k}"
     fig, ax = plt.subplots(figsize=(6, 4))

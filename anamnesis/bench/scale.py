@@ -26,7 +26,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -44,6 +43,7 @@ from ..store.base import Filters
 from ..types import Scope
 from . import datasets
 from .metrics import percentile
+from .report import pyplot
 from .runner import environment, peak_rss_bytes, store_bytes
 
 DEFAULT_SIZES = (10_000, 100_000, 1_000_000)
@@ -423,16 +423,8 @@ def scale_markdown(result: dict[str, Any], command: str | None = None) -> str:
 
 def plot_scale(result: dict[str, Any], path: Path) -> Path | None:
     """Search latency (p50, p95) and file size against N. None without matplotlib."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        warnings.warn(
-            "matplotlib is not installed, so no plot is drawn: pip install 'anamnesis[bench]'",
-            stacklevel=2,
-        )
+    plt = pyplot()
+    if plt is None:
         return None
     points = result["points"]
     sizes = [p["episodes"] for p in points]
