@@ -26,21 +26,22 @@ def packaged() -> MiniLMEmbedder:
     return MiniLMEmbedder(variant="packaged")
 
 
-def test_fused_graph_matches_the_packaged_model(embedder, packaged, turns) -> None:
-    fused = embedder.embed_documents(turns)
+def test_int8_graph_stays_close_to_the_packaged_model(packaged, turns, tmp_path) -> None:
+    fused = MiniLMEmbedder(variant="int8_rowwise", cache_dir=tmp_path).embed_documents(turns)
     reference = packaged.embed_documents(turns)
     cosine = (fused * reference).sum(axis=1)
     assert cosine.min() > 0.95 and cosine.mean() > 0.99
     assert np.allclose(np.linalg.norm(fused, axis=1), 1.0, atol=1e-4)
 
 
-def test_fp32_variant_is_the_packaged_model_exactly(packaged, turns, tmp_path) -> None:
-    fp32 = MiniLMEmbedder(variant="fp32", cache_dir=tmp_path)
-    cosine = (fp32.embed_documents(turns[:20]) * packaged.embed_documents(turns[:20])).sum(1)
+def test_default_graph_is_the_packaged_model_exactly(embedder, packaged, turns) -> None:
+    cosine = (embedder.embed_documents(turns) * packaged.embed_documents(turns)).sum(1)
     assert cosine.min() > 0.9999
 
 
-def test_a_vector_does_not_depend_on_its_batch(embedder, turns) -> None:
+@pytest.mark.parametrize("variant", ["fp32", "int8_rowwise"])
+def test_a_vector_does_not_depend_on_its_batch(variant, turns, tmp_path) -> None:
+    embedder = MiniLMEmbedder(variant=variant, cache_dir=tmp_path)
     together = embedder.embed_documents(turns[:24])
     alone = np.stack([embedder.embed_query(text) for text in turns[:24]])
     assert (together * alone).sum(axis=1).min() > 0.9999
@@ -65,6 +66,7 @@ def test_an_unwritable_cache_is_a_clear_error(tmp_path) -> None:
 def test_unknown_names_and_variants_are_rejected() -> None:
     with pytest.raises(EmbedderUnavailableError, match="unknown embedder"):
         get_embedder("word2vec")
+    assert get_embedder("minilm-int8").name == "all-MiniLM-L6-v2-int8-rowwise"
     with pytest.raises(EmbedderUnavailableError, match="variant"):
         MiniLMEmbedder(variant="int4")
 

@@ -5,17 +5,22 @@ from __future__ import annotations
 from .base import Embedder, normalise
 
 #: Names accepted by ``Memory(embedder=...)`` and ``--embedder``.
-EMBEDDER_NAMES = ("minilm", "edge", "openai:<model>")
+EMBEDDER_NAMES = ("minilm", "minilm-int8", "edge", "openai:<model>")
 
 
 def get_embedder(spec: str | Embedder | None) -> Embedder:
-    """An embedder from a name (``minilm``, ``edge``, ``openai:MODEL``) or an instance."""
+    """An embedder from a name (``minilm``, ``minilm-int8``, ``edge``, ``openai:MODEL``)
+    or an instance. ``minilm-int8`` trades a little recall for ~1.5x faster ingest."""
     from ..errors import EmbedderUnavailableError
 
     if spec is None or spec == "minilm":
         from .minilm import MiniLMEmbedder
 
         return MiniLMEmbedder()
+    if spec == "minilm-int8":
+        from .minilm import MiniLMEmbedder
+
+        return MiniLMEmbedder(variant="int8_rowwise")
     if not isinstance(spec, str):
         if not isinstance(spec, Embedder):
             raise EmbedderUnavailableError(
