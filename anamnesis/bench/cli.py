@@ -260,12 +260,13 @@ def _invocation(name: str, ctx: click.Context) -> str:
     from click.core import ParameterSource
 
     always = {"data", "configs", "embedder", "depth", "sizes"}
+    flags = {p.name: p.opts[0] for p in ctx.command.params if p.opts}
     parts = ["anamnesis", "bench", name]
     for key, value in ctx.params.items():
         defaulted = ctx.get_parameter_source(key) is ParameterSource.DEFAULT
         if key == "out_dir" or (defaulted and key not in always) or value is None:
             continue
-        flag = "--config" if key == "configs" else "--" + key.replace("_", "-")
+        flag = flags.get(key, "--" + key.replace("_", "-"))
         if isinstance(value, bool):
             if key in ("as_of", "embedding_cache"):
                 parts.append(flag if value else flag.replace("--", "--no-", 1))
