@@ -126,11 +126,11 @@ class Memory:
     def capabilities(self) -> dict[str, Any]:
         """What is active: backend, embedder, vector search, lexical search, LLM."""
         return {
-            "backend": getattr(self._store, "backend", type(self._store).__name__),
+            "backend": self._store.backend,
             "embedder": self._embedder.name,
             "embedding_dim": self._embedder.dim,
-            "vector_search": getattr(self._store, "vector_backend", "numpy"),
-            "lexical_search": getattr(self._store, "lexical_backend", "fts5-bm25"),
+            "vector_search": self._store.vector_backend,
+            "lexical_search": self._store.lexical_backend,
             "search_channels": list(self.config.channels),
             "llm": None,
         }
@@ -377,7 +377,7 @@ class Memory:
             if progress is not None:
                 progress(done)
 
-        for episode, _ in list(self._store.iter_episodes()):
+        for episode, _ in self._store.iter_episodes():
             batch.append(episode)
             if len(batch) >= WRITE_BATCH:
                 flush()

@@ -46,6 +46,24 @@ class Filters:
         )
 
 
+def scope_clauses(
+    scope: Scope, alias: str, placeholder: str, *, prefix: str = ""
+) -> tuple[str, list[Any]]:
+    """``user_id = ? AND ...`` for the levels ``scope`` sets, in either SQL dialect.
+
+    ``placeholder`` is the driver's parameter mark (``?`` or ``%s``); ``prefix`` goes
+    before each column (SQLite's ``+`` keeps the planner off the scope index).
+    """
+    clauses = [f"{prefix}{alias}.user_id = {placeholder}"]
+    params: list[Any] = [scope.user_id]
+    for column in ("agent_id", "session_id"):
+        value = getattr(scope, column)
+        if value is not None:
+            clauses.append(f"{prefix}{alias}.{column} = {placeholder}")
+            params.append(value)
+    return " AND ".join(clauses), params
+
+
 @dataclass(frozen=True, slots=True)
 class Candidate:
     """An episode id proposed by one channel, with that channel's raw score."""
@@ -56,6 +74,11 @@ class Candidate:
 
 class Store(Protocol):
     """Persistence for episodes, sessions and their lexical and dense indexes."""
+
+    #: Names reported by ``Memory.capabilities``.
+    backend: str
+    vector_backend: str
+    lexical_backend: str
 
     # -- identity and lifecycle -------------------------------------------------------
     def get_meta(self, key: str) -> str | None:

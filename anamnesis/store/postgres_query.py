@@ -14,7 +14,7 @@ from psycopg.types.json import Json, Jsonb
 
 from ..errors import InvalidInputError
 from ..types import Episode, Scope
-from .base import Filters
+from .base import Filters, scope_clauses
 from .postgres_lexical import TEXT_SEARCH_CONFIG
 
 EPISODE_COLUMNS = (
@@ -49,15 +49,7 @@ def episode(row: Sequence[Any]) -> Episode:
 
 def scope_sql(scope: Scope, alias: str = "e") -> tuple[str, list[Any]]:
     """The WHERE fragment that confines a query to ``scope``."""
-    clauses = [f"{alias}.user_id = %s"]
-    params: list[Any] = [scope.user_id]
-    if scope.agent_id is not None:
-        clauses.append(f"{alias}.agent_id = %s")
-        params.append(scope.agent_id)
-    if scope.session_id is not None:
-        clauses.append(f"{alias}.session_id = %s")
-        params.append(scope.session_id)
-    return " AND ".join(clauses), params
+    return scope_clauses(scope, alias, "%s")
 
 
 def filters_sql(filters: Filters, alias: str = "e") -> tuple[str, list[Any]]:

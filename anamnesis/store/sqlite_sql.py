@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..types import Episode, Scope
-from .base import Filters
+from .base import Filters, scope_clauses
 
 EPISODE_COLUMNS = (
     "e.id, e.user_id, e.agent_id, e.session_id, e.role, e.speaker, e.content, e.modality, "
@@ -51,16 +51,7 @@ def scope_sql(scope: Scope, alias: str = "e", *, by_key: bool = False) -> tuple[
     written ``+col``, which keeps SQLite's planner on the key instead of walking the
     user's whole index range when its statistics are stale or missing.
     """
-    prefix = "+" if by_key else ""
-    clauses = [f"{prefix}{alias}.user_id = ?"]
-    params: list[Any] = [scope.user_id]
-    if scope.agent_id is not None:
-        clauses.append(f"{prefix}{alias}.agent_id = ?")
-        params.append(scope.agent_id)
-    if scope.session_id is not None:
-        clauses.append(f"{prefix}{alias}.session_id = ?")
-        params.append(scope.session_id)
-    return " AND ".join(clauses), params
+    return scope_clauses(scope, alias, "?", prefix="+" if by_key else "")
 
 
 def filters_sql(filters: Filters, alias: str = "e") -> tuple[str, list[Any]]:
