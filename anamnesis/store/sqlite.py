@@ -51,7 +51,7 @@ class SQLiteStore:
     """A Store backed by one SQLite file."""
 
     backend = "sqlite"
-    vector_backend = "numpy-exact"
+    vector_backend = "numpy"
     lexical_backend = "fts5-bm25"
 
     def __init__(self, path: str | Path, *, dim: int, busy_timeout: float = DEFAULT_BUSY_TIMEOUT):
