@@ -31,14 +31,16 @@ class SearchConfig:
     """How ``search`` retrieves and fuses candidates.
 
     ``channels`` names the candidate channels to run; ``weights`` their RRF weights;
-    ``candidates`` how many each channel proposes; ``neighbour_window`` how many turns
-    on each side of a hit are returned with it.
+    ``candidates`` how many each channel proposes; ``stages`` the post-fusion
+    rerankers and filters to run, in order; ``neighbour_window`` how many turns on each
+    side of a hit are returned with it.
     """
 
     channels: tuple[str, ...] = ("lexical", "dense")
     weights: dict[str, float] = field(default_factory=lambda: {"lexical": 1.0, "dense": 1.0})
     rrf_k: float = DEFAULT_RRF_K
     candidates: int = 50
+    stages: tuple[str, ...] = ()
     neighbour_window: int = 1
 
     def with_(self, **changes: object) -> SearchConfig:

@@ -398,15 +398,19 @@ class Memory:
         limit: int = 10,
         filters: Filters | Mapping[str, Any] | None = None,
         explain: bool = False,
+        now: datetime | str | float | None = None,
     ) -> list[Hit]:
         """The episodes that best answer ``query``, with their neighbouring turns.
 
-        With ``explain=True`` each hit says how every channel ranked it.
+        ``now`` is when the question is asked (default: the present); relative time in
+        the question resolves against it. With ``explain=True`` each hit says how every
+        channel ranked it.
         """
         query = check_text(query, "query")
         _check_limit(limit)
         scope = self._scope(user_id, agent_id, session_id)
-        return self._retriever.search(query, scope, to_filters(filters), limit, explain)
+        when = parse_time(now, "now") if now is not None else None
+        return self._retriever.search(query, scope, to_filters(filters), limit, explain, when)
 
     def get(
         self,

@@ -1,18 +1,19 @@
-"""The read path: query → candidate channels → fusion → hits with their neighbours."""
+"""The read path: analyse → candidate channels → fusion → post-fusion stages → hits."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
 from ..config import SearchConfig
 from ..embed.base import Embedder
 from ..errors import InvalidInputError
 from ..store.base import Candidate, Filters, Store
 from ..types import Hit, Scope
-from .fusion import weighted_rrf
-from .query import search_terms
-
-CHANNELS = ("lexical", "dense")
+from .analysis import analyse
+from .channels import CHANNELS, SearchRequest
+from .fusion import Fused, weighted_rrf
+from .stages import STAGES
 
 
 @dataclass(slots=True)
@@ -24,29 +25,46 @@ class Retriever:
     config: SearchConfig
 
     def __post_init__(self) -> None:
-        unknown = set(self.config.channels) - set(CHANNELS)
-        if unknown:
-            raise InvalidInputError(
-                f"unknown search channel(s) {sorted(unknown)}; choose from {list(CHANNELS)}"
-            )
+        _check_names("search channel", self.config.channels, CHANNELS)
+        _check_names("search stage", self.config.stages, STAGES)
 
-    def candidates(self, query: str, scope: Scope, filters: Filters) -> dict[str, list[Candidate]]:
+    def request(
+        self, query: str, scope: Scope, filters: Filters, now: datetime | None = None
+    ) -> SearchRequest:
+        """The shared state of one search: the analysed question and where to look."""
+        return SearchRequest(
+            analysis=analyse(query, now),
+            scope=scope,
+            filters=filters,
+            store=self.store,
+            embedder=self.embedder,
+            config=self.config,
+        )
+
+    def candidates(self, request: SearchRequest) -> dict[str, list[Candidate]]:
         """Each enabled channel's ranked candidates."""
         limit = self.config.candidates
-        out: dict[str, list[Candidate]] = {}
-        if "lexical" in self.config.channels:
-            out["lexical"] = self.store.lexical_search(search_terms(query), scope, filters, limit)
-        if "dense" in self.config.channels:
-            vector = self.embedder.embed_query(query)
-            out["dense"] = self.store.dense_search(vector, scope, filters, limit)
-        return out
+        return {name: CHANNELS[name](request, limit) for name in self.config.channels}
+
+    def rank(self, request: SearchRequest) -> list[Fused]:
+        """Fused candidates after every post-fusion stage, best first (not truncated)."""
+        fused = weighted_rrf(self.candidates(request), self.config.weights, self.config.rrf_k)
+        for name in self.config.stages:
+            fused = STAGES[name](request, fused)
+        return fused
 
     def search(
-        self, query: str, scope: Scope, filters: Filters, limit: int, explain: bool
+        self,
+        query: str,
+        scope: Scope,
+        filters: Filters,
+        limit: int,
+        explain: bool,
+        now: datetime | None = None,
     ) -> list[Hit]:
         """The ``limit`` best episodes for ``query`` inside ``scope``."""
-        channels = self.candidates(query, scope, filters)
-        fused = weighted_rrf(channels, self.config.weights, self.config.rrf_k)[:limit]
+        request = self.request(query, scope, filters, now)
+        fused = self.rank(request)[:limit]
         episodes = self.store.get_episodes([f.episode_id for f in fused], scope)
         by_id = {e.id: e for e in episodes}
         context = self.store.neighbours(episodes, self.config.neighbour_window)
@@ -60,3 +78,9 @@ class Retriever:
             for f in fused
             if f.episode_id in by_id
         ]
+
+
+def _check_names(kind: str, names: tuple[str, ...], known: dict[str, object]) -> None:
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise InvalidInputError(f"unknown {kind}(s) {unknown}; choose from {sorted(known)}")

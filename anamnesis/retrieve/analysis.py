@@ -1,0 +1,43 @@
+"""Query analysis: what a question asks for, computed once and shared by every stage."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from .query import search_terms
+
+
+@dataclass(frozen=True, slots=True)
+class QueryAnalysis:
+    """Everything the pipeline learns from the question before retrieving.
+
+    ``now`` is the reference time of the question (when it is asked); relative time
+    expressions in the question resolve against it. ``features`` holds what later
+    analysers add (intents, entities, time ranges); ``to_dict`` is what
+    ``explain=True`` reports.
+    """
+
+    text: str
+    terms: tuple[str, ...]
+    now: datetime
+    features: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-friendly view for explanations."""
+        return {
+            "text": self.text,
+            "terms": list(self.terms),
+            "now": self.now.isoformat(),
+            **self.features,
+        }
+
+
+def analyse(text: str, now: datetime | None = None) -> QueryAnalysis:
+    """Analyse ``text`` as asked at ``now`` (default: the present, UTC)."""
+    return QueryAnalysis(
+        text=text,
+        terms=tuple(search_terms(text)),
+        now=now if now is not None else datetime.now(UTC),
+    )

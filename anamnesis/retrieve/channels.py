@@ -1,0 +1,62 @@
+"""Candidate channels: each proposes a ranked list of episodes for one request.
+
+A channel is a function ``(request, limit) -> list[Candidate]`` registered in
+``CHANNELS`` under the name that ``SearchConfig.channels`` and fusion weights use.
+Channels read the shared ``SearchRequest`` (analysis, scope, filters, store,
+embedder) and never write.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..config import SearchConfig
+from ..embed.base import Embedder
+from ..store.base import Candidate, Filters, Store
+from ..types import Scope
+from .analysis import QueryAnalysis
+
+
+@dataclass(slots=True)
+class SearchRequest:
+    """One search in flight: the question's analysis and where to look."""
+
+    analysis: QueryAnalysis
+    scope: Scope
+    filters: Filters
+    store: Store
+    embedder: Embedder
+    config: SearchConfig
+    _vector: np.ndarray | None = field(default=None, repr=False)
+
+    @property
+    def query_vector(self) -> np.ndarray:
+        """The question's embedding, computed on first use and shared by all stages."""
+        if self._vector is None:
+            self._vector = self.embedder.embed_query(self.analysis.text)
+        return self._vector
+
+
+Channel = Callable[[SearchRequest, int], list[Candidate]]
+
+
+def lexical(request: SearchRequest, limit: int) -> list[Candidate]:
+    """BM25 over the verbatim text."""
+    return request.store.lexical_search(
+        request.analysis.terms, request.scope, request.filters, limit
+    )
+
+
+def dense(request: SearchRequest, limit: int) -> list[Candidate]:
+    """Cosine similarity between the question and each episode's embedding."""
+    return request.store.dense_search(request.query_vector, request.scope, request.filters, limit)
+
+
+#: Every channel a configuration may name.
+CHANNELS: dict[str, Channel] = {
+    "lexical": lexical,
+    "dense": dense,
+}
