@@ -162,3 +162,18 @@ def test_split_runs_merge_into_one_report(tmp_path):
     assert "partial" not in merged["notes"]
     assert len((first / "records.jsonl").read_text().splitlines()) == 3
     assert len((first / "cases.jsonl").read_text().splitlines()) == 3
+
+
+def test_embedding_cache_dir_reuses_vectors_across_runs_without_changing_results(tmp_path):
+    options = BenchOptions(
+        configs=("dense",), embedder="edge", embedding_cache_dir=tmp_path / "vectors"
+    )
+    data = FIXTURES / "locomo_smoke.json.gz"
+    first = run_benchmark("locomo", data, options=options, out_dir=tmp_path / "a")
+    second = run_benchmark("locomo", data, options=options, out_dir=tmp_path / "b")
+    cache_first = first.summary["environment"]["embedding_cache"]
+    cache_second = second.summary["environment"]["embedding_cache"]
+    assert cache_first["embedded"] == 92 and cache_first["from_disk"] == 0
+    assert cache_second["embedded"] == 0 and cache_second["from_disk"] == 92
+    retrieved = [[r["retrieved"] for r in _records(tmp_path / run)] for run in ("a", "b")]
+    assert retrieved[0] == retrieved[1]

@@ -151,6 +151,13 @@ def dataset_command(name: str, help_text: str) -> Callable[..., Any]:
         show_default=True,
         help="Reuse vectors of text already embedded in this run (results unchanged).",
     )
+    @click.option(
+        "--embedding-cache-dir",
+        type=click.Path(file_okay=False, path_type=Path),
+        default=None,
+        help="Also keep document vectors on disk here, so repeated runs skip embedding "
+        "(results unchanged; ingest speed then measures only the write path).",
+    )
     @click.option("--keep-stores", is_flag=True, help="Keep each case's SQLite store.")
     @click.option(
         "--speaker-prefix",
@@ -206,6 +213,7 @@ def dataset_command(name: str, help_text: str) -> Callable[..., Any]:
         budgets: str,
         as_of: bool,
         embedding_cache: bool,
+        embedding_cache_dir: Path | None,
         keep_stores: bool,
         speaker_prefix: bool,
         qa: bool,
@@ -227,6 +235,7 @@ def dataset_command(name: str, help_text: str) -> Callable[..., Any]:
             budgets=_ints(budgets, "--budgets"),
             as_of=as_of,
             cache_embeddings=embedding_cache,
+            embedding_cache_dir=embedding_cache_dir,
             keep_stores=keep_stores,
             speaker_prefix=speaker_prefix,
             qa=qa,

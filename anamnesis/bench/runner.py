@@ -34,7 +34,7 @@ from ..types import Hit, Scope
 from .datasets import Case, Dataset
 from .qa import DEFAULT_QA_BUDGET, QAGrader, build_context, format_message
 from .scoring import DEFAULT_BUDGETS, DEFAULT_KS, LONGMEMEVAL_KS, CorpusStats, score
-from .tokens import TOKENIZER_NAME, CachingEmbedder, TokenCounter
+from .tokens import TOKENIZER_NAME, CachingEmbedder, TokenCounter, VectorFile
 
 #: Name of the baseline that hands the answerer the whole conversation.
 FULL_CONTEXT = "full-context"
@@ -53,6 +53,7 @@ class BenchOptions:
     budgets: tuple[int, ...] = DEFAULT_BUDGETS
     as_of: bool = True
     cache_embeddings: bool = True
+    embedding_cache_dir: Path | None = None
     keep_stores: bool = False
     qa: bool = False
     qa_configs: tuple[str, ...] = ()
@@ -120,7 +121,9 @@ class RunResult:
             "dataset": self.dataset,
             "data_path": self.data_path,
             "data_sha256": self.data_sha256,
-            "options": asdict(self.options),
+            "options": {
+                k: str(v) if isinstance(v, Path) else v for k, v in asdict(self.options).items()
+            },
             "notes": self.notes,
             "started_at": self.started_at,
             "seconds": self.seconds,
@@ -325,7 +328,12 @@ def run(
     started = datetime.now(UTC)
     begin = time.perf_counter()
     embedder = get_embedder(options.embedder)
-    caching = CachingEmbedder(embedder) if options.cache_embeddings else None
+    caching = None
+    if options.cache_embeddings or options.embedding_cache_dir is not None:
+        disk = None
+        if options.embedding_cache_dir is not None:
+            disk = VectorFile(options.embedding_cache_dir, embedder.name, embedder.dim)
+        caching = CachingEmbedder(embedder, disk)
     counter = TokenCounter()
     grader = make_grader(dataset.name, options) if options.qa else None
     result = RunResult(
@@ -355,6 +363,8 @@ def run(
             on_case(result, output)
         if progress is not None:
             progress("case_done", case=case.id)
+    if caching is not None and caching.disk is not None:
+        caching.disk.close()
     result.seconds = time.perf_counter() - begin
     result.peak_rss_bytes = peak_rss_bytes()
     result.environment = environment(embedder.name, caching)
@@ -397,7 +407,11 @@ def environment(embedder_name: str, caching: CachingEmbedder | None) -> dict[str
         "git_commit": _git_commit(),
     }
     if caching is not None:
-        env["embedding_cache"] = {"embedded": caching.embedded, "reused": caching.reused}
+        env["embedding_cache"] = {
+            "embedded": caching.embedded,
+            "reused": caching.reused,
+            "from_disk": caching.from_disk,
+        }
     return env
 
 
