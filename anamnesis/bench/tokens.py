@@ -58,7 +58,9 @@ class VectorFile:
         safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", embedder_name)
         self.path = directory / f"{safe}-{dim}.sqlite"
         self.dim = dim
-        self._db = sqlite3.connect(self.path)
+        # Several benchmark processes may share one cache directory.
+        self._db = sqlite3.connect(self.path, timeout=120)
+        self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute(
             "CREATE TABLE IF NOT EXISTS vectors (hash TEXT PRIMARY KEY, vector BLOB NOT NULL)"
         )
