@@ -446,3 +446,7 @@ def demo(ctx: click.Context, demo_path: Path | None) -> None:
 
 
 main.add_command(bench)
+
+
+if __name__ == "__main__":
+    main()
