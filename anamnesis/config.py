@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import platformdirs
 
@@ -32,8 +33,9 @@ class SearchConfig:
 
     ``channels`` names the candidate channels to run; ``weights`` their RRF weights;
     ``candidates`` how many each channel proposes; ``stages`` the post-fusion
-    rerankers and filters to run, in order; ``neighbour_window`` how many turns on each
-    side of a hit are returned with it.
+    rerankers and filters to run, in order, and ``stage_options`` their settings by
+    stage name (see ``anamnesis.retrieve.stages``); ``neighbour_window`` how many turns
+    on each side of a hit are returned with it.
     """
 
     channels: tuple[str, ...] = ("lexical", "dense")
@@ -41,6 +43,7 @@ class SearchConfig:
     rrf_k: float = DEFAULT_RRF_K
     candidates: int = 50
     stages: tuple[str, ...] = ()
+    stage_options: dict[str, dict[str, Any]] = field(default_factory=dict)
     neighbour_window: int = 1
 
     def with_(self, **changes: object) -> SearchConfig:
@@ -48,9 +51,23 @@ class SearchConfig:
         return replace(self, **changes)  # type: ignore[arg-type]
 
 
-#: Named pipeline variants, used by the CLI and the benchmark harness.
+_HYBRID = SearchConfig()
+
+#: Named pipeline variants, used by the CLI and the benchmark harness. The ``rerank-*``
+#: presets are hybrid plus post-fusion stages (anamnesis/retrieve/stages.py), one
+#: ablation row each in BENCHMARKS.md.
 PRESETS: dict[str, SearchConfig] = {
     "bm25": SearchConfig(channels=("lexical",)),
     "dense": SearchConfig(channels=("dense",)),
-    "hybrid": SearchConfig(),
+    "hybrid": _HYBRID,
+    "rerank-memx": _HYBRID.with_(stages=("memx",)),
+    "rerank-memx-raw": _HYBRID.with_(stages=("memx",), stage_options={"memx": {"semantic": "rrf"}}),
+    "rerank-surprise": _HYBRID.with_(stages=("surprise",)),
+    "rerank-dedup": _HYBRID.with_(stages=("dedup",)),
+    "rerank-abstain": _HYBRID.with_(stages=("abstain",)),
+    "rerank-abstain-cosine": _HYBRID.with_(
+        stages=("abstain",), stage_options={"abstain": {"rule": "cosine"}}
+    ),
+    "rerank-e5": _HYBRID.with_(stages=("ensemble-e5",)),
+    "rerank-ce": _HYBRID.with_(stages=("cross-encoder",)),
 }

@@ -16,6 +16,7 @@ from typing import IO, Any
 import numpy as np
 
 from .config import DEFAULT_USER, URL_ENV, SearchConfig, default_path
+from .context import DEFAULT_BUDGET_TOKENS, DEFAULT_NEIGHBOUR_HITS
 from .embed import Embedder, get_embedder
 from .errors import AnamnesisError, EmbedderMismatchError, InvalidInputError
 from .ingest.normalise import (
@@ -31,12 +32,25 @@ from .ingest.normalise import (
 )
 from .retrieve.pipeline import Retriever
 from .store.base import Filters, Store
-from .types import DeleteCounts, Episode, EpisodeVersion, Hit, Page, Scope, Session
+from .tokens import TokenCounter
+from .types import (
+    Context,
+    ContextFact,
+    DeleteCounts,
+    Episode,
+    EpisodeVersion,
+    Hit,
+    Page,
+    Scope,
+    Session,
+)
 
 #: Messages embedded and written per transaction by ``add_many``.
 WRITE_BATCH = 512
 #: Upper bound on ``limit`` for search and listing.
 MAX_LIMIT = 1000
+#: Hits ``context`` searches for before packing them into the budget.
+CONTEXT_HITS = 50
 
 ProgressCallback = Callable[[int], None]
 
@@ -84,6 +98,7 @@ class Memory:
         self._store = _open_store(path, url, self._embedder.dim)
         self.config = config or SearchConfig()
         self._retriever = Retriever(self._store, self._embedder, self.config)
+        self._tokens: TokenCounter | None = None
         self._check_embedder(reindex)
         if warm:
             threading.Thread(target=self._warm_up, name="anamnesis-warm-up", daemon=True).start()
@@ -104,6 +119,7 @@ class Memory:
     # -- lifecycle ---------------------------------------------------------------------------
     def close(self) -> None:
         """Close the store. The Memory cannot be used afterwards."""
+        self._retriever.resources.close()
         self._store.close()
 
     def __enter__(self) -> Memory:
@@ -411,6 +427,48 @@ class Memory:
         scope = self._scope(user_id, agent_id, session_id)
         when = parse_time(now, "now") if now is not None else None
         return self._retriever.search(query, scope, to_filters(filters), limit, explain, when)
+
+    def context(
+        self,
+        query: str,
+        *,
+        budget_tokens: int = DEFAULT_BUDGET_TOKENS,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        session_id: str | None = None,
+        filters: Filters | Mapping[str, Any] | None = None,
+        now: datetime | str | float | None = None,
+        limit: int = CONTEXT_HITS,
+        neighbour_hits: int = DEFAULT_NEIGHBOUR_HITS,
+        facts: Sequence[ContextFact] = (),
+    ) -> Context:
+        """A compact, dated, provenance-tagged context for a reader LLM, within a budget.
+
+        Searches like ``search`` (``limit`` hits), then packs the best hits, each of the
+        best ``neighbour_hits`` with its neighbouring turns, grouped by session under
+        dated headers, without repeats, into at most ``budget_tokens`` WordPiece tokens
+        (format: docs/context-format.md). ``facts`` are placed first when given.
+        """
+        from .context import assemble
+
+        query = check_text(query, "query")
+        _check_limit(limit)
+        if not isinstance(neighbour_hits, int) or neighbour_hits < 0:
+            raise InvalidInputError("neighbour_hits must be a non-negative integer")
+        scope = self._scope(user_id, agent_id, session_id)
+        when = parse_time(now, "now") if now is not None else None
+        hits = self._retriever.search(query, scope, to_filters(filters), limit, False, when)
+        if self._tokens is None:
+            self._tokens = TokenCounter()
+        return assemble(
+            query,
+            hits,
+            budget_tokens=budget_tokens,
+            counter=self._tokens,
+            now=when,
+            facts=facts,
+            neighbour_hits=neighbour_hits,
+        )
 
     def get(
         self,

@@ -116,3 +116,63 @@ class DeleteCounts:
             self.vectors + other.vectors,
             self.sessions + other.sessions,
         )
+
+
+@dataclass(frozen=True, slots=True)
+class ContextFact:
+    """A fact offered to the reader, with when it held and the episodes it came from.
+
+    Context assembly takes these from a facts layer when one is configured; the
+    episodes named in ``source_episode_ids`` are its provenance.
+    """
+
+    text: str
+    valid_at: datetime | None = None
+    source_episode_ids: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ContextLine:
+    """One excerpt line: an episode, and its search rank if it was a hit (None for a
+    neighbouring turn included for context)."""
+
+    episode: Episode
+    rank: int | None = None
+    score: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ContextSession:
+    """The excerpts of one session (conversation), in turn order, under a dated header."""
+
+    session_id: str | None
+    started_at: datetime | None
+    lines: tuple[ContextLine, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    """What ``Memory.context`` hands a reader LLM: ``text`` within ``budget_tokens``.
+
+    ``text`` is the rendered context (format in docs/context-format.md); ``tokens`` its
+    size in WordPiece tokens. ``facts`` and ``sessions`` are the same content as data,
+    with provenance (episode ids) for every line.
+    """
+
+    query: str
+    text: str
+    tokens: int
+    budget_tokens: int
+    now: datetime | None
+    facts: tuple[ContextFact, ...] = ()
+    sessions: tuple[ContextSession, ...] = ()
+
+    @property
+    def episode_ids(self) -> tuple[str, ...]:
+        """Every episode in the context, in the order it appears."""
+        return tuple(line.episode.id for s in self.sessions for line in s.lines)
+
+    @property
+    def episodes(self) -> tuple[Episode, ...]:
+        """Every episode in the context, in the order it appears."""
+        return tuple(line.episode for s in self.sessions for line in s.lines)

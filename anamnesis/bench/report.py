@@ -23,6 +23,7 @@ MAIN_COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
         ("budget_recall@1000", "R@1k tok"),
         ("budget_recall@2000", "R@2k tok"),
         ("budget_recall@4000", "R@4k tok"),
+        ("context_recall@2000", "Ctx@2k"),
     ),
     "beam": (
         ("recall@10", "R@10"),
@@ -34,6 +35,7 @@ MAIN_COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
         ("budget_recall@1000", "R@1k tok"),
         ("budget_recall@2000", "R@2k tok"),
         ("budget_recall@4000", "R@4k tok"),
+        ("context_recall@2000", "Ctx@2k"),
     ),
     "longmemeval": (
         ("lme.session.recall_any@5", "S any@5"),
@@ -45,13 +47,23 @@ MAIN_COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
         ("lme.turn.ndcg_any@10", "T ndcg@10"),
         ("budget_recall@2000", "R@2k tok"),
         ("budget_recall@4000", "R@4k tok"),
+        ("context_recall@2000", "Ctx@2k"),
     ),
 }
 
 
 #: Columns left out of the terminal table so it fits 100 columns (the report has them all).
 TERMINAL_HIDDEN = frozenset(
-    {"NDCG@10", "SessR@5", "All@20", "R@1k tok", "S any@5", "T any@10", "T ndcg@10"}
+    {
+        "NDCG@10",
+        "SessR@5",
+        "All@20",
+        "R@1k tok",
+        "R@4k tok",
+        "S any@5",
+        "T any@10",
+        "T ndcg@10",
+    }
 )
 
 
@@ -268,6 +280,12 @@ def markdown(summary: dict[str, Any], command: str | None = None) -> str:
             f"- {name}: search p50 {lat['p50']:.1f} ms, p95 {lat['p95']:.1f} ms over {lat['n']}"
             f" searches; {block['mean_hits']:.1f} hits/search"
         )
+        empty = block.get("empty_results")
+        if empty and (empty["answerable"] or empty["separate"]):
+            out.append(
+                f"  - {name}: empty results on {_pct(empty['answerable'])}% of answerable "
+                f"questions, {_pct(empty['separate'])}% of {block['separate']['name']}"
+            )
     out.append("")
     return "\n".join(out)
 

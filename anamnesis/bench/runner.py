@@ -10,6 +10,7 @@ and metrics); ``summary.summarise`` turns records into tables.
 from __future__ import annotations
 
 import json
+import math
 import resource
 import shutil
 import sys
@@ -25,10 +26,14 @@ from typing import IO, Any
 
 from .. import __version__
 from ..config import PRESETS, SearchConfig
+from ..context import assemble
 from ..embed import get_embedder
 from ..errors import InvalidInputError
 from ..memory import Memory
+from ..retrieve.filters import confidence
+from ..retrieve.fusion import Fused
 from ..retrieve.pipeline import Retriever
+from ..retrieve.resources import StageResources
 from ..store.base import Filters
 from ..types import Hit, Scope
 from .datasets import Case, Dataset
@@ -175,6 +180,43 @@ def _hit_rows(
     return keys, sessions, tokens, rows
 
 
+def hit_signals(hits: Sequence[Hit]) -> dict[str, float]:
+    """The abstention rule's inputs (best dense cosine, lexical hits) seen in ``hits``.
+
+    Needs hits searched with ``explain=True``; for the abstention threshold sweep.
+    """
+    fused = [Fused(h.episode.id, h.score, dict(h.channels)) for h in hits]
+    signals = confidence(fused)
+    return {k: (v if v != float("-inf") else -1.0) for k, v in signals.items()}
+
+
+def context_metrics(
+    query: str,
+    hits: Sequence[Hit],
+    evidence: Sequence[str],
+    key: str,
+    counter: TokenCounter,
+    now: datetime | None,
+    options: BenchOptions,
+) -> dict[str, float]:
+    """Evidence recall of the real ``Memory.context`` packing at each budget.
+
+    ``context_recall@B`` is the fraction of evidence among the episodes
+    ``anamnesis.context.assemble`` packs into B tokens (hits and their neighbours, with
+    headers); ``context_tokens@B`` the size of that context.
+    """
+    out: dict[str, float] = {}
+    wanted = set(evidence)
+    for budget in options.budgets:
+        context = assemble(query, hits, budget_tokens=budget, counter=counter, now=now)
+        included = {str(e.metadata.get(key, e.id)) for e in context.episodes}
+        out[f"context_recall@{budget}"] = (
+            len(wanted & included) / len(wanted) if wanted else math.nan
+        )
+        out[f"context_tokens@{budget}"] = float(context.tokens)
+    return out
+
+
 @dataclass(slots=True)
 class CaseOutput:
     """What one case produced: its ingest measurement, per-question records, its total
@@ -195,10 +237,16 @@ def run_case(
     counter: TokenCounter,
     progress: ProgressHook | None = None,
     grader: QAGrader | None = None,
+    resources: StageResources | None = None,
 ) -> CaseOutput:
     """Ingest one case into ``memory``, search it with every configuration and, when a
-    grader is given, answer and grade each question from each QA configuration."""
+    grader is given, answer and grade each question from each QA configuration.
+
+    Each question is asked at its own date when the dataset gives one, else just after
+    the case's last message. ``resources`` (models and caches of post-fusion stages)
+    may be shared across cases."""
     user_id = "bench"
+    resources = resources if resources is not None else StageResources()
 
     def ingested(done: int) -> None:
         if progress is not None:
@@ -223,13 +271,16 @@ def run_case(
     ks = LONGMEMEVAL_KS if dataset.name == "longmemeval" else DEFAULT_KS
     scope = Scope(user_id=user_id)
     retrievers = {
-        name: Retriever(memory.store, memory.embedder, config)
+        name: Retriever(memory.store, memory.embedder, config, resources)
         for name, config in options.search_configs().items()
     }
     for retriever in retrievers.values():
         # The first search loads the dense matrix; keep that out of warm latencies.
         retriever.search("warm up", scope, Filters(), 1, False)
 
+    last_message = max(
+        (m["event_time"] for m in case.messages if m.get("event_time") is not None), default=None
+    )
     records = []
     qa_names = set(options.qa_configs or retrievers)
     qa_jobs: list[tuple[dict[str, Any], Any, str]] = []
@@ -237,11 +288,28 @@ def run_case(
         filters = Filters()
         if options.as_of and question.asked_at is not None:
             filters = Filters(event_before=question.asked_at)
+        asked = question.asked_at or last_message
         for name, retriever in retrievers.items():
             start = time.perf_counter()
-            hits = retriever.search(question.text, scope, filters, options.depth, False)
+            hits = retriever.search(question.text, scope, filters, options.depth, True, asked)
             latency = time.perf_counter() - start
             keys, sessions, tokens, rows = _hit_rows(hits, key, counter)
+            metrics = score(
+                dataset.name,
+                keys,
+                sessions,
+                tokens,
+                question.evidence,
+                question.evidence_sessions,
+                corpus,
+                ks=ks,
+                budgets=options.budgets,
+            )
+            metrics.update(
+                context_metrics(
+                    question.text, hits, question.evidence, key, counter, asked, options
+                )
+            )
             record = {
                 "case": case.id,
                 "question_id": question.id,
@@ -253,18 +321,10 @@ def run_case(
                 "evidence": list(question.evidence),
                 "evidence_sessions": list(question.evidence_sessions),
                 "latency_ms": latency * 1000,
+                "returned": len(hits),
+                "signals": hit_signals(hits),
                 "retrieved": rows,
-                "metrics": score(
-                    dataset.name,
-                    keys,
-                    sessions,
-                    tokens,
-                    question.evidence,
-                    question.evidence_sessions,
-                    corpus,
-                    ks=ks,
-                    budgets=options.budgets,
-                ),
+                "metrics": metrics,
             }
             records.append(record)
             if grader is not None and name in qa_names:
@@ -335,6 +395,7 @@ def run(
             disk = VectorFile(options.embedding_cache_dir, embedder.name, embedder.dim)
         caching = CachingEmbedder(embedder, disk)
     counter = TokenCounter()
+    resources = StageResources(vector_cache_dir=options.embedding_cache_dir)
     grader = make_grader(dataset.name, options) if options.qa else None
     result = RunResult(
         dataset=dataset.name,
@@ -354,7 +415,7 @@ def run(
                 questions=len(case.questions),
             )
         with fresh_memory(work_dir, caching or embedder, keep=options.keep_stores) as memory:
-            output = run_case(dataset, case, memory, options, counter, progress, grader)
+            output = run_case(dataset, case, memory, options, counter, progress, grader, resources)
         result.ingest.append(output.speed)
         result.records.extend(output.records)
         result.full_context_tokens[case.id] = output.full_tokens
@@ -365,6 +426,7 @@ def run(
             progress("case_done", case=case.id)
     if caching is not None and caching.disk is not None:
         caching.disk.close()
+    resources.close()
     result.seconds = time.perf_counter() - begin
     result.peak_rss_bytes = peak_rss_bytes()
     result.environment = environment(embedder.name, caching)

@@ -81,6 +81,10 @@ def summarise(result: RunResult) -> dict[str, Any]:
                 sum(len(r["retrieved"]) for r in records) / len(records) if records else 0.0
             ),
             "mean_context_tokens": _mean(sum(h["tokens"] for h in r["retrieved"]) for r in main),
+            "empty_results": {
+                "answerable": _mean(float(r.get("returned", 1) == 0) for r in main),
+                "separate": _mean(float(r.get("returned", 1) == 0) for r in separate),
+            },
         }
         graded = [r for r in records if "qa" in r]
         if graded:

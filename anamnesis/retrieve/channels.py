@@ -8,7 +8,7 @@ embedder) and never write.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -16,8 +16,9 @@ import numpy as np
 from ..config import SearchConfig
 from ..embed.base import Embedder
 from ..store.base import Candidate, Filters, Store
-from ..types import Scope
+from ..types import Episode, Scope
 from .analysis import QueryAnalysis
+from .resources import StageResources
 
 
 @dataclass(slots=True)
@@ -30,7 +31,9 @@ class SearchRequest:
     store: Store
     embedder: Embedder
     config: SearchConfig
+    resources: StageResources = field(default_factory=StageResources)
     _vector: np.ndarray | None = field(default=None, repr=False)
+    _episodes: dict[str, Episode] = field(default_factory=dict, repr=False)
 
     @property
     def query_vector(self) -> np.ndarray:
@@ -38,6 +41,18 @@ class SearchRequest:
         if self._vector is None:
             self._vector = self.embedder.embed_query(self.analysis.text)
         return self._vector
+
+    def episodes(self, episode_ids: Sequence[str]) -> dict[str, Episode]:
+        """The in-scope episodes with these ids, fetched once per search and shared."""
+        missing = [i for i in dict.fromkeys(episode_ids) if i not in self._episodes]
+        if missing:
+            for episode in self.store.get_episodes(missing, self.scope):
+                self._episodes[episode.id] = episode
+        return {i: self._episodes[i] for i in episode_ids if i in self._episodes}
+
+    def options(self, stage: str) -> dict[str, object]:
+        """The configured options of one post-fusion stage (empty when none are set)."""
+        return dict(self.config.stage_options.get(stage, {}))
 
 
 Channel = Callable[[SearchRequest, int], list[Candidate]]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from ..config import SearchConfig
@@ -13,16 +13,22 @@ from ..types import Hit, Scope
 from .analysis import analyse
 from .channels import CHANNELS, SearchRequest
 from .fusion import Fused, weighted_rrf
+from .resources import StageResources
 from .stages import STAGES
 
 
 @dataclass(slots=True)
 class Retriever:
-    """Runs one configured search pipeline against a store."""
+    """Runs one configured search pipeline against a store.
+
+    ``resources`` holds what stages load once (models, vector caches); retrievers may
+    share one.
+    """
 
     store: Store
     embedder: Embedder
     config: SearchConfig
+    resources: StageResources = field(default_factory=StageResources)
 
     def __post_init__(self) -> None:
         _check_names("search channel", self.config.channels, CHANNELS)
@@ -39,6 +45,7 @@ class Retriever:
             store=self.store,
             embedder=self.embedder,
             config=self.config,
+            resources=self.resources,
         )
 
     def candidates(self, request: SearchRequest) -> dict[str, list[Candidate]]:

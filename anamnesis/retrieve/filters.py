@@ -1,0 +1,95 @@
+"""Post-fusion filters: near-duplicate suppression and low-confidence rejection.
+
+*Dedup* keeps the best-ranked of episodes that say the same thing: equal content hash
+(same speaker, same text) or embedding cosine at or above ``min_cosine`` (0.97; the
+seeds use 0.95 (AgentOS) to 0.99 (Cognis)). It never groups by tags or metadata
+signatures, which MemX measured to cost 5 points of Hit@5 on untagged facts.
+
+*Abstain* returns no candidates when the search looks like a miss, MemX's rule R1
+(§3.6): the lexical channel found nothing **and** the best dense cosine is below
+``min_cosine``. ``rule="cosine"`` drops the lexical condition (MemX's R2). The
+threshold depends on the embedder and must be calibrated on held-out data
+(``anamnesis bench abstention`` sweeps it from a run's records).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import InvalidInputError
+from .channels import SearchRequest
+from .fusion import Fused
+
+#: Cosine at or above which two candidates count as the same statement.
+DEDUP_MIN_COSINE = 0.97
+#: How many of the best candidates dedup compares (the rest pass through).
+DEDUP_DEPTH = 100
+#: Default abstention threshold on the best MiniLM cosine. Chosen by the threshold
+#: sweep in BENCHMARKS.md ("Abstention"): see there for what it costs on each dataset.
+ABSTAIN_MIN_COSINE = 0.25
+
+
+def dedup(request: SearchRequest, fused: list[Fused]) -> list[Fused]:
+    """Drop candidates that repeat a better-ranked one (same hash, or cosine ≥ threshold).
+
+    Options (``stage_options["dedup"]``): ``min_cosine`` (None or above 1 disables the
+    embedding test), ``depth``.
+    """
+    options = request.options("dedup")
+    min_cosine = options.get("min_cosine", DEDUP_MIN_COSINE)
+    depth = int(options.get("depth", DEDUP_DEPTH))  # type: ignore[call-overload]
+    head, tail = fused[:depth], fused[depth:]
+    episodes = request.episodes([f.episode_id for f in head])
+    vectors: dict[str, np.ndarray] = {}
+    if min_cosine is not None and float(min_cosine) <= 1.0:  # type: ignore[arg-type]
+        vectors = request.store.vectors_for_hashes([e.content_hash for e in episodes.values()])
+    kept: list[Fused] = []
+    kept_hashes: set[str] = set()
+    kept_vectors: list[np.ndarray] = []
+    for f in head:
+        episode = episodes.get(f.episode_id)
+        if episode is None:
+            kept.append(f)
+            continue
+        if episode.content_hash in kept_hashes:
+            continue
+        vector = vectors.get(episode.content_hash)
+        if vector is not None and kept_vectors:
+            similarity = np.stack(kept_vectors) @ vector
+            if float(similarity.max()) >= float(min_cosine):  # type: ignore[arg-type]
+                continue
+        kept.append(f)
+        kept_hashes.add(episode.content_hash)
+        if vector is not None:
+            kept_vectors.append(vector)
+    return kept + tail
+
+
+def confidence(fused: list[Fused]) -> dict[str, float]:
+    """What the abstention rule looks at: the best dense cosine and the lexical hit count."""
+    cosines = [f.channels["dense"].score for f in fused if "dense" in f.channels]
+    return {
+        "top_cosine": max(cosines) if cosines else float("-inf"),
+        "lexical_hits": float(sum(1 for f in fused if "lexical" in f.channels)),
+    }
+
+
+def rejects(signals: dict[str, float], min_cosine: float, rule: str = "r1") -> bool:
+    """Whether the abstention rule rejects a search with these ``confidence`` signals."""
+    low = signals["top_cosine"] < min_cosine
+    if rule == "cosine":
+        return low
+    return low and signals["lexical_hits"] == 0
+
+
+def abstain(request: SearchRequest, fused: list[Fused]) -> list[Fused]:
+    """Return nothing when the search looks like a miss (MemX rule R1, or ``cosine``).
+
+    Options (``stage_options["abstain"]``): ``min_cosine``, ``rule`` ("r1" or "cosine").
+    """
+    options = request.options("abstain")
+    min_cosine = float(options.get("min_cosine", ABSTAIN_MIN_COSINE))  # type: ignore[arg-type]
+    rule = str(options.get("rule", "r1"))
+    if rule not in ("r1", "cosine"):
+        raise InvalidInputError(f"abstain rule must be 'r1' or 'cosine', not {rule!r}")
+    return [] if rejects(confidence(fused), min_cosine, rule) else fused
