@@ -18,9 +18,10 @@ from . import __version__
 from .bench.cli import bench
 from .cli_errors import errors, handled
 from .config import PRESETS, default_path
+from .context import DEFAULT_BUDGET_TOKENS
 from .errors import InvalidInputError
 from .memory import Memory
-from .types import Episode, Hit
+from .types import Context, Episode, Hit
 
 F = TypeVar("F", bound=Callable[..., Any])
 console = Console()
@@ -279,6 +280,83 @@ def search(
         errors.print("no results")
     else:
         console.print(_hits_table(hits, explain))
+
+
+def _context_json(context: Context) -> dict[str, Any]:
+    return {
+        "query": context.query,
+        "text": context.text,
+        "tokens": context.tokens,
+        "budget_tokens": context.budget_tokens,
+        "now": context.now.isoformat() if context.now else None,
+        "facts": [
+            {
+                "text": f.text,
+                "valid_at": f.valid_at.isoformat() if f.valid_at else None,
+                "source_episode_ids": list(f.source_episode_ids),
+            }
+            for f in context.facts
+        ],
+        "sessions": [
+            {
+                "session_id": s.session_id,
+                "started_at": s.started_at.isoformat() if s.started_at else None,
+                "lines": [
+                    {
+                        "episode_id": line.episode.id,
+                        "turn_index": line.episode.turn_index,
+                        "rank": line.rank,
+                        "score": line.score,
+                    }
+                    for line in s.lines
+                ],
+            }
+            for s in context.sessions
+        ],
+    }
+
+
+@main.command()
+@click.argument("query")
+@with_scope
+@click.option(
+    "--budget",
+    "budget_tokens",
+    type=int,
+    default=DEFAULT_BUDGET_TOKENS,
+    show_default=True,
+    help="Token budget of the context (WordPiece tokens).",
+)
+@click.option("--now", default=None, help="When the question is asked (ISO-8601; default now).")
+@click.option("--json", "as_json", is_flag=True, help="Print the context with provenance as JSON.")
+@click.pass_context
+def context(
+    ctx: click.Context,
+    query: str,
+    user_id: str | None,
+    agent_id: str | None,
+    session_id: str | None,
+    budget_tokens: int,
+    now: str | None,
+    as_json: bool,
+) -> None:
+    """Print a dated, token-budgeted context for QUERY, ready for a reader LLM."""
+    with handled():
+        memory = _open(ctx)
+        packed = memory.context(
+            query,
+            user_id=user_id,
+            agent_id=agent_id,
+            session_id=session_id,
+            budget_tokens=budget_tokens,
+            now=now,
+        )
+    if as_json:
+        click.echo(json.dumps(_context_json(packed), ensure_ascii=False, indent=2))
+    elif not packed.text:
+        errors.print("no context")
+    else:
+        click.echo(packed.text)
 
 
 @main.command()

