@@ -428,3 +428,43 @@ def report_command(results: Path, merge: tuple[Path, ...]) -> None:
     wide = console if console.is_terminal else Console(width=120)
     print_summary(summary, wide)
     console.print(f"results: {results}")
+
+
+@bench.command(name="abstention")
+@click.argument("results", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--config", "config", default="hybrid", show_default=True, help="Config to sweep.")
+@click.option(
+    "--thresholds",
+    default="0.0,0.1,0.15,0.2,0.25,0.3,0.35,0.4,0.45,0.5",
+    show_default=True,
+    help="Comma-separated best-cosine thresholds.",
+)
+@click.option(
+    "--rule",
+    type=click.Choice(["r1", "cosine"]),
+    default="r1",
+    show_default=True,
+    help="r1: reject when no lexical hit and cosine below τ (MemX); cosine: cosine alone.",
+)
+def abstention_command(results: Path, config: str, thresholds: str, rule: str) -> None:
+    """Sweep the abstention threshold over a finished run (no search is re-run)."""
+    import json
+
+    from .abstention import markdown, sweep
+    from .scoring import HEADLINE
+
+    try:
+        values = tuple(float(v) for v in thresholds.split(",") if v.strip())
+    except ValueError as exc:
+        raise click.BadParameter(f"--thresholds must be numbers, got {thresholds!r}") from exc
+    with handled():
+        summary = json.loads((results / "summary.json").read_text(encoding="utf-8"))
+        dataset = summary["dataset"]
+        with open(results / "records.jsonl", encoding="utf-8") as handle:
+            records = [json.loads(line) for line in handle]
+        metric = HEADLINE.get(dataset, ("recall@10",))[0]
+        try:
+            rows = sweep(records, config, values, dataset=dataset, rule=rule)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc)) from exc
+    click.echo(markdown(rows, metric, rule))
