@@ -124,11 +124,13 @@ def _render(
         started = min(u.episode.event_time for u in units)
         lines = [_header(first.session_id, started)]
         previous: int | None = None
+        shown = started
         for unit in units:
             turn = unit.episode.turn_index
             if previous is not None and turn is not None and turn > previous + 1:
                 lines.append(_GAP)
-            lines.append(_line(unit.episode, started))
+            lines.append(_line(unit.episode, shown))
+            shown = unit.episode.event_time
             previous = turn
         blocks.append("\n".join(lines))
         sessions.append(
@@ -164,17 +166,25 @@ def _day(when: datetime) -> str:
 
 def _header(session_id: str | None, started: datetime) -> str:
     name = f"Session {session_id}" if session_id else "No session"
-    return f"== {name} · {_day(started)} =="
+    return f"== {name} · {_day(started)} {started.strftime('%H:%M')} =="
 
 
-def _line(episode: Episode, session_start: datetime | None) -> str:
-    """``#turn [time] speaker: text``; the full date when it is not the session's day."""
+def _line(episode: Episode, previous: datetime) -> str:
+    """``#turn [time] speaker: text``.
+
+    The time is shown only when it moved on from the previous line (or the header):
+    ``[HH:MM]`` on the same day, the full date and time on another day.
+    """
     when = episode.event_time
-    same_day = session_start is not None and when.date() == session_start.date()
-    stamp = when.strftime("%H:%M") if same_day else when.strftime("%Y-%m-%d %H:%M")
+    if when.date() != previous.date():
+        stamp = f"[{when.strftime('%Y-%m-%d %H:%M')}] "
+    elif when.strftime("%H:%M") != previous.strftime("%H:%M"):
+        stamp = f"[{when.strftime('%H:%M')}] "
+    else:
+        stamp = ""
     turn = f"#{episode.turn_index} " if episode.turn_index is not None else ""
     who = episode.speaker or episode.role or "someone"
-    return f"{turn}[{stamp}] {who}: {episode.content}"
+    return f"{turn}{stamp}{who}: {episode.content}"
 
 
 def _fact_line(fact: ContextFact) -> str:

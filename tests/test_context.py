@@ -43,13 +43,33 @@ def test_context_groups_dated_sessions_in_order_with_turn_tags(memory: Memory) -
     context = memory.context("What did Ana adopt?", user_id="u", now=ASKED, budget_tokens=300)
     text = context.text
     assert text.startswith("Current date: 2023-06-01 (Thursday)")
-    assert "== Session s1 · 2023-05-08 (Monday) ==" in text
-    assert "#0 [13:56] Ana: Guess what, I adopted a puppy!" in text
+    assert "== Session s1 · 2023-05-08 (Monday) 13:56 ==" in text
+    assert "#0 Ana: Guess what, I adopted a puppy!" in text  # same minute as the header
     assert text.index("Session s1") < text.index("Session s2")  # chronological
     assert context.tokens <= 300 and context.budget_tokens == 300
     assert context.tokens == TokenCounter().count([text])[0]
     hits = [line for s in context.sessions for line in s.lines if line.rank is not None]
     assert hits and all(line.score is not None for line in hits)
+
+
+def test_times_are_shown_only_when_they_move_on(memory: Memory) -> None:
+    memory.add(
+        [
+            {"content": "Breakfast was pancakes", "event_time": "2023-05-08T08:00:00Z"},
+            {"content": "Lunch was ramen", "event_time": "2023-05-08T12:30:00Z"},
+            {"content": "Dinner was pancakes again", "event_time": "2023-05-09T19:00:00Z"},
+        ],
+        user_id="u",
+        session_id="meals",
+        speaker="Ana",
+    )
+    text = memory.context("what did Ana eat?", user_id="u").text
+    assert text.splitlines() == [
+        "== Session meals · 2023-05-08 (Monday) 08:00 ==",
+        "#0 Ana: Breakfast was pancakes",
+        "#1 [12:30] Ana: Lunch was ramen",
+        "#2 [2023-05-09 19:00] Ana: Dinner was pancakes again",
+    ]
 
 
 def test_the_best_hit_brings_its_neighbouring_turns(memory: Memory) -> None:
