@@ -148,6 +148,7 @@ class Memory:
             "vector_search": self._store.vector_backend,
             "lexical_search": self._store.lexical_backend,
             "search_channels": list(self.config.channels),
+            "search_stages": list(self.config.stages),
             "llm": None,
         }
 

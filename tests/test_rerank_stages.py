@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 
 import numpy as np
 import pytest
+from store_fixtures import postgres_schema_url_fixture  # noqa: F401  (registered fixture)
 
 from anamnesis import Memory, SearchConfig
 from anamnesis.config import PRESETS
@@ -160,3 +161,25 @@ def test_abstain_refuses_an_unknown_rule(db_path, embedder) -> None:
         mem.add(["hello"], user_id="u")
         with pytest.raises(InvalidInputError, match="abstain rule"):
             mem.search("hello", user_id="u")
+
+
+# -- both backends -----------------------------------------------------------------------------
+
+
+def test_stages_and_context_run_the_same_on_postgres(postgres_schema_url, embedder) -> None:
+    config = _with(("dedup", "memx", "surprise", "abstain"), abstain={"min_cosine": 0.3})
+    messages = [
+        {"content": "I love hiking in the Alps", "session_id": "s1"},
+        {"content": "I love hiking in the Alps", "session_id": "s1"},
+        {"content": "Jon joined my hiking club in March 2023", "session_id": "s1"},
+        {"content": "My sister Lena plays the cello", "session_id": "s2"},
+    ]
+    with Memory(url=postgres_schema_url, embedder=embedder, config=config) as mem:
+        mem.add(messages, user_id="u")
+        mem.add(["hiking secrets of another user"], user_id="other")
+        contents = [h.episode.content for h in mem.search("hiking", user_id="u")]
+        assert contents.count("I love hiking in the Alps") == 1
+        assert "hiking secrets of another user" not in contents
+        assert mem.search("quantum chromodynamics lattice", user_id="u") == []
+        context = mem.context("hiking club", user_id="u")
+        assert "Jon joined my hiking club" in context.text and "another user" not in context.text
