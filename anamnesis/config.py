@@ -64,6 +64,9 @@ PRESETS: dict[str, SearchConfig] = {
     "rerank-memx-raw": _HYBRID.with_(stages=("memx",), stage_options={"memx": {"semantic": "rrf"}}),
     "rerank-surprise": _HYBRID.with_(stages=("surprise",)),
     "rerank-dedup": _HYBRID.with_(stages=("dedup",)),
+    "rerank-dedup-global": _HYBRID.with_(
+        stages=("dedup",), stage_options={"dedup": {"scope": "all"}}
+    ),
     "rerank-abstain": _HYBRID.with_(stages=("abstain",)),
     "rerank-abstain-cosine": _HYBRID.with_(
         stages=("abstain",), stage_options={"abstain": {"rule": "cosine"}}

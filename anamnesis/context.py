@@ -5,7 +5,9 @@ question's date, then facts (when a facts layer supplies them), then conversatio
 excerpts grouped by session under a dated header, each line tagged with its turn
 number, in conversation order. What goes in is chosen by rank: the best hit first,
 each of the best ``neighbour_hits`` hits followed by its neighbouring turns (the
-answer often sits in the reply), skipping repeats, until the token budget is spent.
+answer often sits in the reply), skipping repeats within a session (a statement
+repeated in another session is a new dated event and stays), until the token budget is
+spent.
 Tokens are counted with the bundled WordPiece vocabulary (``anamnesis.tokens``) on the
 rendered text, headers included, so ``Context.tokens <= budget_tokens`` always holds.
 """
@@ -64,11 +66,11 @@ def assemble(
             used += cost
     chosen: list[_Unit] = []
     seen_ids: set[str] = set()
-    seen_text: set[str] = set()
+    seen_text: set[tuple[str | None, str]] = set()
     sessions: set[str | None] = set()
     for unit in _candidates(hits, neighbour_hits):
         episode = unit.episode
-        if episode.id in seen_ids or episode.content_hash in seen_text:
+        if episode.id in seen_ids or (episode.session_id, episode.content_hash) in seen_text:
             continue
         cost = _count(counter, _line(episode, episode.event_time)) + 1  # +1: a gap marker
         if episode.session_id not in sessions:
@@ -78,7 +80,7 @@ def assemble(
         used += cost
         chosen.append(unit)
         seen_ids.add(episode.id)
-        seen_text.add(episode.content_hash)
+        seen_text.add((episode.session_id, episode.content_hash))
         sessions.add(episode.session_id)
     while True:
         context = _render(query, now, preamble, kept_facts, chosen, budget_tokens, counter)

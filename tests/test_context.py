@@ -94,10 +94,11 @@ def test_a_tight_budget_keeps_the_best_hit_and_stays_within_it(memory: Memory) -
     ]
 
 
-def test_repeated_text_appears_once(memory: Memory) -> None:
+def test_repeated_text_appears_once_per_session(memory: Memory) -> None:
     memory.add(["I love hiking", "I love hiking", "Hiking is fun"], user_id="u", session_id="s")
+    memory.add(["I love hiking"], user_id="u", session_id="later")
     context = memory.context("hiking", user_id="u")
-    assert context.text.count("I love hiking") == 1
+    assert context.text.count("I love hiking") == 2  # once in s, once (a new event) later
     assert len(set(context.episode_ids)) == len(context.episode_ids)
 
 

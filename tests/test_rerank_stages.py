@@ -121,11 +121,25 @@ def test_dedup_keeps_the_best_of_repeated_statements(db_path, embedder) -> None:
                 "I love hiking in the Rocky Mountains with my brother",
             ],
             user_id="u",
+            session_id="s1",
         )
         contents = [h.episode.content for h in mem.search("hiking", user_id="u")]
     assert contents.count("I love hiking in the Alps") == 1
     assert "I love hiking in the Alps!" not in contents
     assert "I love hiking in the Rocky Mountains with my brother" in contents
+
+
+def test_a_repeat_in_another_session_is_kept_unless_scope_is_all(db_path, embedder) -> None:
+    messages = [
+        {"content": "I need new sandals with better straps", "session_id": "march"},
+        {"content": "I need new sandals with better straps!", "session_id": "june"},
+    ]
+    with Memory(path=db_path, embedder=embedder, config=_with(("dedup",))) as mem:
+        mem.add(messages, user_id="u")
+        assert len(mem.search("sandals", user_id="u")) == 2  # two dated events
+    config = _with(("dedup",), dedup={"scope": "all"})
+    with Memory(path=db_path, embedder=embedder, config=config) as mem:
+        assert len(mem.search("sandals", user_id="u")) == 1
 
 
 def test_dedup_by_hash_only_when_the_cosine_test_is_off(db_path, embedder) -> None:

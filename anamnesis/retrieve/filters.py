@@ -3,7 +3,11 @@
 *Dedup* keeps the best-ranked of episodes that say the same thing: equal content hash
 (same speaker, same text) or embedding cosine at or above ``min_cosine`` (0.97; the
 seeds use 0.95 (AgentOS) to 0.99 (Cognis)). It never groups by tags or metadata
-signatures, which MemX measured to cost 5 points of Hit@5 on untagged facts.
+signatures, which MemX measured to cost 5 points of Hit@5 on untagged facts. By default
+it only compares episodes of the same session: a statement repeated in another
+session is a new, dated event (LongMemEval labels such repeats as evidence, and
+collapsing them across sessions cost 7 points of turn recall_all@10 on a LongMemEval
+sample; BENCHMARKS.md). ``scope="all"`` compares across sessions too.
 
 *Abstain* returns no candidates when the search looks like a miss, MemX's rule R1
 (§3.6): the lexical channel found nothing **and** the best dense cosine is below
@@ -33,9 +37,12 @@ def dedup(request: SearchRequest, fused: list[Fused]) -> list[Fused]:
     """Drop candidates that repeat a better-ranked one (same hash, or cosine ≥ threshold).
 
     Options (``stage_options["dedup"]``): ``min_cosine`` (None or above 1 disables the
-    embedding test), ``depth``.
+    embedding test), ``scope`` ("session", the default, or "all"), ``depth``.
     """
     options = request.options("dedup")
+    scope = options.get("scope", "session")
+    if scope not in ("session", "all"):
+        raise InvalidInputError(f"dedup scope must be 'session' or 'all', not {scope!r}")
     min_cosine = options.get("min_cosine", DEDUP_MIN_COSINE)
     depth = int(options.get("depth", DEDUP_DEPTH))  # type: ignore[call-overload]
     head, tail = fused[:depth], fused[depth:]
@@ -44,24 +51,26 @@ def dedup(request: SearchRequest, fused: list[Fused]) -> list[Fused]:
     if min_cosine is not None and float(min_cosine) <= 1.0:  # type: ignore[arg-type]
         vectors = request.store.vectors_for_hashes([e.content_hash for e in episodes.values()])
     kept: list[Fused] = []
-    kept_hashes: set[str] = set()
-    kept_vectors: list[np.ndarray] = []
+    kept_hashes: set[tuple[str | None, str]] = set()
+    kept_vectors: dict[str | None, list[np.ndarray]] = {}
     for f in head:
         episode = episodes.get(f.episode_id)
         if episode is None:
             kept.append(f)
             continue
-        if episode.content_hash in kept_hashes:
+        group = episode.session_id if scope == "session" else None
+        if (group, episode.content_hash) in kept_hashes:
             continue
         vector = vectors.get(episode.content_hash)
-        if vector is not None and kept_vectors:
-            similarity = np.stack(kept_vectors) @ vector
+        earlier = kept_vectors.setdefault(group, [])
+        if vector is not None and earlier:
+            similarity = np.stack(earlier) @ vector
             if float(similarity.max()) >= float(min_cosine):  # type: ignore[arg-type]
                 continue
         kept.append(f)
-        kept_hashes.add(episode.content_hash)
+        kept_hashes.add((group, episode.content_hash))
         if vector is not None:
-            kept_vectors.append(vector)
+            earlier.append(vector)
     return kept + tail
 
 

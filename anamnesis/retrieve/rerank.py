@@ -55,7 +55,11 @@ NEUTRAL_IMPORTANCE = 0.5
 #: True Memory's surprise multiplier α (TM §4.1 Stage 9, TRUEMEMORY_ALPHA_SURPRISE).
 SURPRISE_ALPHA = 0.2
 #: How many preceding turns of the same session count as "already known" for surprise.
-SURPRISE_WINDOW = 5
+SURPRISE_WINDOW = 3
+#: How many of the best fused candidates the surprise factor rescores (each needs its
+#: preceding turns fetched and scanned: on LongMemEval's long turns 100 candidates with
+#: 5 turns each cost seconds per search).
+SURPRISE_DEPTH = 30
 #: How many of the best fused candidates the reranking stages rescore.
 RERANK_DEPTH = 100
 
@@ -182,11 +186,18 @@ def surprise_stage(request: SearchRequest, fused: list[Fused]) -> list[Fused]:
     options = request.options("surprise")
     alpha = float(options.get("alpha", SURPRISE_ALPHA))
     window = int(options.get("window", SURPRISE_WINDOW))
-    depth = int(options.get("depth", RERANK_DEPTH))
+    depth = int(options.get("depth", SURPRISE_DEPTH))
     head, tail = fused[:depth], fused[depth:]
     episodes = request.episodes([f.episode_id for f in head])
     anchored = list(episodes.values())
     before = request.store.neighbours(anchored, window) if window > 0 else {}
+    prints: dict[str, set[str]] = {}
+
+    def of(episode: Episode) -> set[str]:
+        if episode.id not in prints:
+            prints[episode.id] = fingerprints(episode.content)
+        return prints[episode.id]
+
     for f in head:
         episode = episodes.get(f.episode_id)
         if episode is None:
@@ -194,8 +205,9 @@ def surprise_stage(request: SearchRequest, fused: list[Fused]) -> list[Fused]:
         known: set[str] = set()
         for other in before.get(episode.id, ()):
             if (other.turn_index or 0) < (episode.turn_index or 0):
-                known |= fingerprints(other.content)
-        f.score *= 1.0 + alpha * surprise(episode.content, known)
+                known |= of(other)
+        new = of(episode)
+        f.score *= 1.0 + alpha * (len(new - known) / len(new) if new else 0.0)
     head.sort(key=lambda f: f.score, reverse=True)
     return _keep_order(head, tail)
 
