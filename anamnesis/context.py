@@ -27,6 +27,11 @@ DEFAULT_BUDGET_TOKENS = 2000
 #: How many of the best hits bring their neighbouring turns along by default. Chosen by
 #: the sweep in BENCHMARKS.md ("Context assembly") on LoCoMo evidence recall at 2k tokens.
 DEFAULT_NEIGHBOUR_HITS = 5
+#: A neighbouring turn longer than this many tokens is left out: it is context, not a
+#: ranked hit, and a long one (an assistant's essay) would displace several hits.
+#: Chosen by the sweep in BENCHMARKS.md ("Context assembly"); LoCoMo turns are far
+#: shorter, so it only acts on LongMemEval and BEAM.
+DEFAULT_NEIGHBOUR_MAX_TOKENS = 128
 #: Smallest budget that can hold a header and one short line.
 MIN_BUDGET_TOKENS = 32
 
@@ -49,8 +54,13 @@ def assemble(
     now: datetime | None = None,
     facts: Sequence[ContextFact] = (),
     neighbour_hits: int = DEFAULT_NEIGHBOUR_HITS,
+    neighbour_max_tokens: int | None = DEFAULT_NEIGHBOUR_MAX_TOKENS,
 ) -> Context:
-    """Pack ``facts`` and ``hits`` (best first, with their neighbours) into a Context."""
+    """Pack ``facts`` and ``hits`` (best first, with their neighbours) into a Context.
+
+    Each of the best ``neighbour_hits`` hits brings its neighbouring turns, except those
+    longer than ``neighbour_max_tokens`` (None: no limit).
+    """
     if not isinstance(budget_tokens, int) or budget_tokens < MIN_BUDGET_TOKENS:
         raise InvalidInputError(
             f"budget_tokens must be an integer of at least {MIN_BUDGET_TOKENS}, "
@@ -72,7 +82,11 @@ def assemble(
         episode = unit.episode
         if episode.id in seen_ids or (episode.session_id, episode.content_hash) in seen_text:
             continue
-        cost = _count(counter, _line(episode, episode.event_time)) + 1  # +1: a gap marker
+        line_tokens = _count(counter, _line(episode, episode.event_time))
+        if unit.rank is None and neighbour_max_tokens is not None:
+            if line_tokens > neighbour_max_tokens:
+                continue
+        cost = line_tokens + 1  # +1: a possible gap marker
         if episode.session_id not in sessions:
             cost += _count(counter, _header(episode.session_id, episode.event_time)) + 1
         if used + cost > budget_tokens:

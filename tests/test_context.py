@@ -150,3 +150,23 @@ def test_cli_context_prints_the_text(tmp_path, monkeypatch) -> None:
     assert "Pixel" in result.output
     as_json = runner.invoke(main, ["context", "what dog?", "--user", "u", "--json"])
     assert '"tokens"' in as_json.output and '"episode_id"' in as_json.output
+
+
+def test_long_neighbours_are_left_out(memory: Memory) -> None:
+    essay = "Here is a very long answer about sourdough starters. " * 30
+    memory.add(
+        [
+            {"role": "user", "content": "How do I keep my sourdough starter alive?"},
+            {"role": "assistant", "content": essay},
+            {"role": "user", "content": "Thanks, I named my starter Bubbles."},
+        ],
+        user_id="u",
+        session_id="s",
+    )
+    (hit,) = memory.search("named my starter Bubbles", user_id="u", limit=1)
+    assert hit.episode.content.startswith("Thanks")
+    counter = TokenCounter()
+    kept = assemble("q", [hit], counter=counter, neighbour_hits=1, neighbour_max_tokens=None)
+    trimmed = assemble("q", [hit], counter=counter, neighbour_hits=1, neighbour_max_tokens=128)
+    assert essay.strip() in kept.text
+    assert essay.strip() not in trimmed.text
