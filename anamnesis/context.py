@@ -31,7 +31,7 @@ DEFAULT_NEIGHBOUR_HITS = 5
 #: ranked hit, and a long one (an assistant's essay) would displace several hits.
 #: Chosen by the sweep in BENCHMARKS.md ("Context assembly"); LoCoMo turns are far
 #: shorter, so it only acts on LongMemEval and BEAM.
-DEFAULT_NEIGHBOUR_MAX_TOKENS = 128
+DEFAULT_NEIGHBOUR_MAX_TOKENS = 256
 #: Smallest budget that can hold a header and one short line.
 MIN_BUDGET_TOKENS = 32
 
