@@ -28,9 +28,12 @@ from .fusion import Fused
 DEDUP_MIN_COSINE = 0.97
 #: How many of the best candidates dedup compares (the rest pass through).
 DEDUP_DEPTH = 100
-#: Default abstention threshold on the best MiniLM cosine. Chosen by the threshold
-#: sweep in BENCHMARKS.md ("Abstention"): see there for what it costs on each dataset.
-ABSTAIN_MIN_COSINE = 0.25
+#: Default abstention threshold on the best MiniLM cosine: the largest value at which
+#: the cosine rule empties under 1% of answerable BEAM questions (sweep in BENCHMARKS.md,
+#: "Abstention"). No threshold separates answerable from unanswerable questions well on
+#: LoCoMo, LongMemEval or BEAM, and rule R1 never fires there (the OR-of-terms lexical
+#: channel always matches something), so the stage is off by default.
+ABSTAIN_MIN_COSINE = 0.30
 
 
 def dedup(request: SearchRequest, fused: list[Fused]) -> list[Fused]:
