@@ -4,14 +4,18 @@ A stage is a function ``(request, fused) -> fused`` registered in ``STAGES`` und
 the name that ``SearchConfig.stages`` lists; stages run in the configured order and
 read their settings from ``SearchConfig.stage_options[name]``.
 
-| stage | what it does | cost per search (10k episodes, one core) |
+| stage | what it does | CPU per search, 11k episodes |
 |---|---|---|
-| ``memx`` | MemX four-factor score, z-score + sigmoid (rerank.py) | ~1 ms |
-| ``surprise`` | True Memory ×(1 + 0.2·σ) novelty factor (rerank.py) | ~3 ms (one neighbour query) |
-| ``dedup`` | drop repeats: same hash or cosine ≥ 0.97 (filters.py) | ~1 ms |
-| ``abstain`` | empty result on a likely miss, MemX rule R1 (filters.py) | ~0 |
-| ``cross-encoder`` | a given cross-encoder over the top 30 (crossencoder.py) | 100+ ms; off |
-| ``ensemble-e5`` | e5-small rescoring of the top 20 (ensemble.py) | ~0.6 s cold; off |
+| ``memx`` | MemX four-factor score, z-score + sigmoid (rerank.py) | +2 ms |
+| ``surprise`` | True Memory ×(1 + 0.2·σ) novelty factor (rerank.py) | +18 ms |
+| ``dedup`` | drop same-session repeats: hash or cosine ≥ 0.97 (filters.py) | +6 ms |
+| ``abstain`` | empty result on a likely miss, MemX rule R1 (filters.py) | +2 ms |
+| ``cross-encoder`` | a given cross-encoder over the top 30 (crossencoder.py) | model-bound |
+| ``ensemble-e5`` | e5-small rescoring of the top 20 (ensemble.py) | ~60 ms/turn cold |
+
+Costs are CPU-time medians over 100 LoCoMo questions on a store of all LoCoMo and BEAM
+messages (hybrid alone: 25 ms); see BENCHMARKS.md ("Post-fusion stages"). None is on
+by default: none of the cheap ones improved recall on the benchmarks.
 """
 
 from __future__ import annotations
