@@ -51,7 +51,8 @@ _ASKS = {
     "order": r"\border\b|\bsequence\b|\bchronolog|\btimeline\b|\bwhich (?:came|happened) first\b",
 }
 _HISTORY = (
-    r"\bprevious(?:ly)?\b|\bused to\b|\bformer(?:ly)?\b|\bchang(?:e|ed|es|ing)\b|\bswitch(?:ed)?\b"
+    r"\bprevious(?:ly)?\b|\bused to\b|\bdid (?:i|you|we|he|she|they) use to\b"
+    r"|\bformer(?:ly)?\b|\bchang(?:e|ed|es|ing)\b|\bswitch(?:ed)?\b"
     r"|\bhistory\b|\bover time\b|\bover the years\b"
     r"|\bbefore (?:i|you|we) (?:got|had|switched|moved)\b"
     r"|\ball (?:the|of the|my)\b.*\b(?:i've|i have|i had|i've ever)\b"
