@@ -114,3 +114,20 @@ def test_chronological_orders_only_the_returned_hits_oldest_first(db_path, embed
         ]
         plain = memory.search("What did I do with the app?", user_id="u", limit=3)
         assert [h.score for h in plain] == sorted((h.score for h in plain), reverse=True)
+
+
+def test_spread_lets_order_questions_cover_more_days(db_path, embedder):
+    day_one = ["I worked on the app login", "I worked on the app menu", "I worked on the app icons"]
+    with Memory(path=db_path, embedder=embedder) as memory:
+        memory.add(day_one, event_time="2024-03-01T10:00:00Z", user_id="u")
+        memory.add("Later the app database", event_time="2024-03-05T10:00:00Z", user_id="u")
+        question = "In what order did I work on the app?"
+        plain = memory.search(question, user_id="u", limit=4)
+        assert len({h.episode.event_time.date() for h in plain[:3]}) == 1
+    config = PRESETS["hybrid"].with_(stages=("spread",))
+    with Memory(path=db_path, embedder=embedder, config=config) as memory:
+        spread = memory.search(question, user_id="u", limit=4)
+        assert len({h.episode.event_time.date() for h in spread[:3]}) == 2
+        assert [h.episode.id for h in memory.search("What did I work on?", user_id="u")][:1] == [
+            plain[0].episode.id
+        ]
