@@ -440,7 +440,10 @@ def resolve(text: str, said_at: datetime) -> list[TimeMention]:
     found: list[tuple[int, int, TimeMention]] = []
     for pattern, resolver in RULES:
         for match in pattern.finditer(text):
-            mention = resolver(match, said)
+            try:
+                mention = resolver(match, said)
+            except (ValueError, OverflowError):  # "6000 years ago": outside datetime's range
+                continue
             if mention is not None:
                 found.append((match.start(), match.end(), mention))
     found.sort(key=lambda item: (item[0], -(item[1] - item[0])))
