@@ -22,9 +22,9 @@ Stage = Callable[[SearchRequest, list[Fused]], list[Fused]]
 #: multiplicative, so it reorders near-ties but cannot lift an irrelevant episode
 #: over a strongly relevant one. Not tuned on the benchmarks.
 TIME_MATCH_BOOST = 1.3
-#: Multiplier for candidates that mention a time at all, when the question asks
-#: about time (when, how long, before/after, first/last, order) without naming one:
-#: the answer to "when did…" is in the turn that dates the event. Gentler than the
+#: Multiplier for candidates that mention a time at all, when the answer is a date or
+#: a span ("when…", "how long…", "how many days…"): the answer to "when did…" is in
+#: the turn that dates the event. Gentler than the
 #: match boost because a mention is weaker evidence than a matching date; chosen by
 #: hand (half of TIME_MATCH_BOOST's lift) and not tuned per question.
 DATED_BOOST = 1.15
@@ -48,9 +48,8 @@ def time_match(request: SearchRequest, fused: list[Fused]) -> list[Fused]:
 
 
 def dated(request: SearchRequest, fused: list[Fused]) -> list[Fused]:
-    """For questions about time, boost candidates whose text mentions a time."""
-    asks = set(request.analysis.time.asks) - {"range"}
-    if not asks or not fused:
+    """For "when" and "how long" questions, boost candidates whose text mentions a time."""
+    if not request.analysis.time.dating or not fused:
         return fused
     times = request.store.episode_times([f.episode_id for f in fused], request.scope)
     for candidate in fused:
@@ -60,7 +59,7 @@ def dated(request: SearchRequest, fused: list[Fused]) -> list[Fused]:
     return _rescored(fused)
 
 
-#: For order / first / last questions, each further candidate from the same day as
+#: For "in what order" questions, each further candidate from the same day as
 #: better-ranked ones is scaled by this factor once per such candidate, so the top of
 #: the list covers more of the timeline. Chosen by hand (a candidate's RRF score
 #: falls by about this much from rank 1 to rank 20) and not tuned per question.
@@ -68,14 +67,15 @@ SPREAD_DECAY = 0.8
 
 
 def spread(request: SearchRequest, fused: list[Fused]) -> list[Fused]:
-    """For order / first / last questions, favour candidates from different days.
+    """For "in what order…" questions, favour candidates from different days.
 
     An order question needs one event from each point of the timeline, and a list
     ranked by relevance alone tends to fill up with one conversation. Candidates are
     grouped by the calendar day of their event time; the n-th best of a day keeps
-    ``SPREAD_DECAY ** (n - 1)`` of its score.
+    ``SPREAD_DECAY ** (n - 1)`` of its score. "first" and "last" do not trigger it:
+    they are too often ordinals ("my first sprint") rather than the question.
     """
-    if not request.analysis.time.ordering or not fused:
+    if "order" not in request.analysis.time.asks or not fused:
         return fused
     times = request.store.episode_times([f.episode_id for f in fused], request.scope)
     seen: dict[object, int] = {}

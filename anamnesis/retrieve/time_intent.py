@@ -3,7 +3,8 @@
 ``time_intent(text, now)`` reports:
 
 - ``asks``: the kinds of temporal question it is: ``when`` ("when did…", "what
-  date…"), ``duration`` ("how long…", "how many days…"), ``before`` / ``after``,
+  date…"; not "what to do when it rains"), ``duration`` ("how long…", "how many
+  days…"), ``before`` / ``after``,
   ``first`` / ``last`` ("the first…", "most recently"), ``order`` ("in what order…",
   "timeline"), and ``range`` when it names a time ("in June", "two weeks ago");
 - ``history``: it asks how something was or changed ("previous", "used to", "all the
@@ -39,7 +40,8 @@ RANGE_SLACK = {
 }
 
 _ASKS = {
-    "when": r"\bwhen\b|\bwhat (?:date|day|time|year|month|week)\b|"
+    "when": r"^\W*when\b|\bwhen (?:did|do|does|was|were|is|are|will|would|has|have|had|can|could)\b"
+    r"|\bwhat (?:date|day|time|year|month|week)\b|"
     r"\bwhich (?:date|day|year|month|week)\b|\bin what (?:year|month)\b",
     "duration": r"\bhow (?:long|much time|many (?:days|weeks|months|years|hours|minutes|times))\b"
     r"|\b(?:days?|weeks?|months?|years?) (?:ago|passed|between|after|before|since)\b"
@@ -67,6 +69,8 @@ _CURRENT_PATTERN = re.compile(_CURRENT, re.IGNORECASE)
 
 #: Kinds of question whose answer is the order of events, not one event.
 ORDERING = frozenset({"order", "first", "last"})
+#: Kinds of question whose answer is a date or a span of time.
+DATING = frozenset({"when", "duration"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +109,11 @@ class TimeIntent:
     def ordering(self) -> bool:
         """Whether the answer is an order of events (order, first, last)."""
         return bool(ORDERING.intersection(self.asks))
+
+    @property
+    def dating(self) -> bool:
+        """Whether the answer is a date or a span of time (when, how long)."""
+        return bool(DATING.intersection(self.asks))
 
     @property
     def windows(self) -> list[tuple[datetime, datetime]]:
