@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from anamnesis import Memory, SearchConfig
+from anamnesis import Memory, Scope, SearchConfig
 from anamnesis.config import PRESETS
 
 MAY_8 = "2023-05-08T13:00:00+00:00"
@@ -131,3 +131,17 @@ def test_spread_lets_order_questions_cover_more_days(db_path, embedder):
         assert [h.episode.id for h in memory.search("What did I work on?", user_id="u")][:1] == [
             plain[0].episode.id
         ]
+
+
+def test_an_import_recomputes_time_mentions(tmp_path, embedder):
+    import io
+
+    with Memory(path=tmp_path / "a.db", embedder=embedder) as source:
+        (episode,) = source.add("We met yesterday", event_time=MAY_8, user_id="ana")
+        dump = io.StringIO()
+        source.export_jsonl(dump)
+    with Memory(path=tmp_path / "b.db", embedder=embedder) as target:
+        target.import_jsonl(dump.getvalue().splitlines())
+        times = target.store.episode_times([episode.id], Scope("ana"))
+        (mention,) = times[episode.id].mentions
+        assert mention.start == datetime(2023, 5, 7, tzinfo=UTC)
