@@ -65,6 +65,8 @@ CASES = [
     # LoCoMo turns
     ("Hey Joanna, check this out! I won my fourth video game tournament on Friday!",
      "2022-07-10", "on Friday", "2022-07-08", "2022-07-09", "day"),
+    ("So much since we talked! Last Fri I finally took my kids to a pottery workshop.",
+     "2023-07-15", "Last Fri", "2023-07-14", "2023-07-15", "day"),
     ("Last August I told you about my fun time at a charity event with Harry Potter trivia.",
      "2023-12-08", "Last August", "2023-08-01", "2023-09-01", "month"),
     ("Max and I had a blast on our camping trip last summer.",
