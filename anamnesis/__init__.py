@@ -15,6 +15,7 @@ from .errors import (
     StoreLockedError,
 )
 from .memory import Memory
+from .retrieve.analysis import QueryAnalysis
 from .store.base import Filters
 from .types import ChannelScore, DeleteCounts, Episode, EpisodeVersion, Hit, Page, Scope, Session
 
@@ -28,6 +29,7 @@ __all__ = [
     "EpisodeVersion",
     "Hit",
     "ChannelScore",
+    "QueryAnalysis",
     "Page",
     "Scope",
     "Session",

@@ -242,6 +242,7 @@ def _hit_json(hit: Hit) -> dict[str, Any]:
         "episode": _episode_json(hit.episode),
         "context": [_episode_json(e) for e in hit.context],
         "channels": {name: asdict(c) for name, c in hit.channels.items()},
+        "analysis": hit.analysis,
     }
 
 
@@ -251,6 +252,8 @@ def _hit_json(hit: Hit) -> dict[str, Any]:
 @click.option("--limit", "-n", default=10, show_default=True, help="How many results.")
 @click.option("--explain", is_flag=True, help="Show each channel's rank and score.")
 @click.option("--json", "as_json", is_flag=True, help="Print results as JSON.")
+@click.option("--now", default=None, help="When the question is asked (ISO time; default: now).")
+@click.option("--as-of", default=None, help="Search the memory as it stood then (ISO time).")
 @click.pass_context
 def search(
     ctx: click.Context,
@@ -261,6 +264,8 @@ def search(
     limit: int,
     explain: bool,
     as_json: bool,
+    now: str | None,
+    as_of: str | None,
 ) -> None:
     """Search memories for QUERY."""
     with handled():
@@ -272,6 +277,8 @@ def search(
             session_id=session_id,
             limit=limit,
             explain=explain or as_json,
+            now=now,
+            as_of=as_of,
         )
     if as_json:
         click.echo(json.dumps([_hit_json(h) for h in hits], ensure_ascii=False, indent=2))

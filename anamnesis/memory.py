@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import IO, Any
@@ -29,6 +30,7 @@ from .ingest.normalise import (
     parse_time,
     to_message,
 )
+from .retrieve.analysis import QueryAnalysis, analyse
 from .retrieve.pipeline import Retriever
 from .store.base import Filters, Store
 from .types import DeleteCounts, Episode, EpisodeVersion, Hit, Page, Scope, Session
@@ -399,18 +401,38 @@ class Memory:
         filters: Filters | Mapping[str, Any] | None = None,
         explain: bool = False,
         now: datetime | str | float | None = None,
+        as_of: datetime | str | float | None = None,
     ) -> list[Hit]:
         """The episodes that best answer ``query``, with their neighbouring turns.
 
-        ``now`` is when the question is asked (default: the present); relative time in
-        the question resolves against it. With ``explain=True`` each hit says how every
-        channel ranked it.
+        ``now`` is when the question is asked (default: ``as_of`` if given, else the
+        present); relative time in the question ("last week", "in June") resolves
+        against it. ``as_of`` searches the memory as it stood at that moment: episodes
+        recorded after it are invisible (``Filters.recorded_before``). With
+        ``explain=True`` each hit says how every channel ranked it and carries the
+        question's analysis (see ``analyse``).
         """
         query = check_text(query, "query")
         _check_limit(limit)
         scope = self._scope(user_id, agent_id, session_id)
-        when = parse_time(now, "now") if now is not None else None
-        return self._retriever.search(query, scope, to_filters(filters), limit, explain, when)
+        search_filters = to_filters(filters)
+        if as_of is not None:
+            search_filters = replace(search_filters, recorded_before=parse_time(as_of, "as_of"))
+        when = parse_time(now, "now") if now is not None else search_filters.recorded_before
+        return self._retriever.search(query, scope, search_filters, limit, explain, when)
+
+    def analyse(self, query: str, *, now: datetime | str | float | None = None) -> QueryAnalysis:
+        """How ``search`` reads ``query`` asked at ``now`` (default: the present).
+
+        The analysis holds the search terms, the reference time, and the temporal
+        reading: what kind of time question it is (``when``, ``duration``, ``before``,
+        ``after``, ``first``, ``last``, ``order``, ``range``), whether it asks about
+        history or the current state, and the time ranges it names, resolved against
+        ``now``. ``.to_dict()`` is JSON-friendly.
+        """
+        return analyse(
+            check_text(query, "query"), parse_time(now, "now") if now is not None else None
+        )
 
     def get(
         self,

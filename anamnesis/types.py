@@ -81,14 +81,17 @@ class ChannelScore:
 class Hit:
     """A search result: the episode, its fused score, and its neighbouring turns.
 
-    ``channels`` is filled when ``explain=True``: for each channel that proposed the
-    episode, its rank and raw score there.
+    ``channels`` and ``analysis`` are filled when ``explain=True``: for each channel
+    that proposed the episode, its rank and raw score there; and how the question was
+    read (``QueryAnalysis.to_dict()``: terms, reference time, temporal intents and
+    the time ranges it names), the same for every hit of one search.
     """
 
     episode: Episode
     score: float
     context: tuple[Episode, ...] = ()
     channels: dict[str, ChannelScore] = field(default_factory=dict)
+    analysis: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,12 +105,13 @@ class Page:
 
 @dataclass(frozen=True, slots=True)
 class DeleteCounts:
-    """What a delete removed, table by table."""
+    """What a delete removed, table by table (``times``: resolved time mentions)."""
 
     episodes: int = 0
     versions: int = 0
     vectors: int = 0
     sessions: int = 0
+    times: int = 0
 
     def __add__(self, other: DeleteCounts) -> DeleteCounts:
         return DeleteCounts(
@@ -115,4 +119,5 @@ class DeleteCounts:
             self.versions + other.versions,
             self.vectors + other.vectors,
             self.sessions + other.sessions,
+            self.times + other.times,
         )

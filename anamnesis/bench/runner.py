@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import IO, Any
 
@@ -233,13 +233,15 @@ def run_case(
     records = []
     qa_names = set(options.qa_configs or retrievers)
     qa_jobs: list[tuple[dict[str, Any], Any, str]] = []
+    conversation_end = case_end(case)
     for question in case.questions:
         filters = Filters()
         if options.as_of and question.asked_at is not None:
             filters = Filters(event_before=question.asked_at)
+        now = question.asked_at or conversation_end
         for name, retriever in retrievers.items():
             start = time.perf_counter()
-            hits = retriever.search(question.text, scope, filters, options.depth, False)
+            hits = retriever.search(question.text, scope, filters, options.depth, False, now)
             latency = time.perf_counter() - start
             keys, sessions, tokens, rows = _hit_rows(hits, key, counter)
             record = {
@@ -277,6 +279,16 @@ def run_case(
         _grade_all(grader, qa_jobs, case, options, output, progress)
     counter.clear()
     return output
+
+
+def case_end(case: Case) -> datetime | None:
+    """When a case's questions are asked if they carry no date: just after its last message.
+
+    LoCoMo and BEAM date their sessions but not their questions, which are asked once
+    the conversation is over.
+    """
+    times = [m["event_time"] for m in case.messages if m.get("event_time") is not None]
+    return max(times) + timedelta(seconds=1) if times else None
 
 
 def _grade_all(

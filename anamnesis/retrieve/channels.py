@@ -30,6 +30,9 @@ class SearchRequest:
     store: Store
     embedder: Embedder
     config: SearchConfig
+    #: How many hits the caller will keep (stages that reorder only the returned
+    #: hits, such as ``chronological``, read it); None when unknown.
+    limit: int | None = None
     _vector: np.ndarray | None = field(default=None, repr=False)
 
     @property
@@ -55,8 +58,24 @@ def dense(request: SearchRequest, limit: int) -> list[Candidate]:
     return request.store.dense_search(request.query_vector, request.scope, request.filters, limit)
 
 
+def temporal(request: SearchRequest, limit: int) -> list[Candidate]:
+    """Episodes dated in, or mentioning, a time the question names, by similarity.
+
+    "What did I do two weeks ago?" finds the episodes of that week (or that say
+    "on the 3rd" of it) even when they share no word with the question. Proposes
+    nothing when the question names no time.
+    """
+    windows = request.analysis.time.windows
+    if not windows:
+        return []
+    return request.store.time_search(
+        request.query_vector, windows, request.scope, request.filters, limit
+    )
+
+
 #: Every channel a configuration may name.
 CHANNELS: dict[str, Channel] = {
     "lexical": lexical,
     "dense": dense,
+    "temporal": temporal,
 }

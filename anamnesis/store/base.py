@@ -16,6 +16,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from ..types import DeleteCounts, Episode, EpisodeVersion, Scope, Session
+from .episode_times import EpisodeTimes, TimeRange
 
 #: The schema version this code writes. Migrations move older stores forward.
 SCHEMA_VERSION = 1
@@ -185,6 +186,25 @@ class Store(Protocol):
         self, vector: np.ndarray, scope: Scope, filters: Filters, limit: int
     ) -> list[Candidate]:
         """Episodes by cosine similarity to ``vector``, best first."""
+        ...
+
+    def time_search(
+        self,
+        vector: np.ndarray,
+        ranges: Sequence[TimeRange],
+        scope: Scope,
+        filters: Filters,
+        limit: int,
+    ) -> list[Candidate]:
+        """Episodes that happened in, or mention a time overlapping, one of ``ranges``.
+
+        Ranked by cosine similarity to ``vector``, best first: the question's words
+        need not appear in them.
+        """
+        ...
+
+    def episode_times(self, episode_ids: Sequence[str], scope: Scope) -> dict[str, EpisodeTimes]:
+        """Event time and resolved time mentions of each episode in scope, by id."""
         ...
 
     def iter_episodes(self, batch_size: int = 1000) -> Iterator[tuple[Episode, np.ndarray | None]]:

@@ -34,9 +34,11 @@ from ..errors import (
     StoreError,
     StoreLockedError,
 )
+from ..ingest.timeparse import TimeMention
 from ..types import DeleteCounts, Episode, EpisodeVersion, Scope, Session
 from . import postgres_search
 from .base import Candidate, Filters
+from .episode_times import EpisodeTimes, TimeRange
 from .postgres_lexical import (
     count_episodes,
     count_replacement,
@@ -56,7 +58,9 @@ from .postgres_schema import (
     MIGRATION_LOCK,
     MIGRATIONS,
     embedding_index,
+    insert_times,
     scope_vector_index,
+    time_rows,
 )
 from .postgres_vector import register_vector
 
@@ -171,8 +175,11 @@ class PostgresStore:
                         f"knows up to {LATEST}. Upgrade Anamnesis to open it."
                     )
                 for version in range(current + 1, LATEST + 1):
-                    for statement in MIGRATIONS[version](self.dim):
-                        conn.execute(statement)  # type: ignore[arg-type]
+                    for step in MIGRATIONS[version](self.dim):
+                        if isinstance(step, str):
+                            conn.execute(step)  # type: ignore[arg-type]
+                        else:
+                            step(conn)
                 if current < LATEST:
                     conn.execute(
                         """INSERT INTO meta (key, value) VALUES
@@ -387,6 +394,10 @@ class PostgresStore:
                         "changed_at) VALUES (%s, %s, %s, %s, %s)",
                         version_rows,
                     )
+            insert_times(
+                conn,
+                [t for e in episodes for t in time_rows(e.id, e.user_id, e.content, e.event_time)],
+            )
             if rows:
                 count_episodes(conn, "e.id = ANY(%s)", [[e.id for e in episodes]], 1)
 
@@ -439,12 +450,16 @@ class PostgresStore:
         where, params = scope_sql(scope)
         with self._transaction() as conn:
             row = conn.execute(
-                f"SELECT e.rowid, e.version FROM episodes e WHERE e.id = %s AND {where} FOR UPDATE",
-                [episode_id, *params],
+                f"SELECT e.rowid, e.version, e.user_id, e.event_time, e.content = %s "
+                f"FROM episodes e WHERE e.id = %s AND {where} FOR UPDATE",
+                [content, episode_id, *params],
             ).fetchone()
             if row is None:
                 raise NotFoundError(f"no episode {episode_id!r} in this scope")
-            rowid, version = row
+            rowid, version, user_id, event_time, unchanged = row
+            if not unchanged:
+                conn.execute("DELETE FROM episode_times WHERE episode_id = %s", (episode_id,))
+                insert_times(conn, time_rows(episode_id, user_id, content, event_time))
             # The old text leaves the BM25 statistics and the new one enters, in one change.
             count_replacement(conn, rowid, content)
             conn.execute(
@@ -479,14 +494,18 @@ class PostgresStore:
                     RETURNING e.id, e.embedding IS NOT NULL AS had_vector),
                 gone_versions AS (
                     DELETE FROM episode_versions v USING gone WHERE v.episode_id = gone.id
+                    RETURNING 1),
+                gone_times AS (
+                    DELETE FROM episode_times t USING gone WHERE t.episode_id = gone.id
                     RETURNING 1)
                 SELECT (SELECT count(*) FROM gone),
                        (SELECT count(*) FROM gone_versions),
-                       (SELECT count(*) FROM gone WHERE had_vector)""",
+                       (SELECT count(*) FROM gone WHERE had_vector),
+                       (SELECT count(*) FROM gone_times)""",
             params,
         ).fetchone()
         assert row is not None
-        return DeleteCounts(episodes=row[0], versions=row[1], vectors=row[2])
+        return DeleteCounts(episodes=row[0], versions=row[1], vectors=row[2], times=row[3])
 
     def delete_episode(self, episode_id: str, scope: Scope) -> DeleteCounts:
         where, params = scope_sql(scope)
@@ -645,6 +664,43 @@ class PostgresStore:
         """
         with self._transaction() as conn:
             return postgres_search.dense_search(conn, vector, scope, filters, limit)
+
+    def time_search(
+        self,
+        vector: np.ndarray,
+        ranges: Sequence[TimeRange],
+        scope: Scope,
+        filters: Filters,
+        limit: int,
+    ) -> list[Candidate]:
+        """Episodes dated in, or mentioning a time overlapping, one of ``ranges``, by cosine.
+
+        See ``postgres_search.time_search``.
+        """
+        with self._transaction() as conn:
+            return postgres_search.time_search(conn, vector, ranges, scope, filters, limit)
+
+    def episode_times(self, episode_ids: Sequence[str], scope: Scope) -> dict[str, EpisodeTimes]:
+        if not episode_ids:
+            return {}
+        where, params = scope_sql(scope)
+        with self._transaction() as conn:
+            rows = conn.execute(
+                f"""SELECT e.id, e.event_time, t.start_time, t.end_time, t.granularity,
+                           t.expression
+                    FROM episodes e LEFT JOIN episode_times t ON t.episode_id = e.id
+                    WHERE e.id = ANY(%s) AND {where} ORDER BY e.id, t.position""",
+                [list(episode_ids), *params],
+            ).fetchall()
+        found: dict[str, tuple[datetime, list[TimeMention]]] = {}
+        for row in rows:
+            entry = found.setdefault(row[0], (row[1], []))
+            if row[2] is not None:
+                entry[1].append(TimeMention(row[5], row[2], row[3], row[4]))
+        return {
+            episode_id: EpisodeTimes(event_time, tuple(mentions))
+            for episode_id, (event_time, mentions) in found.items()
+        }
 
     def iter_episodes(self, batch_size: int = 1000) -> Iterator[tuple[Episode, np.ndarray | None]]:
         last = 0

@@ -9,17 +9,62 @@ so a scope filter and a vector ordering can be served by one table scan or index
 Two small tables, ``text_corpus`` and ``text_lexemes``, hold the corpus statistics
 that BM25 needs (see ``postgres_lexical``).
 
-Each migration is a function of the embedding dimension that returns statements
-moving a store from version N-1 to N. They run in one transaction under
-``MIGRATION_LOCK``, so several workers starting at once apply them exactly once.
+Each migration is a function of the embedding dimension that returns the steps
+moving a store from version N-1 to N: SQL statements, or functions of the connection
+for what SQL cannot compute (resolving the time expressions of stored episodes). They
+run in one transaction under ``MIGRATION_LOCK``, so several workers starting at once
+apply them exactly once.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any
+
+import psycopg
 
 from . import postgres_lexical
+from .episode_times import mentions_of
 from .postgres_lexical import TEXT_SEARCH_CONFIG
+
+Step = str | Callable[[psycopg.Connection[Any]], None]
+
+INSERT_TIMES = (
+    "INSERT INTO episode_times (episode_id, position, user_id, start_time, end_time, "
+    "granularity, expression) VALUES (%s, %s, %s, %s, %s, %s, %s)"
+)
+
+
+def time_rows(episode_id: str, user_id: str, content: str, event_time: datetime) -> list[tuple]:
+    """The ``episode_times`` rows of one episode."""
+    return [
+        (episode_id, position, user_id, m.start, m.end, m.granularity, m.expression)
+        for position, m in enumerate(mentions_of(content, event_time))
+    ]
+
+
+def insert_times(conn: psycopg.Connection[Any], rows: Sequence[tuple]) -> None:
+    """Write ``episode_times`` rows."""
+    if rows:
+        with conn.cursor() as cur:
+            cur.executemany(INSERT_TIMES, rows)
+
+
+def backfill_times(conn: psycopg.Connection[Any]) -> None:
+    """Resolve the time expressions of every stored episode (stores older than version 3)."""
+    last = 0
+    while True:
+        rows = conn.execute(
+            "SELECT rowid, id, user_id, content, event_time FROM episodes "
+            "WHERE rowid > %s ORDER BY rowid LIMIT 5000",
+            (last,),
+        ).fetchall()
+        if not rows:
+            return
+        insert_times(conn, [t for row in rows for t in time_rows(*row[1:])])
+        last = rows[-1][0]
+
 
 #: pg_advisory_xact_lock key that serialises migrations (and CREATE EXTENSION) across
 #: every process connected to the database. The value is arbitrary but fixed: it is
@@ -128,6 +173,27 @@ def _v2(dim: int) -> list[str]:
     return postgres_lexical.migration()
 
 
-MIGRATIONS: dict[int, Callable[[int], list[str]]] = {1: _v1, 2: _v2}
+def _v3(dim: int) -> list[Step]:
+    # The times each episode's text mentions (see episode_times), keyed by episode id
+    # (the store writes episodes without reading back their rowids). user_id repeats
+    # the episode's so a scoped range query is one index range; scope is still
+    # checked on the episodes row it joins.
+    return [
+        """CREATE TABLE episode_times (
+            episode_id  text NOT NULL,
+            position    integer NOT NULL,
+            user_id     text NOT NULL,
+            start_time  timestamptz NOT NULL,
+            end_time    timestamptz NOT NULL,
+            granularity text NOT NULL,
+            expression  text NOT NULL,
+            PRIMARY KEY (episode_id, position)
+        )""",
+        "CREATE INDEX episode_times_range ON episode_times (user_id, start_time, end_time)",
+        backfill_times,
+    ]
+
+
+MIGRATIONS: dict[int, Callable[[int], Sequence[Step]]] = {1: _v1, 2: _v2, 3: _v3}
 
 LATEST = max(MIGRATIONS)

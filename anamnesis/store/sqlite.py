@@ -26,10 +26,12 @@ from ..errors import (
     StoreError,
     StoreLockedError,
 )
+from ..ingest.timeparse import TimeMention
 from ..types import DeleteCounts, Episode, EpisodeVersion, Scope, Session
 from .base import Candidate, Filters
 from .dense_index import DenseIndex
-from .sqlite_schema import LATEST, MIGRATIONS
+from .episode_times import EpisodeTimes, TimeRange
+from .sqlite_schema import INSERT_TIMES, LATEST, MIGRATIONS, time_rows
 from .sqlite_sql import (
     EPISODE_COLUMNS,
     episode_from_row,
@@ -157,8 +159,11 @@ class SQLiteStore:
             return
         with self._write() as conn:
             for version in range(current + 1, LATEST + 1):
-                for statement in MIGRATIONS[version]:
-                    conn.execute(statement)
+                for step in MIGRATIONS[version]:
+                    if isinstance(step, str):
+                        conn.execute(step)
+                    else:
+                        step(conn)
             conn.execute(
                 "INSERT OR REPLACE INTO meta (key, value) VALUES ('application', ?)",
                 (APPLICATION_MARK,),
@@ -265,6 +270,15 @@ class SQLiteStore:
                     "INSERT INTO vectors (episode_rowid, embedding) VALUES (?, ?)",
                     (cursor.lastrowid, vector.tobytes()),
                 )
+                conn.executemany(
+                    INSERT_TIMES,
+                    time_rows(
+                        cursor.lastrowid,  # type: ignore[arg-type]
+                        episode.user_id,
+                        episode.content,
+                        to_epoch(episode.event_time),
+                    ),
+                )
             conn.executemany(
                 "INSERT INTO episode_versions (episode_id, version, content, metadata, "
                 "changed_at) VALUES (?, ?, ?, ?, ?)",
@@ -336,13 +350,13 @@ class SQLiteStore:
         where, params = scope_sql(scope, by_key=True)
         with self._write() as conn:
             row = conn.execute(
-                f"SELECT e.rowid, e.content, e.metadata, e.version FROM episodes e "
-                f"WHERE e.id = ? AND {where}",
+                f"SELECT e.rowid, e.content, e.metadata, e.version, e.user_id, e.event_time "
+                f"FROM episodes e WHERE e.id = ? AND {where}",
                 [episode_id, *params],
             ).fetchone()
             if row is None:
                 raise NotFoundError(f"no episode {episode_id!r} in this scope")
-            rowid, old_content, old_metadata, version = row
+            rowid, old_content, old_metadata, version, user_id, event_time = row
             conn.execute(
                 "INSERT INTO episode_versions (episode_id, version, content, metadata, "
                 "changed_at) VALUES (?, ?, ?, ?, ?)",
@@ -359,6 +373,9 @@ class SQLiteStore:
                     rowid,
                 ),
             )
+            if content != old_content:
+                conn.execute("DELETE FROM episode_times WHERE episode_rowid = ?", (rowid,))
+                conn.executemany(INSERT_TIMES, time_rows(rowid, user_id, content, event_time))
             if vector is not None:
                 conn.execute(
                     "UPDATE vectors SET embedding = ? WHERE episode_rowid = ?",
@@ -378,6 +395,11 @@ class SQLiteStore:
             f"(SELECT e.rowid FROM episodes e WHERE {where})",
             params,
         ).fetchone()[0]
+        times = conn.execute(
+            f"SELECT COUNT(*) FROM episode_times WHERE episode_rowid IN "
+            f"(SELECT e.rowid FROM episodes e WHERE {where})",
+            params,
+        ).fetchone()[0]
         versions = 0
         for start in range(0, len(ids), 500):
             chunk = ids[start : start + 500]
@@ -385,10 +407,10 @@ class SQLiteStore:
             versions += conn.execute(
                 f"DELETE FROM episode_versions WHERE episode_id IN ({marks})", chunk
             ).rowcount
-        # The delete trigger removes each episode's FTS entry and vector row.
+        # Delete triggers remove each episode's FTS entry, vector row and time mentions.
         episodes = conn.execute(f"DELETE FROM episodes AS e WHERE {where}", params).rowcount
         self._bump_epoch(conn)
-        return DeleteCounts(episodes=episodes, versions=versions, vectors=vectors)
+        return DeleteCounts(episodes=episodes, versions=versions, vectors=vectors, times=times)
 
     def delete_episode(self, episode_id: str, scope: Scope) -> DeleteCounts:
         where, params = scope_sql(scope, by_key=True)
@@ -559,36 +581,102 @@ class SQLiteStore:
             if not filters.is_empty():
                 where, params = scope_sql(scope)
                 extra, extra_params = filters_sql(filters)
-                allowed = np.fromiter(
-                    (
-                        r[0]
-                        for r in self._conn.execute(
-                            f"SELECT e.rowid FROM episodes e WHERE {where} AND {extra}",
-                            [*params, *extra_params],
-                        )
-                    ),
-                    dtype=np.int64,
+                allowed = self._rowids(
+                    f"SELECT e.rowid FROM episodes e WHERE {where} AND {extra}",
+                    [*params, *extra_params],
                 )
-            pairs = self._dense.search(
-                vector,
-                user_id=scope.user_id,
-                agent_id=scope.agent_id,
-                session_id=scope.session_id,
-                allowed_rowids=allowed,
-                limit=limit,
-            )
-            if not pairs:
-                return []
-            # Map rowids back to ids, re-checking scope in SQL.
-            where, params = scope_sql(scope, by_key=True)
-            marks = ",".join("?" * len(pairs))
-            ids = dict(
-                self._conn.execute(
-                    f"SELECT e.rowid, e.id FROM episodes e WHERE e.rowid IN ({marks}) AND {where}",
-                    [*(p[0] for p in pairs), *params],
-                ).fetchall()
-            )
+            return self._dense_ranked(vector, scope, allowed, limit)
+
+    def _rowids(self, sql: str, params: Sequence[Any]) -> np.ndarray:
+        return np.fromiter((r[0] for r in self._conn.execute(sql, params)), dtype=np.int64)
+
+    def _dense_ranked(
+        self, vector: np.ndarray, scope: Scope, allowed: np.ndarray | None, limit: int
+    ) -> list[Candidate]:
+        """Rank the scope's vectors (only ``allowed`` rowids, when given) by cosine."""
+        pairs = self._dense.search(
+            vector,
+            user_id=scope.user_id,
+            agent_id=scope.agent_id,
+            session_id=scope.session_id,
+            allowed_rowids=allowed,
+            limit=limit,
+        )
+        if not pairs:
+            return []
+        # Map rowids back to ids, re-checking scope in SQL.
+        where, params = scope_sql(scope, by_key=True)
+        marks = ",".join("?" * len(pairs))
+        ids = dict(
+            self._conn.execute(
+                f"SELECT e.rowid, e.id FROM episodes e WHERE e.rowid IN ({marks}) AND {where}",
+                [*(p[0] for p in pairs), *params],
+            ).fetchall()
+        )
         return [Candidate(ids[rowid], score) for rowid, score in pairs if rowid in ids]
+
+    def time_search(
+        self,
+        vector: np.ndarray,
+        ranges: Sequence[TimeRange],
+        scope: Scope,
+        filters: Filters,
+        limit: int,
+    ) -> list[Candidate]:
+        if not ranges or limit <= 0:
+            return []
+        where, params = scope_sql(scope)
+        extra, extra_params = filters_sql(filters)
+        own = " OR ".join("(e.event_time >= ? AND e.event_time < ?)" for _ in ranges)
+        mentioned = " OR ".join("(t.start_time < ? AND t.end_time > ?)" for _ in ranges)
+        own_params = [to_epoch(moment) for r in ranges for moment in r]
+        mentioned_params = [to_epoch(moment) for start, end in ranges for moment in (end, start)]
+        with self._lock:
+            self._refresh_dense()
+            allowed = self._rowids(
+                f"""SELECT e.rowid FROM episodes e WHERE {where} AND {extra} AND ({own})
+                    UNION
+                    SELECT e.rowid FROM episode_times t
+                    JOIN episodes e ON e.rowid = t.episode_rowid
+                    WHERE t.user_id = ? AND ({mentioned}) AND {where} AND {extra}""",
+                [
+                    *params,
+                    *extra_params,
+                    *own_params,
+                    scope.user_id,
+                    *mentioned_params,
+                    *params,
+                    *extra_params,
+                ],
+            )
+            if not len(allowed):
+                return []
+            return self._dense_ranked(vector, scope, allowed, limit)
+
+    def episode_times(self, episode_ids: Sequence[str], scope: Scope) -> dict[str, EpisodeTimes]:
+        if not episode_ids:
+            return {}
+        where, params = scope_sql(scope, by_key=True)
+        found: dict[str, tuple[float, list[TimeMention]]] = {}
+        for start in range(0, len(episode_ids), 500):
+            chunk = list(episode_ids[start : start + 500])
+            marks = ",".join("?" * len(chunk))
+            for row in self._read(
+                f"""SELECT e.id, e.event_time, t.start_time, t.end_time, t.granularity,
+                           t.expression
+                    FROM episodes e LEFT JOIN episode_times t ON t.episode_rowid = e.rowid
+                    WHERE e.id IN ({marks}) AND {where} ORDER BY e.id, t.position""",
+                [*chunk, *params],
+            ):
+                entry = found.setdefault(row[0], (row[1], []))
+                if row[2] is not None:
+                    entry[1].append(
+                        TimeMention(row[5], from_epoch(row[2]), from_epoch(row[3]), row[4])
+                    )
+        return {
+            episode_id: EpisodeTimes(from_epoch(event_time), tuple(mentions))
+            for episode_id, (event_time, mentions) in found.items()
+        }
 
     def iter_episodes(self, batch_size: int = 1000) -> Iterator[tuple[Episode, np.ndarray | None]]:
         last = 0
