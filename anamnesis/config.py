@@ -53,4 +53,9 @@ PRESETS: dict[str, SearchConfig] = {
     "bm25": SearchConfig(channels=("lexical",)),
     "dense": SearchConfig(channels=("dense",)),
     "hybrid": SearchConfig(),
+    # hybrid plus the bi-temporal fact layer (needs Memory.consolidate to have run).
+    "facts": SearchConfig(
+        channels=("lexical", "dense", "facts"),
+        weights={"lexical": 1.0, "dense": 1.0, "facts": 1.0},
+    ),
 }

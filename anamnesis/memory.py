@@ -18,6 +18,7 @@ import numpy as np
 from .config import DEFAULT_USER, URL_ENV, SearchConfig, default_path
 from .embed import Embedder, get_embedder
 from .errors import AnamnesisError, EmbedderMismatchError, InvalidInputError
+from .facts.types import ConsolidationReport
 from .ingest.normalise import (
     Message,
     check_id,
@@ -29,9 +30,10 @@ from .ingest.normalise import (
     parse_time,
     to_message,
 )
+from .llm import ChatClient
 from .retrieve.pipeline import Retriever
-from .store.base import Filters, Store
-from .types import DeleteCounts, Episode, EpisodeVersion, Hit, Page, Scope, Session
+from .store.base import FactQuery, Filters, Store, fact_scope
+from .types import DeleteCounts, Episode, EpisodeVersion, Fact, Hit, Page, Scope, Session
 
 #: Messages embedded and written per transaction by ``add_many``.
 WRITE_BATCH = 512
@@ -66,6 +68,8 @@ class Memory:
     ``reindex=True``, which re-embeds every episode from its stored text.
     ``warm=True`` loads the model and the vector index in a background thread at open,
     so the first search is fast; pass False for short-lived processes that only write.
+    ``llm`` is an optional OpenAI-compatible client for fact extraction and ambiguous
+    conflicts (``"env"``: configured from ``ANAMNESIS_LLM_*``); None uses rules only.
     """
 
     def __init__(
@@ -78,8 +82,14 @@ class Memory:
         user_id: str = DEFAULT_USER,
         reindex: bool = False,
         warm: bool = True,
+        llm: ChatClient | str | None = None,
     ) -> None:
         self.default_user = check_id(user_id, "user_id", required=True) or DEFAULT_USER
+        if isinstance(llm, str):
+            if llm != "env":
+                raise InvalidInputError("llm must be a ChatClient, 'env' or None")
+            llm = ChatClient.from_env()
+        self.llm = llm
         self._embedder = get_embedder(embedder)
         self._store = _open_store(path, url, self._embedder.dim)
         self.config = config or SearchConfig()
@@ -132,7 +142,8 @@ class Memory:
             "vector_search": self._store.vector_backend,
             "lexical_search": self._store.lexical_backend,
             "search_channels": list(self.config.channels),
-            "llm": None,
+            "llm": self.llm.model if self.llm is not None else None,
+            "fact_extractor": "llm" if self.llm is not None else "rules",
         }
 
     def _check_embedder(self, reindex: bool) -> None:
@@ -383,6 +394,11 @@ class Memory:
                 flush()
         if batch:
             flush()
+        facts = [fact for fact, _ in self._store.iter_facts()]
+        for start in range(0, len(facts), WRITE_BATCH):
+            chunk = facts[start : start + WRITE_BATCH]
+            vectors = self._embedder.embed_documents([f.text for f in chunk])
+            self._store.replace_fact_vectors({f.id: v for f, v in zip(chunk, vectors, strict=True)})
         self._store.set_meta("embedder_name", self._embedder.name)
         self._store.set_meta("embedder_dim", str(self._embedder.dim))
         return done
@@ -477,6 +493,99 @@ class Memory:
         """Counts and sizes for one user, or for the whole store when ``user_id`` is None."""
         scope = Scope(check_id(user_id, "user_id")) if user_id is not None else None
         return {**self._store.stats(scope), "embedder": self._embedder.name}
+
+    # -- facts ---------------------------------------------------------------------------------
+    def consolidate(
+        self,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        session_id: str | None = None,
+        limit: int | None = None,
+        extractor: str | None = None,
+    ) -> ConsolidationReport:
+        """Extract facts from the scope's episodes that no consolidation has read yet.
+
+        Runs the LLM extractor when the Memory has an LLM, else the rule extractor
+        (``extractor="rules"`` or ``"llm"`` chooses). A new value of a single-valued
+        fact supersedes the old one, which is kept. ``limit`` caps the episodes read.
+        """
+        from .facts.consolidate import consolidate
+
+        if limit is not None and (not isinstance(limit, int) or limit < 1):
+            raise InvalidInputError("limit must be a positive integer or None")
+        return consolidate(
+            self._store,
+            self._embedder,
+            self._scope(user_id, agent_id, session_id),
+            llm=self.llm,
+            extractor=extractor,  # type: ignore[arg-type]
+            limit=limit,
+        )
+
+    def facts(
+        self,
+        *,
+        subject: str | None = None,
+        predicate: str | None = None,
+        as_of: datetime | str | float | None = None,
+        include_superseded: bool = False,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        limit: int = 100,
+    ) -> list[Fact]:
+        """Facts of the scope, per slot the newest value first.
+
+        By default only facts standing at ``as_of`` (default: now): recorded by then,
+        not withdrawn, begun and not replaced. ``include_superseded=True`` also
+        returns the values they replaced. ``subject`` matches the user's aliases
+        ("user" and their name, once known).
+        """
+        _check_limit(limit)
+        scope = fact_scope(self._scope(user_id, agent_id, None))
+        when = parse_time(as_of, "as_of") if as_of is not None else None
+        return self._store.find_facts(
+            scope,
+            FactQuery(
+                subjects=self._aliases(scope, subject) if subject is not None else (),
+                predicate=predicate,
+                as_of=when,
+                include_superseded=include_superseded,
+                limit=limit,
+            ),
+        )
+
+    def fact_history(
+        self,
+        *,
+        subject: str = "user",
+        predicate: str,
+        as_of: datetime | str | float | None = None,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+    ) -> list[Fact]:
+        """Every value a slot has held, oldest first ("what were all my previous jobs?").
+
+        The chain follows supersession: each fact names the one it replaced.
+        """
+        from .facts.search import history
+
+        scope = fact_scope(self._scope(user_id, agent_id, None))
+        when = parse_time(as_of, "as_of") if as_of is not None else None
+        return history(self._store, scope, self._aliases(scope, subject), predicate, when)
+
+    def _aliases(self, scope: Scope, subject: str) -> tuple[str, ...]:
+        """``subject`` and the names it goes by: the user is ``"user"`` and their name."""
+        subject = check_text(subject, "subject")
+        names = {
+            f.object
+            for f in self._store.find_facts(
+                scope, FactQuery(subjects=("user",), predicate="name", include_superseded=True)
+            )
+        }
+        if subject == "user" or subject in names:
+            return tuple(sorted({subject, "user", *names}))
+        return (subject,)
 
     # -- portability ---------------------------------------------------------------------------
     def export_jsonl(self, out: IO[str], *, user_id: str | None = None) -> int:

@@ -74,6 +74,7 @@ class Retriever:
                 score=f.score,
                 context=context.get(f.episode_id, ()),
                 channels=f.channels if explain else {},
+                facts=tuple(request.facts.get(f.episode_id, ())),
             )
             for f in fused
             if f.episode_id in by_id

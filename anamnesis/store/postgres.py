@@ -37,6 +37,7 @@ from ..errors import (
 from ..types import DeleteCounts, Episode, EpisodeVersion, Scope, Session
 from . import postgres_search
 from .base import Candidate, Filters
+from .postgres_facts import PostgresFacts
 from .postgres_lexical import (
     count_episodes,
     count_replacement,
@@ -56,6 +57,7 @@ from .postgres_schema import (
     MIGRATION_LOCK,
     MIGRATIONS,
     embedding_index,
+    pending,
     scope_vector_index,
 )
 from .postgres_vector import register_vector
@@ -78,7 +80,7 @@ def _redact(url: str) -> str:
     return re.sub(r"(://[^:/@]+):[^@/]*@", r"\1:***@", url)
 
 
-class PostgresStore:
+class PostgresStore(PostgresFacts):
     """A Store backed by a PostgreSQL database with the pgvector extension."""
 
     backend = "postgres"
@@ -170,7 +172,7 @@ class PostgresStore:
                         f"{_redact(self.url)} has schema version {current}; this Anamnesis "
                         f"knows up to {LATEST}. Upgrade Anamnesis to open it."
                     )
-                for version in range(current + 1, LATEST + 1):
+                for version in pending(current):
                     for statement in MIGRATIONS[version](self.dim):
                         conn.execute(statement)  # type: ignore[arg-type]
                 if current < LATEST:
@@ -472,6 +474,7 @@ class PostgresStore:
     def _delete_where(conn: psycopg.Connection[Any], where: str, params: list[Any]) -> DeleteCounts:
         # Rows first, then the statistics: the lock order of every other write.
         conn.execute(f"SELECT 1 FROM episodes e WHERE {where} FOR UPDATE", params)
+        facts = PostgresFacts._facts.forget_episodes(conn, where, params)
         count_episodes(conn, where, params, -1)
         row = conn.execute(
             f"""WITH gone AS (
@@ -486,7 +489,7 @@ class PostgresStore:
             params,
         ).fetchone()
         assert row is not None
-        return DeleteCounts(episodes=row[0], versions=row[1], vectors=row[2])
+        return DeleteCounts(episodes=row[0], versions=row[1], vectors=row[2], facts=facts)
 
     def delete_episode(self, episode_id: str, scope: Scope) -> DeleteCounts:
         where, params = scope_sql(scope)
@@ -509,7 +512,10 @@ class PostgresStore:
             sessions = conn.execute(
                 f"DELETE FROM sessions s WHERE {session_where}", session_params
             ).rowcount
-        return counts + DeleteCounts(sessions=sessions)
+            facts = 0
+            if scope.session_id is None:
+                facts = self._facts.delete_scope_facts(conn, scope)
+        return counts + DeleteCounts(sessions=sessions, facts=facts)
 
     def replace_vectors(self, vectors: dict[str, np.ndarray]) -> None:
         if not vectors:
@@ -543,10 +549,11 @@ class PostgresStore:
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
         conn.execute("DROP INDEX IF EXISTS episodes_embedding")
         conn.execute("DROP INDEX IF EXISTS episodes_scope_vectors")
-        conn.execute(
-            f"ALTER TABLE episodes ALTER COLUMN embedding TYPE vector({int(dim)}) "  # type: ignore[arg-type]
-            "USING NULL"
-        )
+        for table in ("episodes", "facts"):
+            conn.execute(
+                f"ALTER TABLE {table} ALTER COLUMN embedding TYPE vector({int(dim)}) "  # type: ignore[arg-type]
+                "USING NULL"
+            )
         for statement in [*embedding_index(dim), *scope_vector_index(dim)]:
             conn.execute(statement)  # type: ignore[arg-type]
         conn.execute(

@@ -29,7 +29,9 @@ from ..errors import (
 from ..types import DeleteCounts, Episode, EpisodeVersion, Scope, Session
 from .base import Candidate, Filters
 from .dense_index import DenseIndex
+from .sqlite_facts import SQLiteFacts
 from .sqlite_schema import LATEST, MIGRATIONS
+from .sqlite_schema import pending as pending_migrations
 from .sqlite_sql import (
     EPISODE_COLUMNS,
     episode_from_row,
@@ -47,7 +49,7 @@ DEFAULT_BUSY_TIMEOUT = 10.0
 APPLICATION_MARK = "anamnesis"
 
 
-class SQLiteStore:
+class SQLiteStore(SQLiteFacts):
     """A Store backed by one SQLite file."""
 
     backend = "sqlite"
@@ -156,7 +158,7 @@ class SQLiteStore:
         if current == LATEST:
             return
         with self._write() as conn:
-            for version in range(current + 1, LATEST + 1):
+            for version in pending_migrations(current):
                 for statement in MIGRATIONS[version]:
                     conn.execute(statement)
             conn.execute(
@@ -373,6 +375,7 @@ class SQLiteStore:
         ids = [r[0] for r in conn.execute(f"SELECT e.id FROM episodes e WHERE {where}", params)]
         if not ids:
             return DeleteCounts()
+        facts = self._facts.forget_episodes(conn, where, params)
         vectors = conn.execute(
             f"SELECT COUNT(*) FROM vectors WHERE episode_rowid IN "
             f"(SELECT e.rowid FROM episodes e WHERE {where})",
@@ -388,7 +391,7 @@ class SQLiteStore:
         # The delete trigger removes each episode's FTS entry and vector row.
         episodes = conn.execute(f"DELETE FROM episodes AS e WHERE {where}", params).rowcount
         self._bump_epoch(conn)
-        return DeleteCounts(episodes=episodes, versions=versions, vectors=vectors)
+        return DeleteCounts(episodes=episodes, versions=versions, vectors=vectors, facts=facts)
 
     def delete_episode(self, episode_id: str, scope: Scope) -> DeleteCounts:
         where, params = scope_sql(scope, by_key=True)
@@ -411,7 +414,10 @@ class SQLiteStore:
             sessions = conn.execute(
                 f"DELETE FROM sessions AS s WHERE {session_where}", session_params
             ).rowcount
-        return counts + DeleteCounts(sessions=sessions)
+            facts = 0
+            if scope.session_id is None:
+                facts = self._facts.delete_scope_facts(conn, scope)
+        return counts + DeleteCounts(sessions=sessions, facts=facts)
 
     def replace_vectors(self, vectors: dict[str, np.ndarray]) -> None:
         with self._write() as conn:
