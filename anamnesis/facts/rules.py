@@ -32,20 +32,23 @@ RULE_CONFIDENCE = 0.8
 USER = "user"
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
-# Where an object ends: punctuation, or a word that starts a new clause or a time.
-_BOUNDARY = re.compile(
-    r"\s+(?:and|but|because|so|which|who|that|since|while|when|where|if|as|for|with|from|by|"
-    r"at|on|in|to|during|after|before|until|last|yesterday|today|tonight|tomorrow|this|next|"
-    r"ago|now|recently|lately|anymore|too|again|though|although|or|than|these|every|each|"
-    r"right|soon|already|around|about|like|(?:a|one|two|three|four|five|six|a few|several|"
-    r"\d+)\s+(?:days?|weeks?|months?|years?))\b.*$",
-    re.IGNORECASE,
+# Where an object ends. A clause word or a time expression ends every object; a
+# preposition also ends a name-like object (a place, an employer: "Denver for work").
+_CLAUSE = (
+    r"and|but|because|so|which|who|that|since|while|when|where|if|though|although|or|than|"
+    r"yesterday|today|tonight|tomorrow|last|this|next|ago|now|recently|lately|anymore|again|"
+    r"already|soon|right now|these days|every|each|"
+    r"(?:a|one|two|three|four|five|six|a few|few|several|\d+)\s+(?:days?|weeks?|months?|years?)"
 )
+_PREPOSITION = r"as|for|with|from|by|at|on|in|to|during|after|before|until|around|about|like"
+_CLAUSE_END = re.compile(rf"\s+(?:{_CLAUSE})\b.*$", re.IGNORECASE)
+_NAME_END = re.compile(rf"\s+(?:{_CLAUSE}|{_PREPOSITION}|too|these)\b.*$", re.IGNORECASE)
 _DEICTIC = re.compile(
     r"^(?:that|it|this|these|those|them|you|your|how|what|when|where|why|who|which|"
     r"to hear|hearing|the way|the idea|the sound|the thought|the fact|doing that|"
     r"something|anything|everything|nothing|one|some|all|both|him|her|me|myself|yourself|"
-    r"us|being|getting|having|having to|if|seeing|knowing|spending)\b",
+    r"us|being|getting|having|having to|if|seeing|knowing|spending|going|doing|working|"
+    r"is|was|are|were|not|so|very|really|too|more|most|there|here)\b",
     re.IGNORECASE,
 )
 _NAME = r"(?P<name>[A-Z][a-zA-Z'’-]+(?:\s[A-Z][a-zA-Z'’-]+)?)"
@@ -70,30 +73,41 @@ class Rule:
     build: Callable[[re.Match[str]], tuple[str, str] | None]
 
 
-def _clean(value: str) -> str | None:
-    """The object of a match: cut at a clause boundary, trimmed, capped; None if empty
+def _clean(value: str, end: re.Pattern[str] = _NAME_END) -> str | None:
+    """The object of a match: cut where ``end`` matches, trimmed, capped; None if empty
     or deictic."""
-    value = _BOUNDARY.sub("", " " + value.strip()).strip()
-    words = value.split()
+    value = re.split(r"\s[-–—]\s", value)[0]
+    value = end.sub("", " " + value.strip()).strip()
+    words = value.split()[:MAX_OBJECT_WORDS]
+    while words and re.fullmatch(_PREPOSITION + "|the|a|an|my|of", words[-1], re.IGNORECASE):
+        words.pop()
     if not words:
         return None
-    value = " ".join(words[:MAX_OBJECT_WORDS]).strip(" '’-")
+    value = " ".join(words).strip(" '’-")
     if not value or _DEICTIC.match(value) or not normalise_value(value):
         return None
     return value
 
 
 def _name(value: str) -> str | None:
+    value = re.sub(r"['’]s$", "", value)
     first = value.split()[0]
     return None if first in _NOT_NAMES else value
 
 
-def _simple(predicate: str) -> Callable[[re.Match[str]], tuple[str, str] | None]:
+def _simple(
+    predicate: str, end: re.Pattern[str] = _NAME_END
+) -> Callable[[re.Match[str]], tuple[str, str] | None]:
     def build(match: re.Match[str]) -> tuple[str, str] | None:
-        obj = _clean(match.group("obj"))
+        obj = _clean(match.group("obj"), end)
         return (predicate, obj) if obj else None
 
     return build
+
+
+def _phrase(predicate: str) -> Callable[[re.Match[str]], tuple[str, str] | None]:
+    """An object that is a phrase ("going for walks"): only clause words end it."""
+    return _simple(predicate, _CLAUSE_END)
 
 
 def _named(predicate: str) -> Callable[[re.Match[str]], tuple[str, str] | None]:
@@ -207,35 +221,40 @@ RULES: tuple[Rule, ...] = (
     _rule(rf"(?i:\bmy\s+(?:new\s+)?){_PETS}(?:,)?\s+{_NAME}\b", _pet),
     _rule(rf"(?i:\bmy\s+){_PETS}(?i:(?:'s|’s)\s+name\s+is)\s+{_NAME}", _pet),
     _rule(
-        rf"{_I}\s+(?i:{_LEAD})?(?i:bought|purchased|got|ordered|picked up)\s+"
-        rf"(?i:myself\s+)?(?P<obj>(?i:a|an|my|the)\s+(?i:new\s+)?[^,.;:!?()\"\n]+)",
+        rf"{_I}\s+(?i:{_LEAD})?(?i:bought|purchased|ordered|picked up)\s+"
+        rf"(?i:myself\s+)?(?P<obj>(?i:a|an|my|the|some)\s+[^,.;:!?()\"\n]+)",
+        _simple("owns"),
+    ),
+    _rule(
+        rf"{_I}\s+(?i:{_LEAD})?(?i:got)\s+(?i:myself\s+)?"
+        rf"(?P<obj>(?i:a|an|my|the)\s+(?i:new)\s+[^,.;:!?()\"\n]+)",
         _simple("owns"),
     ),
     # preferences
     _rule(
-        rf"(?i:\bmy\s+(?:all-time\s+|new\s+|absolute\s+)?fav(?:ou)?rite)\s+(?P<cat>[a-zA-Z ]+?)"
+        rf"(?i:\bmy\s+(?:all-time\s+|new\s+|absolute\s+)?fav(?:ou|o)rite)\s+(?P<cat>[a-zA-Z ]+?)"
         rf"\s+(?i:is|are|has to be|would be|right now is|these days is)\s+{_OBJ}",
         _favourite,
     ),
     _rule(
-        rf"(?i:\bmy\s+(?:all-time\s+|new\s+|absolute\s+)?fav(?:ou)?rite)\s+(?P<cat>[a-zA-Z ]+?),\s+"
+        rf"(?i:\bmy\s+(?:all-time\s+|new\s+|absolute\s+)?fav(?:ou|o)rite)\s+(?P<cat>[a-zA-Z ]+?),\s+"
         rf"{_OBJ}",
         _favourite,
     ),
     _rule(
         rf"{_I}\s+(?i:really\s+|absolutely\s+|totally\s+|also\s+|just\s+)?(?i:love|like|enjoy|adore)"
         rf"\s+{_OBJ}",
-        _simple("likes"),
+        _phrase("likes"),
     ),
     _rule(
         rf"{_IM}\s+(?i:{_LEAD})?(?i:obsessed with|into|hooked on|a big fan of|a huge fan of)"
         rf"\s+{_OBJ}",
-        _simple("likes"),
+        _phrase("likes"),
     ),
     _rule(
         rf"{_I}\s+(?i:really\s+)?(?i:hate|dislike|can't stand|can’t stand|don't like|don’t like)"
         rf"\s+{_OBJ}",
-        _simple("dislikes"),
+        _phrase("dislikes"),
     ),
     # plans
     _rule(
@@ -265,6 +284,19 @@ RULES: tuple[Rule, ...] = (
 #: Predicates whose date is the event's, so a time expression in the sentence dates it.
 _DATED = frozenset({"visited", "attended", "started", "finished", "owns", "pet", "lives_in",
                     "works_at", "job"})  # fmt: skip
+
+
+def _shared_subject(sentence: str, start: int) -> bool:
+    """True for "Max and I love ..." or "My wife and I moved ...": the statement is not
+    about the speaker alone. "My name is Ana and I work ..." joins two clauses instead:
+    what precedes "and" there holds a verb."""
+    before = sentence[:start]
+    if not re.search(r"\band\s+$", before, re.IGNORECASE):
+        return False
+    phrase = re.split(r"[,;:]", before)[-1].split()[:-1]
+    return len(phrase) <= 3 and not any(
+        w.lower() in ("is", "am", "are", "was", "were", "i", "i'm") for w in phrase
+    )
 
 
 def sentences(text: str) -> list[str]:
@@ -316,6 +348,8 @@ class RuleExtractor:
         mentions = None
         for rule in RULES:
             for match in rule.pattern.finditer(sentence):
+                if _shared_subject(sentence, match.start()):
+                    continue
                 built = rule.build(match)
                 if built is None:
                     continue
