@@ -237,8 +237,8 @@ RULES: tuple[Rule, ...] = (
         _favourite,
     ),
     _rule(
-        rf"(?i:\bmy\s+(?:all-time\s+|new\s+|absolute\s+)?fav(?:ou|o)rite)\s+(?P<cat>[a-zA-Z ]+?),\s+"
-        rf"{_OBJ}",
+        rf"(?i:\bmy\s+(?:all-time\s+|new\s+|absolute\s+)?fav(?:ou|o)rite)\s+"
+        rf"(?P<cat>[a-zA-Z ]+?),\s+{_OBJ}",
         _favourite,
     ),
     _rule(
