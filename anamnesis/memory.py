@@ -18,6 +18,7 @@ import numpy as np
 from .config import DEFAULT_USER, URL_ENV, SearchConfig, default_path
 from .embed import Embedder, get_embedder
 from .errors import AnamnesisError, EmbedderMismatchError, InvalidInputError
+from .facts.predicates import embedding_text as fact_embedding_text
 from .facts.types import ConsolidationReport
 from .ingest.normalise import (
     Message,
@@ -397,7 +398,7 @@ class Memory:
         facts = [fact for fact, _ in self._store.iter_facts()]
         for start in range(0, len(facts), WRITE_BATCH):
             chunk = facts[start : start + WRITE_BATCH]
-            vectors = self._embedder.embed_documents([f.text for f in chunk])
+            vectors = self._embedder.embed_documents([fact_embedding_text(f) for f in chunk])
             self._store.replace_fact_vectors({f.id: v for f, v in zip(chunk, vectors, strict=True)})
         self._store.set_meta("embedder_name", self._embedder.name)
         self._store.set_meta("embedder_dim", str(self._embedder.dim))

@@ -25,6 +25,7 @@ import numpy as np
 
 from .embed.base import Embedder
 from .errors import InvalidInputError
+from .facts.predicates import embedding_text as fact_embedding_text
 from .ingest.normalise import embedding_text
 from .store.base import FactChanges, Store
 from .types import Episode, EpisodeVersion, Fact, Scope, Session
@@ -301,7 +302,9 @@ def _import_facts(
             missing = [i for i, (_, v) in enumerate(chunk) if v is None]
             vectors = [v for _, v in chunk]
             if missing:
-                fresh = embedder.embed_documents([chunk[i][0].text for i in missing])
+                fresh = embedder.embed_documents(
+                    [fact_embedding_text(chunk[i][0]) for i in missing]
+                )
                 for i, vector in zip(missing, fresh, strict=True):
                     vectors[i] = vector
             store.write_facts(

@@ -21,15 +21,13 @@ from dataclasses import dataclass
 
 from ..ingest.timeparse import resolve
 from ..types import Episode
-from .predicates import RELATIONS, fact_text, normalise_value
+from .predicates import RELATIONS, USER, fact_text, normalise_value
 from .types import Draft
 
 #: Longest object kept, in words; longer captures are cut (a fact is one short value).
 MAX_OBJECT_WORDS = 6
 #: Confidence given to rule-extracted facts: a pattern match is strong but literal.
 RULE_CONFIDENCE = 0.8
-#: Subject of first-person statements when the episode names no speaker.
-USER = "user"
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 # Where an object ends. A clause word or a time expression ends every object; a
@@ -227,7 +225,7 @@ RULES: tuple[Rule, ...] = (
     ),
     _rule(
         rf"{_I}\s+(?i:{_LEAD})?(?i:got)\s+(?i:myself\s+)?"
-        rf"(?P<obj>(?i:a|an|my|the)\s+(?i:new)\s+[^,.;:!?()\"\n]+)",
+        rf"(?P<obj>(?i:a|an|my|the)\s+(?i:new)\s+(?!(?i:job|role|position)\b)[^,.;:!?()\"\n]+)",
         _simple("owns"),
     ),
     # preferences
