@@ -19,7 +19,6 @@ from .config import DEFAULT_USER, URL_ENV, SearchConfig, default_path
 from .embed import Embedder, get_embedder
 from .errors import AnamnesisError, EmbedderMismatchError, InvalidInputError
 from .facts.predicates import embedding_text as fact_embedding_text
-from .facts.types import ConsolidationReport
 from .ingest.normalise import (
     Message,
     check_id,
@@ -32,9 +31,10 @@ from .ingest.normalise import (
     to_message,
 )
 from .llm import ChatClient
+from .memory_facts import FactVerbs
 from .retrieve.pipeline import Retriever
-from .store.base import FactQuery, Filters, Store, fact_scope
-from .types import DeleteCounts, Episode, EpisodeVersion, Fact, Hit, Page, Scope, Session
+from .store.base import Filters, Store
+from .types import DeleteCounts, Episode, EpisodeVersion, Hit, Page, Scope, Session
 
 #: Messages embedded and written per transaction by ``add_many``.
 WRITE_BATCH = 512
@@ -55,7 +55,7 @@ def _open_store(path: str | os.PathLike[str] | None, url: str | None, dim: int) 
     return SQLiteStore(Path(path) if path is not None else default_path(), dim=dim)
 
 
-class Memory:
+class Memory(FactVerbs):
     """Long-term memory for an agent: verbatim episodes with hybrid recall.
 
     >>> with Memory(path="agent.db") as memory:                      # doctest: +SKIP
@@ -494,99 +494,6 @@ class Memory:
         """Counts and sizes for one user, or for the whole store when ``user_id`` is None."""
         scope = Scope(check_id(user_id, "user_id")) if user_id is not None else None
         return {**self._store.stats(scope), "embedder": self._embedder.name}
-
-    # -- facts ---------------------------------------------------------------------------------
-    def consolidate(
-        self,
-        *,
-        user_id: str | None = None,
-        agent_id: str | None = None,
-        session_id: str | None = None,
-        limit: int | None = None,
-        extractor: str | None = None,
-    ) -> ConsolidationReport:
-        """Extract facts from the scope's episodes that no consolidation has read yet.
-
-        Runs the LLM extractor when the Memory has an LLM, else the rule extractor
-        (``extractor="rules"`` or ``"llm"`` chooses). A new value of a single-valued
-        fact supersedes the old one, which is kept. ``limit`` caps the episodes read.
-        """
-        from .facts.consolidate import consolidate
-
-        if limit is not None and (not isinstance(limit, int) or limit < 1):
-            raise InvalidInputError("limit must be a positive integer or None")
-        return consolidate(
-            self._store,
-            self._embedder,
-            self._scope(user_id, agent_id, session_id),
-            llm=self.llm,
-            extractor=extractor,  # type: ignore[arg-type]
-            limit=limit,
-        )
-
-    def facts(
-        self,
-        *,
-        subject: str | None = None,
-        predicate: str | None = None,
-        as_of: datetime | str | float | None = None,
-        include_superseded: bool = False,
-        user_id: str | None = None,
-        agent_id: str | None = None,
-        limit: int = 100,
-    ) -> list[Fact]:
-        """Facts of the scope, per slot the newest value first.
-
-        By default only facts standing at ``as_of`` (default: now): recorded by then,
-        not withdrawn, begun and not replaced. ``include_superseded=True`` also
-        returns the values they replaced. ``subject`` matches the user's aliases
-        ("user" and their name, once known).
-        """
-        _check_limit(limit)
-        scope = fact_scope(self._scope(user_id, agent_id, None))
-        when = parse_time(as_of, "as_of") if as_of is not None else None
-        return self._store.find_facts(
-            scope,
-            FactQuery(
-                subjects=self._aliases(scope, subject) if subject is not None else (),
-                predicate=predicate,
-                as_of=when,
-                include_superseded=include_superseded,
-                limit=limit,
-            ),
-        )
-
-    def fact_history(
-        self,
-        *,
-        subject: str = "user",
-        predicate: str,
-        as_of: datetime | str | float | None = None,
-        user_id: str | None = None,
-        agent_id: str | None = None,
-    ) -> list[Fact]:
-        """Every value a slot has held, oldest first ("what were all my previous jobs?").
-
-        The chain follows supersession: each fact names the one it replaced.
-        """
-        from .facts.search import history
-
-        scope = fact_scope(self._scope(user_id, agent_id, None))
-        when = parse_time(as_of, "as_of") if as_of is not None else None
-        return history(self._store, scope, self._aliases(scope, subject), predicate, when)
-
-    def _aliases(self, scope: Scope, subject: str) -> tuple[str, ...]:
-        """``subject`` and the names it goes by: the user is ``"user"`` and their name."""
-        subject = check_text(subject, "subject")
-        names = {
-            f.object
-            for f in self._store.find_facts(
-                scope, FactQuery(subjects=("user",), predicate="name", include_superseded=True)
-            )
-        }
-        if subject == "user" or subject in names:
-            return tuple(sorted({subject, "user", *names}))
-        return (subject,)
 
     # -- portability ---------------------------------------------------------------------------
     def export_jsonl(self, out: IO[str], *, user_id: str | None = None) -> int:

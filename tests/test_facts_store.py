@@ -248,3 +248,40 @@ def test_iter_facts_and_vector_replacement(store):
     assert set(vectors) == {"f_boston", "f_denver"}
     assert np.allclose(vectors["f_boston"], fresh)
     assert store.existing_fact_ids(["f_boston", "nope"]) == {"f_boston"}
+
+
+def test_stats_count_facts(store):
+    boston_then_denver(store)
+    assert (store.stats(ALICE)["facts"], store.stats(ALICE)["current_facts"]) == (2, 1)
+    assert store.stats(BOB)["facts"] == 0
+
+
+def test_migrations_skip_numbers_that_do_not_exist(monkeypatch):
+    """Branches reserve migration numbers; a gap must not stop a store from opening."""
+    from anamnesis.store import postgres_schema, sqlite_schema
+
+    for schema in (sqlite_schema, postgres_schema):
+        monkeypatch.setattr(schema, "MIGRATIONS", {1: [], 3: [], 4: []})
+        assert schema.pending(0) == [1, 3, 4]
+        assert schema.pending(1) == [3, 4]
+        assert schema.pending(4) == []
+
+
+def test_a_version_one_sqlite_store_upgrades_to_the_fact_tables(tmp_path):
+    import sqlite3
+
+    from anamnesis.store.sqlite import SQLiteStore
+    from anamnesis.store.sqlite_schema import LATEST, MIGRATIONS
+
+    conn = sqlite3.connect(tmp_path / "old.db")
+    for statement in MIGRATIONS[1]:
+        conn.execute(statement)
+    conn.execute("INSERT INTO meta VALUES ('application', 'anamnesis'), ('schema_version', '1')")
+    conn.commit()
+    conn.close()
+    store = SQLiteStore(tmp_path / "old.db", dim=16)
+    try:
+        assert store.get_meta("schema_version") == str(LATEST)
+        assert store.find_facts(ALICE, FactQuery()) == []
+    finally:
+        store.close()

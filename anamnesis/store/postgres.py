@@ -36,7 +36,7 @@ from ..errors import (
 )
 from ..types import DeleteCounts, Episode, EpisodeVersion, Scope, Session
 from . import postgres_search
-from .base import Candidate, Filters
+from .base import Candidate, Filters, fact_scope
 from .postgres_facts import PostgresFacts
 from .postgres_lexical import (
     count_episodes,
@@ -702,9 +702,17 @@ class PostgresStore(PostgresFacts):
                 f"WHERE {where}",
                 params,
             ).fetchone()[0]  # type: ignore[index]
+            fact_where, fact_params = (
+                ("TRUE", []) if scope is None else scope_sql(fact_scope(scope), "f")
+            )
+            facts, current = conn.execute(
+                f"SELECT count(*), count(*) FILTER (WHERE f.superseded_by IS NULL) FROM facts f "
+                f"WHERE {fact_where}",
+                fact_params,
+            ).fetchone()  # type: ignore[misc]
             table_bytes = conn.execute(
                 "SELECT pg_total_relation_size('episodes') + pg_total_relation_size('sessions')"
-                " + pg_total_relation_size('episode_versions')"
+                " + pg_total_relation_size('episode_versions') + pg_total_relation_size('facts')"
                 " + pg_total_relation_size('text_lexemes')"
             ).fetchone()[0]  # type: ignore[index]
         return {
@@ -716,6 +724,8 @@ class PostgresStore(PostgresFacts):
             "sessions": sessions,
             "vectors": vectors,
             "versions": versions,
+            "facts": facts,
+            "current_facts": current,
             "first_event": first.isoformat() if first is not None else None,
             "last_event": last.isoformat() if last is not None else None,
         }

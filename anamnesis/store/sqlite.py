@@ -27,7 +27,7 @@ from ..errors import (
     StoreLockedError,
 )
 from ..types import DeleteCounts, Episode, EpisodeVersion, Scope, Session
-from .base import Candidate, Filters
+from .base import Candidate, Filters, fact_scope
 from .dense_index import DenseIndex
 from .sqlite_facts import SQLiteFacts
 from .sqlite_schema import LATEST, MIGRATIONS
@@ -646,6 +646,12 @@ class SQLiteStore(SQLiteFacts):
             f"WHERE {where}",
             params,
         )[0][0]
+        fact_where, fact_params = ("1", []) if scope is None else scope_sql(fact_scope(scope), "f")
+        facts, current = self._read(
+            f"SELECT COUNT(*), COUNT(*) FILTER (WHERE f.superseded_by IS NULL) FROM facts f "
+            f"WHERE {fact_where}",
+            fact_params,
+        )[0]
         return {
             "backend": self.backend,
             "path": str(self.path),
@@ -655,6 +661,8 @@ class SQLiteStore(SQLiteFacts):
             "sessions": sessions,
             "vectors": vectors,
             "versions": versions,
+            "facts": facts,
+            "current_facts": current,
             "first_event": from_epoch(first).isoformat() if first is not None else None,
             "last_event": from_epoch(last).isoformat() if last is not None else None,
         }
