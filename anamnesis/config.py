@@ -60,4 +60,9 @@ PRESETS: dict[str, SearchConfig] = {
         weights={"lexical": 1.0, "dense": 1.0, "temporal": 1.0},
         stages=("time_match", "dated"),
     ),
+    # hybrid plus the bi-temporal fact layer (needs Memory.consolidate to have run).
+    "facts": SearchConfig(
+        channels=("lexical", "dense", "facts"),
+        weights={"lexical": 1.0, "dense": 1.0, "facts": 1.0},
+    ),
 }

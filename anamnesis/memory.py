@@ -19,6 +19,7 @@ import numpy as np
 from .config import DEFAULT_USER, URL_ENV, SearchConfig, default_path
 from .embed import Embedder, get_embedder
 from .errors import AnamnesisError, EmbedderMismatchError, InvalidInputError
+from .facts.predicates import embedding_text as fact_embedding_text
 from .ingest.normalise import (
     Message,
     check_id,
@@ -30,6 +31,8 @@ from .ingest.normalise import (
     parse_time,
     to_message,
 )
+from .llm import ChatClient
+from .memory_facts import FactVerbs
 from .retrieve.analysis import QueryAnalysis, analyse
 from .retrieve.pipeline import Retriever
 from .store.base import Filters, Store
@@ -54,7 +57,7 @@ def _open_store(path: str | os.PathLike[str] | None, url: str | None, dim: int) 
     return SQLiteStore(Path(path) if path is not None else default_path(), dim=dim)
 
 
-class Memory:
+class Memory(FactVerbs):
     """Long-term memory for an agent: verbatim episodes with hybrid recall.
 
     >>> with Memory(path="agent.db") as memory:                      # doctest: +SKIP
@@ -68,6 +71,8 @@ class Memory:
     ``reindex=True``, which re-embeds every episode from its stored text.
     ``warm=True`` loads the model and the vector index in a background thread at open,
     so the first search is fast; pass False for short-lived processes that only write.
+    ``llm`` is an optional OpenAI-compatible client for fact extraction and ambiguous
+    conflicts (``"env"``: configured from ``ANAMNESIS_LLM_*``); None uses rules only.
     """
 
     def __init__(
@@ -80,8 +85,14 @@ class Memory:
         user_id: str = DEFAULT_USER,
         reindex: bool = False,
         warm: bool = True,
+        llm: ChatClient | str | None = None,
     ) -> None:
         self.default_user = check_id(user_id, "user_id", required=True) or DEFAULT_USER
+        if isinstance(llm, str):
+            if llm != "env":
+                raise InvalidInputError("llm must be a ChatClient, 'env' or None")
+            llm = ChatClient.from_env()
+        self.llm = llm
         self._embedder = get_embedder(embedder)
         self._store = _open_store(path, url, self._embedder.dim)
         self.config = config or SearchConfig()
@@ -134,7 +145,8 @@ class Memory:
             "vector_search": self._store.vector_backend,
             "lexical_search": self._store.lexical_backend,
             "search_channels": list(self.config.channels),
-            "llm": None,
+            "llm": self.llm.model if self.llm is not None else None,
+            "fact_extractor": "llm" if self.llm is not None else "rules",
         }
 
     def _check_embedder(self, reindex: bool) -> None:
@@ -385,6 +397,11 @@ class Memory:
                 flush()
         if batch:
             flush()
+        facts = [fact for fact, _ in self._store.iter_facts()]
+        for start in range(0, len(facts), WRITE_BATCH):
+            chunk = facts[start : start + WRITE_BATCH]
+            vectors = self._embedder.embed_documents([fact_embedding_text(f) for f in chunk])
+            self._store.replace_fact_vectors({f.id: v for f, v in zip(chunk, vectors, strict=True)})
         self._store.set_meta("embedder_name", self._embedder.name)
         self._store.set_meta("embedder_dim", str(self._embedder.dim))
         return done

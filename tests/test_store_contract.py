@@ -720,11 +720,13 @@ def test_time_search_honours_recorded_before(store):
 
 
 def _downgrade_to_before_times(backend, store_url):
-    """Make the store look as if written before time mentions existed."""
+    """Make the store look as if written before time mentions (and facts) existed."""
     if backend == "sqlite":
         import sqlite3
 
         with sqlite3.connect(store_url) as conn:
+            for table in ("facts_fts", "facts", "fact_sources", "consolidated_episodes"):
+                conn.execute(f"DROP TABLE {table}")
             conn.execute("DROP TRIGGER episode_times_delete")
             conn.execute("DROP TABLE episode_times")
             conn.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
@@ -732,7 +734,8 @@ def _downgrade_to_before_times(backend, store_url):
         import psycopg
 
         with psycopg.connect(store_url) as conn:
-            conn.execute("DROP TABLE episode_times")
+            for table in ("facts", "fact_sources", "consolidated_episodes", "episode_times"):
+                conn.execute(f"DROP TABLE {table}")
             conn.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
 
 

@@ -89,6 +89,9 @@ class CaseSpeed:
     messages: int
     ingest_seconds: float
     store_bytes: int
+    #: Seconds spent in Memory.consolidate (only when a config uses the facts channel).
+    consolidate_seconds: float = 0.0
+    facts: int = 0
 
 
 @dataclass(slots=True)
@@ -207,9 +210,19 @@ def run_case(
     start = time.perf_counter()
     memory.add_many(case.messages, user_id=user_id, progress=ingested)
     ingest_seconds = time.perf_counter() - start
+    consolidate_seconds, facts = 0.0, 0
+    if any("facts" in config.channels for config in options.search_configs().values()):
+        start = time.perf_counter()
+        facts = memory.consolidate(user_id=user_id).added
+        consolidate_seconds = time.perf_counter() - start
     path = Path(getattr(memory.store, "path", ""))
     speed = CaseSpeed(
-        case.id, len(case.messages), ingest_seconds, store_bytes(path) if path.name else 0
+        case.id,
+        len(case.messages),
+        ingest_seconds,
+        store_bytes(path) if path.name else 0,
+        consolidate_seconds,
+        facts,
     )
 
     key = dataset.evidence_key

@@ -16,7 +16,7 @@ import numpy as np
 from ..config import SearchConfig
 from ..embed.base import Embedder
 from ..store.base import Candidate, Filters, Store
-from ..types import Scope
+from ..types import Fact, Scope
 from .analysis import QueryAnalysis
 
 
@@ -33,6 +33,8 @@ class SearchRequest:
     #: How many hits the caller will keep (stages that reorder only the returned
     #: hits, such as ``chronological``, read it); None when unknown.
     limit: int | None = None
+    #: Facts that support each proposed episode (filled by the ``facts`` channel).
+    facts: dict[str, list[Fact]] = field(default_factory=dict)
     _vector: np.ndarray | None = field(default=None, repr=False)
 
     @property
@@ -73,9 +75,45 @@ def temporal(request: SearchRequest, limit: int) -> list[Candidate]:
     )
 
 
+def facts(request: SearchRequest, limit: int) -> list[Candidate]:
+    """Episodes that state the facts matching the question.
+
+    Facts are matched by their text as the memory held them at
+    ``filters.recorded_before`` (the search's ``as_of``), ordered by the question's
+    intent (current values first, or whole histories oldest first), and each yields
+    its provenance episodes that pass the scope and filters. The facts are kept on
+    the request, so hits can carry them.
+    """
+    from ..facts.search import fact_intent, matching_facts, order_facts
+
+    as_of = request.filters.recorded_before
+    intent = fact_intent(request.analysis.text)
+    request.analysis.features["fact_intent"] = intent
+    ranked = matching_facts(
+        request.store, request.scope, request.analysis.terms, request.query_vector, as_of
+    )
+    ordered = order_facts(request.store, request.scope, ranked, intent, as_of)
+    sources = request.store.fact_episodes(
+        [f.id for f, _ in ordered], request.scope, request.filters
+    )
+    out: list[Candidate] = []
+    seen: set[str] = set()
+    for fact, score in ordered:
+        episodes = sources.get(fact.id, [])
+        if intent == "current":
+            episodes = episodes[::-1]  # the latest statement of a value first
+        for episode_id in episodes:
+            request.facts.setdefault(episode_id, []).append(fact)
+            if episode_id not in seen:
+                seen.add(episode_id)
+                out.append(Candidate(episode_id, score))
+    return out[:limit]
+
+
 #: Every channel a configuration may name.
 CHANNELS: dict[str, Channel] = {
     "lexical": lexical,
     "dense": dense,
     "temporal": temporal,
+    "facts": facts,
 }

@@ -91,6 +91,7 @@ class Retriever:
                 ),
                 channels=f.channels if explain else {},
                 analysis=analysis,
+                facts=tuple(request.facts.get(f.episode_id, ())),
             )
             for f in fused
             if f.episode_id in by_id

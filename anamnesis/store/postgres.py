@@ -37,8 +37,9 @@ from ..errors import (
 from ..ingest.timeparse import TimeMention
 from ..types import DeleteCounts, Episode, EpisodeVersion, Scope, Session
 from . import postgres_search
-from .base import Candidate, Filters
+from .base import Candidate, Filters, fact_scope
 from .episode_times import EpisodeTimes, TimeRange
+from .postgres_facts import PostgresFacts
 from .postgres_lexical import (
     count_episodes,
     count_replacement,
@@ -59,6 +60,7 @@ from .postgres_schema import (
     MIGRATIONS,
     embedding_index,
     insert_times,
+    pending,
     scope_vector_index,
     time_rows,
 )
@@ -82,7 +84,7 @@ def _redact(url: str) -> str:
     return re.sub(r"(://[^:/@]+):[^@/]*@", r"\1:***@", url)
 
 
-class PostgresStore:
+class PostgresStore(PostgresFacts):
     """A Store backed by a PostgreSQL database with the pgvector extension."""
 
     backend = "postgres"
@@ -174,7 +176,7 @@ class PostgresStore:
                         f"{_redact(self.url)} has schema version {current}; this Anamnesis "
                         f"knows up to {LATEST}. Upgrade Anamnesis to open it."
                     )
-                for version in range(current + 1, LATEST + 1):
+                for version in pending(current):
                     for step in MIGRATIONS[version](self.dim):
                         if isinstance(step, str):
                             conn.execute(step)  # type: ignore[arg-type]
@@ -487,6 +489,7 @@ class PostgresStore:
     def _delete_where(conn: psycopg.Connection[Any], where: str, params: list[Any]) -> DeleteCounts:
         # Rows first, then the statistics: the lock order of every other write.
         conn.execute(f"SELECT 1 FROM episodes e WHERE {where} FOR UPDATE", params)
+        facts = PostgresFacts._facts.forget_episodes(conn, where, params)
         count_episodes(conn, where, params, -1)
         row = conn.execute(
             f"""WITH gone AS (
@@ -505,7 +508,9 @@ class PostgresStore:
             params,
         ).fetchone()
         assert row is not None
-        return DeleteCounts(episodes=row[0], versions=row[1], vectors=row[2], times=row[3])
+        return DeleteCounts(
+            episodes=row[0], versions=row[1], vectors=row[2], times=row[3], facts=facts
+        )
 
     def delete_episode(self, episode_id: str, scope: Scope) -> DeleteCounts:
         where, params = scope_sql(scope)
@@ -528,7 +533,10 @@ class PostgresStore:
             sessions = conn.execute(
                 f"DELETE FROM sessions s WHERE {session_where}", session_params
             ).rowcount
-        return counts + DeleteCounts(sessions=sessions)
+            facts = 0
+            if scope.session_id is None:
+                facts = self._facts.delete_scope_facts(conn, scope)
+        return counts + DeleteCounts(sessions=sessions, facts=facts)
 
     def replace_vectors(self, vectors: dict[str, np.ndarray]) -> None:
         if not vectors:
@@ -562,10 +570,11 @@ class PostgresStore:
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
         conn.execute("DROP INDEX IF EXISTS episodes_embedding")
         conn.execute("DROP INDEX IF EXISTS episodes_scope_vectors")
-        conn.execute(
-            f"ALTER TABLE episodes ALTER COLUMN embedding TYPE vector({int(dim)}) "  # type: ignore[arg-type]
-            "USING NULL"
-        )
+        for table in ("episodes", "facts"):
+            conn.execute(
+                f"ALTER TABLE {table} ALTER COLUMN embedding TYPE vector({int(dim)}) "  # type: ignore[arg-type]
+                "USING NULL"
+            )
         for statement in [*embedding_index(dim), *scope_vector_index(dim)]:
             conn.execute(statement)  # type: ignore[arg-type]
         conn.execute(
@@ -751,9 +760,17 @@ class PostgresStore:
                 f"WHERE {where}",
                 params,
             ).fetchone()[0]  # type: ignore[index]
+            fact_where, fact_params = (
+                ("TRUE", []) if scope is None else scope_sql(fact_scope(scope), "f")
+            )
+            facts, current = conn.execute(
+                f"SELECT count(*), count(*) FILTER (WHERE f.superseded_by IS NULL) FROM facts f "
+                f"WHERE {fact_where}",
+                fact_params,
+            ).fetchone()  # type: ignore[misc]
             table_bytes = conn.execute(
                 "SELECT pg_total_relation_size('episodes') + pg_total_relation_size('sessions')"
-                " + pg_total_relation_size('episode_versions')"
+                " + pg_total_relation_size('episode_versions') + pg_total_relation_size('facts')"
                 " + pg_total_relation_size('text_lexemes')"
             ).fetchone()[0]  # type: ignore[index]
         return {
@@ -765,6 +782,8 @@ class PostgresStore:
             "sessions": sessions,
             "vectors": vectors,
             "versions": versions,
+            "facts": facts,
+            "current_facts": current,
             "first_event": first.isoformat() if first is not None else None,
             "last_event": last.isoformat() if last is not None else None,
         }

@@ -194,6 +194,56 @@ def _v3(dim: int) -> list[Step]:
     ]
 
 
-MIGRATIONS: dict[int, Callable[[int], Sequence[Step]]] = {1: _v1, 2: _v2, 3: _v3}
+def _v4(dim: int) -> list[str]:
+    # Bi-temporal facts (anamnesis.facts), as in SQLite's migration 3: facts are never
+    # deleted when superseded; provenance in fact_sources; a generated tsvector with a
+    # GIN index for lexical search and a pgvector column for dense search over each
+    # fact's text (scanned exactly inside one scope: a user holds few facts).
+    return [
+        f"""CREATE TABLE facts (
+            rowid         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            id            text NOT NULL UNIQUE,
+            user_id       text NOT NULL,
+            agent_id      text,
+            subject       text NOT NULL,
+            predicate     text NOT NULL,
+            object        text NOT NULL,
+            text          text NOT NULL,
+            valid_from    timestamptz,
+            valid_to      timestamptz,
+            recorded_at   timestamptz NOT NULL,
+            retracted_at  timestamptz,
+            supersedes    text,
+            superseded_by text,
+            superseded_at timestamptz,
+            confidence    double precision NOT NULL,
+            extractor     text NOT NULL,
+            metadata      json NOT NULL DEFAULT '{{}}',
+            text_tsv      tsvector GENERATED ALWAYS AS
+                            (to_tsvector('{TEXT_SEARCH_CONFIG}'::regconfig, text)) STORED,
+            embedding     vector({dim})
+        )""",
+        "CREATE INDEX facts_slot ON facts (user_id, agent_id, subject, predicate)",
+        "CREATE INDEX facts_fts ON facts USING gin (text_tsv)",
+        """CREATE TABLE fact_sources (
+            fact_id    text NOT NULL,
+            episode_id text NOT NULL,
+            PRIMARY KEY (fact_id, episode_id)
+        )""",
+        "CREATE INDEX fact_sources_episode ON fact_sources (episode_id)",
+        """CREATE TABLE consolidated_episodes (
+            episode_id      text PRIMARY KEY,
+            user_id         text NOT NULL,
+            consolidated_at timestamptz NOT NULL
+        )""",
+    ]
+
+
+MIGRATIONS: dict[int, Callable[[int], Sequence[Step]]] = {1: _v1, 2: _v2, 3: _v3, 4: _v4}
 
 LATEST = max(MIGRATIONS)
+
+
+def pending(current: int) -> list[int]:
+    """The migration numbers a store at version ``current`` still needs, in order."""
+    return sorted(v for v in MIGRATIONS if v > current)

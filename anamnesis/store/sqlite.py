@@ -28,10 +28,12 @@ from ..errors import (
 )
 from ..ingest.timeparse import TimeMention
 from ..types import DeleteCounts, Episode, EpisodeVersion, Scope, Session
-from .base import Candidate, Filters
+from .base import Candidate, Filters, fact_scope
 from .dense_index import DenseIndex
 from .episode_times import EpisodeTimes, TimeRange
+from .sqlite_facts import SQLiteFacts
 from .sqlite_schema import INSERT_TIMES, LATEST, MIGRATIONS, time_rows
+from .sqlite_schema import pending as pending_migrations
 from .sqlite_sql import (
     EPISODE_COLUMNS,
     episode_from_row,
@@ -49,7 +51,7 @@ DEFAULT_BUSY_TIMEOUT = 10.0
 APPLICATION_MARK = "anamnesis"
 
 
-class SQLiteStore:
+class SQLiteStore(SQLiteFacts):
     """A Store backed by one SQLite file."""
 
     backend = "sqlite"
@@ -158,7 +160,7 @@ class SQLiteStore:
         if current == LATEST:
             return
         with self._write() as conn:
-            for version in range(current + 1, LATEST + 1):
+            for version in pending_migrations(current):
                 for step in MIGRATIONS[version]:
                     if isinstance(step, str):
                         conn.execute(step)
@@ -390,6 +392,7 @@ class SQLiteStore:
         ids = [r[0] for r in conn.execute(f"SELECT e.id FROM episodes e WHERE {where}", params)]
         if not ids:
             return DeleteCounts()
+        facts = self._facts.forget_episodes(conn, where, params)
         vectors = conn.execute(
             f"SELECT COUNT(*) FROM vectors WHERE episode_rowid IN "
             f"(SELECT e.rowid FROM episodes e WHERE {where})",
@@ -410,7 +413,9 @@ class SQLiteStore:
         # Delete triggers remove each episode's FTS entry, vector row and time mentions.
         episodes = conn.execute(f"DELETE FROM episodes AS e WHERE {where}", params).rowcount
         self._bump_epoch(conn)
-        return DeleteCounts(episodes=episodes, versions=versions, vectors=vectors, times=times)
+        return DeleteCounts(
+            episodes=episodes, versions=versions, vectors=vectors, times=times, facts=facts
+        )
 
     def delete_episode(self, episode_id: str, scope: Scope) -> DeleteCounts:
         where, params = scope_sql(scope, by_key=True)
@@ -433,7 +438,10 @@ class SQLiteStore:
             sessions = conn.execute(
                 f"DELETE FROM sessions AS s WHERE {session_where}", session_params
             ).rowcount
-        return counts + DeleteCounts(sessions=sessions)
+            facts = 0
+            if scope.session_id is None:
+                facts = self._facts.delete_scope_facts(conn, scope)
+        return counts + DeleteCounts(sessions=sessions, facts=facts)
 
     def replace_vectors(self, vectors: dict[str, np.ndarray]) -> None:
         with self._write() as conn:
@@ -728,6 +736,12 @@ class SQLiteStore:
             f"WHERE {where}",
             params,
         )[0][0]
+        fact_where, fact_params = ("1", []) if scope is None else scope_sql(fact_scope(scope), "f")
+        facts, current = self._read(
+            f"SELECT COUNT(*), COUNT(*) FILTER (WHERE f.superseded_by IS NULL) FROM facts f "
+            f"WHERE {fact_where}",
+            fact_params,
+        )[0]
         return {
             "backend": self.backend,
             "path": str(self.path),
@@ -737,6 +751,8 @@ class SQLiteStore:
             "sessions": sessions,
             "vectors": vectors,
             "versions": versions,
+            "facts": facts,
+            "current_facts": current,
             "first_event": from_epoch(first).isoformat() if first is not None else None,
             "last_event": from_epoch(last).isoformat() if last is not None else None,
         }

@@ -132,6 +132,70 @@ MIGRATIONS: dict[int, list[Step]] = {
         END""",
         backfill_times,
     ],
+    # Bi-temporal facts (anamnesis.facts): one row per fact, never deleted when
+    # superseded; provenance in fact_sources; an FTS5 index over each fact's text
+    # (with the same scope tokens as episodes); the episodes consolidation has read.
+    3: [
+        """CREATE TABLE facts (
+            rowid         INTEGER PRIMARY KEY AUTOINCREMENT,
+            id            TEXT NOT NULL UNIQUE,
+            user_id       TEXT NOT NULL,
+            agent_id      TEXT,
+            subject       TEXT NOT NULL,
+            predicate     TEXT NOT NULL,
+            object        TEXT NOT NULL,
+            text          TEXT NOT NULL,
+            valid_from    REAL,
+            valid_to      REAL,
+            recorded_at   REAL NOT NULL,
+            retracted_at  REAL,
+            supersedes    TEXT,
+            superseded_by TEXT,
+            superseded_at REAL,
+            confidence    REAL NOT NULL,
+            extractor     TEXT NOT NULL,
+            metadata      TEXT NOT NULL DEFAULT '{}',
+            scope_terms   TEXT NOT NULL,
+            embedding     BLOB
+        )""",
+        "CREATE INDEX facts_slot ON facts (user_id, agent_id, subject, predicate)",
+        """CREATE TABLE fact_sources (
+            fact_id    TEXT NOT NULL,
+            episode_id TEXT NOT NULL,
+            PRIMARY KEY (fact_id, episode_id)
+        )""",
+        "CREATE INDEX fact_sources_episode ON fact_sources (episode_id)",
+        """CREATE TABLE consolidated_episodes (
+            episode_id      TEXT PRIMARY KEY,
+            user_id         TEXT NOT NULL,
+            consolidated_at REAL NOT NULL
+        )""",
+        """CREATE VIRTUAL TABLE facts_fts USING fts5(
+            text,
+            scope_terms,
+            content='facts',
+            content_rowid='rowid',
+            tokenize='porter unicode61 remove_diacritics 2'
+        )""",
+        """CREATE TRIGGER facts_fts_insert AFTER INSERT ON facts BEGIN
+            INSERT INTO facts_fts (rowid, text, scope_terms)
+            VALUES (new.rowid, new.text, new.scope_terms);
+        END""",
+        """CREATE TRIGGER facts_fts_delete AFTER DELETE ON facts BEGIN
+            INSERT INTO facts_fts (facts_fts, rowid, text, scope_terms)
+            VALUES ('delete', old.rowid, old.text, old.scope_terms);
+            DELETE FROM fact_sources WHERE fact_id = old.id;
+        END""",
+    ],
 }
 
 LATEST = max(MIGRATIONS)
+
+
+def pending(current: int) -> list[int]:
+    """The migration numbers a store at version ``current`` still needs, in order.
+
+    Numbers may have gaps (branches that add migrations are merged and renumbered
+    separately), so this walks the numbers that exist rather than every integer.
+    """
+    return sorted(v for v in MIGRATIONS if v > current)
