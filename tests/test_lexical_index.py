@@ -217,3 +217,15 @@ def test_terms_fts5_reads_as_phrases_fall_back_to_fts5(store):
     for terms in (["state-of-the-art"], ["art", "state-of-the-art"]):
         expected = store.fts5_lexical_search(terms, CONVERSATION, Filters(), 10)
         _assert_same_ranking(store.lexical_search(terms, CONVERSATION, Filters(), 10), expected)
+
+
+def test_closing_the_store_stops_a_background_build_quietly(store, monkeypatch):
+    queries = _fill(store)
+    errors = []
+    monkeypatch.setattr("threading.excepthook", errors.append)
+    monkeypatch.setattr(sqlite_lexical, "SYNC_ROWS", 0)
+    store.lexical_search(queries[0], CONVERSATION, Filters(), 10)
+    worker = store._lexical._worker
+    store.close()
+    worker.join(timeout=30)
+    assert errors == [] and not store._lexical.ready

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import StoreError, StoreLockedError
 from .lexical_index import CONTENT_COLUMN, SCOPE_COLUMN, LexicalIndex, Postings, read_postings
 
 #: Work up to this many rows is done inside a search (a full build of a store this
@@ -221,9 +222,8 @@ class SQLiteLexical:
     def _work(self) -> None:
         try:
             self.warm_up()
-        except sqlite3.Error as exc:
-            if not self._closed:
-                self._warn(exc)
+        except StoreError as exc:
+            self._warn(exc)
 
     def _warn(self, exc: Exception) -> None:
         if not self._warned:
@@ -286,6 +286,12 @@ class SQLiteLexical:
             try:
                 if self._prepare(conn):
                     self._step(conn)
+            except sqlite3.Error as exc:
+                if self._closed:
+                    return  # close() interrupted the build
+                if "locked" in str(exc) or "busy" in str(exc):
+                    raise StoreLockedError(f"{self._path} is locked: {exc}") from exc
+                raise StoreError(f"cannot build the lexical index of {self._path}: {exc}") from exc
             finally:
                 with self._lock:
                     self._build_conn = None
