@@ -40,7 +40,7 @@ SCOPE_COLUMN = "scope_terms"
 #: never contain NUL, so they cannot collide with content terms).
 SCOPE_KEY = "\x00"
 #: Token instances parsed per step while reading postings (bounds the memory peak).
-_PARSE_CHUNK = 2_000_000
+_PARSE_CHUNK = 500_000
 #: More segments than this are merged (appends each add one small segment).
 MAX_SEGMENTS = 8
 
