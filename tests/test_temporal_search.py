@@ -62,14 +62,16 @@ def test_a_candidate_dated_in_the_named_time_outranks_an_identical_one(temporal_
     assert hits[0].analysis["time"]["ranges"][0]["expression"] == "in June"
 
 
-def test_when_questions_prefer_turns_that_date_the_event(temporal_memory):
-    temporal_memory.add(
-        ["I love the support group", "I went to the support group yesterday"],
-        event_time=MAY_8,
-        user_id="ana",
-    )
-    hits = temporal_memory.search("When did I go to the support group?", user_id="ana")
-    assert hits[0].episode.content == "I went to the support group yesterday"
+def test_the_dated_stage_prefers_turns_that_date_the_event_for_when_questions(db_path, embedder):
+    config = PRESETS["hybrid"].with_(stages=("dated",))
+    with Memory(path=db_path, embedder=embedder, config=config) as memory:
+        memory.add(
+            ["I love the support group", "I went to the support group yesterday"],
+            event_time=MAY_8,
+            user_id="ana",
+        )
+        hits = memory.search("When did I go to the support group?", user_id="ana")
+        assert hits[0].episode.content == "I went to the support group yesterday"
 
 
 def test_as_of_hides_episodes_recorded_later_and_their_context(memory):

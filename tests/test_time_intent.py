@@ -33,6 +33,7 @@ ASKED = datetime(2023, 5, 20, 12, tzinfo=UTC)
         ("What charity event did I participate in a month ago?", {"range"}),
         ("What is the monthly grocery budget Alexis and I have agreed on?", set()),
         ("What are some common responses when something goes wrong with an API?", set()),
+        ("When building an app that calls a REST API, what errors should I handle?", set()),
     ],
 )  # fmt: skip
 def test_temporal_intents(question, asks) -> None:

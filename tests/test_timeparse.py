@@ -78,6 +78,11 @@ CASES = [
     ("I paid the rent on the 5th", "2023-05-08", "on the 5th", "2023-05-05", "2023-05-06", "day"),
     ("We moved in May 2023", "2023-09-01", "in May 2023", "2023-05-01", "2023-06-01", "month"),
     ("She left two months ago", "2023-05-08", "two months ago", "2023-03-01", "2023-04-01", "month"),
+    # trailing spans (LongMemEval questions)
+    ("How many dinner parties have I attended in the past month?", "2023-05-20",
+     "the past month", "2023-04-21", "2023-05-21", "month"),
+    ("How many charity events did I attend in the last two weeks?", "2023-05-20",
+     "the last two weeks", "2023-05-07", "2023-05-21", "week"),
 ]  # fmt: skip
 
 

@@ -246,15 +246,35 @@ def _weekend(m: re.Match[str], said: date) -> TimeMention:
     return _days(saturday, 2, m.group(0), "weekend")
 
 
-@rule(r"(?P<which>last|next|this|past)\s+(?P<unit>week|month|year)")
+@rule(r"(?P<which>last|next|this)\s+(?P<unit>week|month|year)")
 def _relative_period(m: re.Match[str], said: date) -> TimeMention:
-    step = {"last": -1, "past": -1, "next": 1, "this": 0}[m.group("which").lower()]
+    step = {"last": -1, "next": 1, "this": 0}[m.group("which").lower()]
     unit = m.group("unit").lower()
     if unit == "week":
         return _week_of(said + timedelta(days=7 * step), m.group(0))
     if unit == "month":
         return _month(*_shift_months(said, step), m.group(0))
     return _year(said.year + step, m.group(0))
+
+
+@rule(
+    rf"(?:the\s+)?(?:past|last)\s+(?:(?P<count>{_COUNT})\s+)?(?P<unit>day|week|month|year)s?"
+    r"(?=\s*(?:,|\.|\?|!|$|and|or|\bi\b|\bwe\b))"
+    r"|(?:the\s+)?past\s+(?:(?P<count2>{_COUNT})\s+)?(?P<unit2>day|week|month|year)s?"
+)
+def _trailing_period(m: re.Match[str], said: date) -> TimeMention | None:
+    """ "the past month", "the last two weeks": the span up to and including today."""
+    unit = (m.group("unit") or m.group("unit2")).lower()
+    word = m.group("count") or m.group("count2")
+    count = 1 if word is None else _number(word)
+    if count is None:
+        return None
+    if not word and m.group("unit") and not m.group(0).lower().startswith(("the", "past")):
+        return None  # plain "last month" is the calendar month (see _relative_period)
+    days = UNIT_DAYS[unit] * count
+    return _days(
+        said - timedelta(days=days - 1), days, m.group(0), "day" if unit == "day" else unit
+    )
 
 
 @rule(

@@ -40,7 +40,7 @@ RANGE_SLACK = {
 }
 
 _ASKS = {
-    "when": r"^\W*when\b|\bwhen (?:did|do|does|was|were|is|are|will|would|has|have|had|can|could)\b"
+    "when": r"\bwhen (?:did|do|does|was|were|is|are|will|would|has|have|had|can|could)\b"
     r"|\bwhat (?:date|day|time|year|month|week)\b|"
     r"\bwhich (?:date|day|year|month|week)\b|\bin what (?:year|month)\b",
     "duration": r"\bhow (?:long|much time|many (?:days|weeks|months|years|hours|minutes|times))\b"
