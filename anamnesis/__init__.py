@@ -14,9 +14,21 @@ from .errors import (
     StoreError,
     StoreLockedError,
 )
+from .facts.types import ConsolidationReport
 from .memory import Memory
+from .retrieve.analysis import QueryAnalysis
 from .store.base import Filters
-from .types import ChannelScore, DeleteCounts, Episode, EpisodeVersion, Hit, Page, Scope, Session
+from .types import (
+    ChannelScore,
+    DeleteCounts,
+    Episode,
+    EpisodeVersion,
+    Fact,
+    Hit,
+    Page,
+    Scope,
+    Session,
+)
 
 __version__ = "0.1.0"
 
@@ -26,8 +38,11 @@ __all__ = [
     "Filters",
     "Episode",
     "EpisodeVersion",
+    "Fact",
+    "ConsolidationReport",
     "Hit",
     "ChannelScore",
+    "QueryAnalysis",
     "Page",
     "Scope",
     "Session",

@@ -21,7 +21,7 @@ from .config import PRESETS, default_path
 from .context import DEFAULT_BUDGET_TOKENS
 from .errors import InvalidInputError
 from .memory import Memory
-from .types import Context, Episode, Hit
+from .types import Context, Episode, Fact, Hit
 
 F = TypeVar("F", bound=Callable[..., Any])
 console = Console()
@@ -36,6 +36,7 @@ def _open(ctx: click.Context) -> Memory:
             embedder=options["embedder"],
             config=PRESETS[options["config"]],
             reindex=options.get("reindex", False),
+            llm=options.get("llm"),
         )
     ctx.call_on_close(memory.close)
     return memory
@@ -237,12 +238,23 @@ def _hits_table(hits: list[Hit], explain: bool) -> Table:
     return table
 
 
+def _fact_json(fact: Fact) -> dict[str, Any]:
+    record = asdict(fact)
+    for key in ("valid_from", "valid_to", "recorded_at", "retracted_at", "superseded_at"):
+        value = getattr(fact, key)
+        record[key] = value.isoformat() if value is not None else None
+    record["provenance"] = list(fact.provenance)
+    return record
+
+
 def _hit_json(hit: Hit) -> dict[str, Any]:
     return {
         "score": hit.score,
         "episode": _episode_json(hit.episode),
         "context": [_episode_json(e) for e in hit.context],
         "channels": {name: asdict(c) for name, c in hit.channels.items()},
+        "analysis": hit.analysis,
+        "facts": [_fact_json(f) for f in hit.facts],
     }
 
 
@@ -252,6 +264,8 @@ def _hit_json(hit: Hit) -> dict[str, Any]:
 @click.option("--limit", "-n", default=10, show_default=True, help="How many results.")
 @click.option("--explain", is_flag=True, help="Show each channel's rank and score.")
 @click.option("--json", "as_json", is_flag=True, help="Print results as JSON.")
+@click.option("--now", default=None, help="When the question is asked (ISO time; default: now).")
+@click.option("--as-of", default=None, help="Search the memory as it stood then (ISO time).")
 @click.pass_context
 def search(
     ctx: click.Context,
@@ -262,6 +276,8 @@ def search(
     limit: int,
     explain: bool,
     as_json: bool,
+    now: str | None,
+    as_of: str | None,
 ) -> None:
     """Search memories for QUERY."""
     with handled():
@@ -273,6 +289,8 @@ def search(
             session_id=session_id,
             limit=limit,
             explain=explain or as_json,
+            now=now,
+            as_of=as_of,
         )
     if as_json:
         click.echo(json.dumps([_hit_json(h) for h in hits], ensure_ascii=False, indent=2))
@@ -461,6 +479,107 @@ def delete(
                 episode_id or "", user_id=user_id, agent_id=agent_id, session_id=session_id
             )
     click.echo(json.dumps(asdict(counts)))
+
+
+@main.command()
+@with_scope
+@click.option("--limit", "-n", type=click.IntRange(min=1), default=None, help="Episodes to read.")
+@click.option(
+    "--extractor",
+    type=click.Choice(["rules", "llm"]),
+    default="rules",
+    show_default=True,
+    help="llm needs ANAMNESIS_LLM_BASE_URL and ANAMNESIS_LLM_MODEL.",
+)
+@click.pass_context
+def consolidate(
+    ctx: click.Context,
+    user_id: str | None,
+    agent_id: str | None,
+    session_id: str | None,
+    limit: int | None,
+    extractor: str,
+) -> None:
+    """Extract facts from episodes not yet consolidated; print what changed as JSON."""
+    if extractor == "llm":
+        ctx.obj["llm"] = "env"
+    with handled():
+        memory = _open(ctx)
+        report = memory.consolidate(
+            user_id=user_id,
+            agent_id=agent_id,
+            session_id=session_id,
+            limit=limit,
+            extractor=extractor,
+        )
+    click.echo(json.dumps(asdict(report)))
+
+
+@main.command()
+@click.option("--user", "user_id", default=None, help="User id (default: 'default').")
+@click.option("--agent", "agent_id", default=None, help="Agent id.")
+@click.option("--subject", default=None, help="Whose facts ('user' includes the user's name).")
+@click.option("--predicate", default=None, help="Which slot (lives_in, works_at, likes, ...).")
+@click.option("--as-of", "as_of", default=None, help="As the memory stood then (ISO-8601).")
+@click.option("--all", "include_superseded", is_flag=True, help="Include superseded facts.")
+@click.option(
+    "--history", "as_history", is_flag=True, help="The slot's values oldest first (--predicate)."
+)
+@click.option("--limit", "-n", default=100, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON lines.")
+@click.pass_context
+def facts(
+    ctx: click.Context,
+    user_id: str | None,
+    agent_id: str | None,
+    subject: str | None,
+    predicate: str | None,
+    as_of: str | None,
+    include_superseded: bool,
+    as_history: bool,
+    limit: int,
+    as_json: bool,
+) -> None:
+    """List facts: the current ones, or with --all / --history the values they replaced."""
+    with handled():
+        memory = _open(ctx)
+        if as_history:
+            if predicate is None:
+                raise InvalidInputError("--history needs --predicate: name the slot")
+            found = memory.fact_history(
+                subject=subject or "user",
+                predicate=predicate,
+                as_of=as_of,
+                user_id=user_id,
+                agent_id=agent_id,
+            )
+        else:
+            found = memory.facts(
+                subject=subject,
+                predicate=predicate,
+                as_of=as_of,
+                include_superseded=include_superseded,
+                user_id=user_id,
+                agent_id=agent_id,
+                limit=limit,
+            )
+    if as_json:
+        for fact in found:
+            click.echo(json.dumps(_fact_json(fact), ensure_ascii=False))
+        return
+    table = Table(caption=f"{len(found)} facts")
+    for column in ("subject", "predicate", "object", "valid from", "valid to", "status"):
+        table.add_column(column, overflow="fold")
+    for fact in found:
+        table.add_row(
+            fact.subject,
+            fact.predicate,
+            fact.object,
+            fact.valid_from.strftime("%Y-%m-%d") if fact.valid_from else "",
+            fact.valid_to.strftime("%Y-%m-%d") if fact.valid_to else "",
+            "current" if fact.is_current else "superseded",
+        )
+    console.print(table)
 
 
 @main.command()

@@ -59,7 +59,20 @@ _HYBRID = SearchConfig()
 PRESETS: dict[str, SearchConfig] = {
     "bm25": SearchConfig(channels=("lexical",)),
     "dense": SearchConfig(channels=("dense",)),
-    "hybrid": _HYBRID,
+    "hybrid": SearchConfig(),
+    # hybrid + event time: a channel for the times the question names, at half weight,
+    # and a boost for candidates dated in them. Half weight kept LoCoMo's gain and lost
+    # less LongMemEval recall than full weight (BENCHMARKS.md, "Event time").
+    "temporal": SearchConfig(
+        channels=("lexical", "dense", "temporal"),
+        weights={"lexical": 1.0, "dense": 1.0, "temporal": 0.5},
+        stages=("time_match",),
+    ),
+    # hybrid plus the bi-temporal fact layer (needs Memory.consolidate to have run).
+    "facts": SearchConfig(
+        channels=("lexical", "dense", "facts"),
+        weights={"lexical": 1.0, "dense": 1.0, "facts": 1.0},
+    ),
     "rerank-memx": _HYBRID.with_(stages=("memx",)),
     "rerank-memx-raw": _HYBRID.with_(stages=("memx",), stage_options={"memx": {"semantic": "rrf"}}),
     "rerank-surprise": _HYBRID.with_(stages=("surprise",)),

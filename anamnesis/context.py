@@ -20,7 +20,7 @@ from datetime import datetime
 
 from .errors import InvalidInputError
 from .tokens import TokenCounter
-from .types import Context, ContextFact, ContextLine, ContextSession, Episode, Hit
+from .types import Context, ContextFact, ContextLine, ContextSession, Episode, Fact, Hit
 
 #: Default token budget of ``Memory.context``.
 DEFAULT_BUDGET_TOKENS = 2000
@@ -104,6 +104,24 @@ def assemble(
             chosen.pop()
         else:
             kept_facts.pop()
+
+
+def facts_of(hits: Sequence[Hit]) -> list[ContextFact]:
+    """The facts the hits carry (``Hit.facts``, from the ``facts`` channel), best hit
+    first, each once, with their validity date and provenance episodes."""
+    seen: set[str] = set()
+    out = []
+    for hit in hits:
+        for fact in hit.facts:
+            if fact.id not in seen:
+                seen.add(fact.id)
+                out.append(context_fact(fact))
+    return out
+
+
+def context_fact(fact: Fact) -> ContextFact:
+    """A stored fact as the context shows it."""
+    return ContextFact(text=fact.text, valid_at=fact.valid_from, source_episode_ids=fact.provenance)
 
 
 def _candidates(hits: Sequence[Hit], neighbour_hits: int) -> list[_Unit]:

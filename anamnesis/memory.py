@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import IO, Any
@@ -19,6 +20,7 @@ from .config import DEFAULT_USER, URL_ENV, SearchConfig, default_path
 from .context import DEFAULT_BUDGET_TOKENS, DEFAULT_NEIGHBOUR_HITS
 from .embed import Embedder, get_embedder
 from .errors import AnamnesisError, EmbedderMismatchError, InvalidInputError
+from .facts.predicates import embedding_text as fact_embedding_text
 from .ingest.normalise import (
     Message,
     check_id,
@@ -30,6 +32,9 @@ from .ingest.normalise import (
     parse_time,
     to_message,
 )
+from .llm import ChatClient
+from .memory_facts import FactVerbs
+from .retrieve.analysis import QueryAnalysis, analyse
 from .retrieve.pipeline import Retriever
 from .store.base import Filters, Store
 from .tokens import TokenCounter
@@ -66,7 +71,7 @@ def _open_store(path: str | os.PathLike[str] | None, url: str | None, dim: int) 
     return SQLiteStore(Path(path) if path is not None else default_path(), dim=dim)
 
 
-class Memory:
+class Memory(FactVerbs):
     """Long-term memory for an agent: verbatim episodes with hybrid recall.
 
     >>> with Memory(path="agent.db") as memory:                      # doctest: +SKIP
@@ -80,6 +85,8 @@ class Memory:
     ``reindex=True``, which re-embeds every episode from its stored text.
     ``warm=True`` loads the model and the vector index in a background thread at open,
     so the first search is fast; pass False for short-lived processes that only write.
+    ``llm`` is an optional OpenAI-compatible client for fact extraction and ambiguous
+    conflicts (``"env"``: configured from ``ANAMNESIS_LLM_*``); None uses rules only.
     """
 
     def __init__(
@@ -92,8 +99,14 @@ class Memory:
         user_id: str = DEFAULT_USER,
         reindex: bool = False,
         warm: bool = True,
+        llm: ChatClient | str | None = None,
     ) -> None:
         self.default_user = check_id(user_id, "user_id", required=True) or DEFAULT_USER
+        if isinstance(llm, str):
+            if llm != "env":
+                raise InvalidInputError("llm must be a ChatClient, 'env' or None")
+            llm = ChatClient.from_env()
+        self.llm = llm
         self._embedder = get_embedder(embedder)
         self._store = _open_store(path, url, self._embedder.dim)
         self.config = config or SearchConfig()
@@ -149,7 +162,8 @@ class Memory:
             "lexical_search": self._store.lexical_backend,
             "search_channels": list(self.config.channels),
             "search_stages": list(self.config.stages),
-            "llm": None,
+            "llm": self.llm.model if self.llm is not None else None,
+            "fact_extractor": "llm" if self.llm is not None else "rules",
         }
 
     def _check_embedder(self, reindex: bool) -> None:
@@ -400,6 +414,11 @@ class Memory:
                 flush()
         if batch:
             flush()
+        facts = [fact for fact, _ in self._store.iter_facts()]
+        for start in range(0, len(facts), WRITE_BATCH):
+            chunk = facts[start : start + WRITE_BATCH]
+            vectors = self._embedder.embed_documents([fact_embedding_text(f) for f in chunk])
+            self._store.replace_fact_vectors({f.id: v for f, v in zip(chunk, vectors, strict=True)})
         self._store.set_meta("embedder_name", self._embedder.name)
         self._store.set_meta("embedder_dim", str(self._embedder.dim))
         return done
@@ -416,18 +435,38 @@ class Memory:
         filters: Filters | Mapping[str, Any] | None = None,
         explain: bool = False,
         now: datetime | str | float | None = None,
+        as_of: datetime | str | float | None = None,
     ) -> list[Hit]:
         """The episodes that best answer ``query``, with their neighbouring turns.
 
-        ``now`` is when the question is asked (default: the present); relative time in
-        the question resolves against it. With ``explain=True`` each hit says how every
-        channel ranked it.
+        ``now`` is when the question is asked (default: ``as_of`` if given, else the
+        present); relative time in the question ("last week", "in June") resolves
+        against it. ``as_of`` searches the memory as it stood at that moment: episodes
+        recorded after it are invisible (``Filters.recorded_before``). With
+        ``explain=True`` each hit says how every channel ranked it and carries the
+        question's analysis (see ``analyse``).
         """
         query = check_text(query, "query")
         _check_limit(limit)
         scope = self._scope(user_id, agent_id, session_id)
-        when = parse_time(now, "now") if now is not None else None
-        return self._retriever.search(query, scope, to_filters(filters), limit, explain, when)
+        search_filters = to_filters(filters)
+        if as_of is not None:
+            search_filters = replace(search_filters, recorded_before=parse_time(as_of, "as_of"))
+        when = parse_time(now, "now") if now is not None else search_filters.recorded_before
+        return self._retriever.search(query, scope, search_filters, limit, explain, when)
+
+    def analyse(self, query: str, *, now: datetime | str | float | None = None) -> QueryAnalysis:
+        """How ``search`` reads ``query`` asked at ``now`` (default: the present).
+
+        The analysis holds the search terms, the reference time, and the temporal
+        reading: what kind of time question it is (``when``, ``duration``, ``before``,
+        ``after``, ``first``, ``last``, ``order``, ``range``), whether it asks about
+        history or the current state, and the time ranges it names, resolved against
+        ``now``. ``.to_dict()`` is JSON-friendly.
+        """
+        return analyse(
+            check_text(query, "query"), parse_time(now, "now") if now is not None else None
+        )
 
     def context(
         self,
@@ -441,16 +480,17 @@ class Memory:
         now: datetime | str | float | None = None,
         limit: int = CONTEXT_HITS,
         neighbour_hits: int = DEFAULT_NEIGHBOUR_HITS,
-        facts: Sequence[ContextFact] = (),
+        facts: Sequence[ContextFact] | None = None,
     ) -> Context:
         """A compact, dated, provenance-tagged context for a reader LLM, within a budget.
 
         Searches like ``search`` (``limit`` hits), then packs the best hits, each of the
         best ``neighbour_hits`` with its neighbouring turns, grouped by session under
         dated headers, without repeats, into at most ``budget_tokens`` WordPiece tokens
-        (format: docs/context-format.md). ``facts`` are placed first when given.
+        (format: docs/context-format.md). ``facts`` are placed first; by default they
+        are the facts the hits carry (the ``facts`` channel of the ``facts`` preset).
         """
-        from .context import assemble
+        from .context import assemble, facts_of
 
         query = check_text(query, "query")
         _check_limit(limit)
@@ -467,7 +507,7 @@ class Memory:
             budget_tokens=budget_tokens,
             counter=self._tokens,
             now=when,
-            facts=facts,
+            facts=facts_of(hits) if facts is None else facts,
             neighbour_hits=neighbour_hits,
         )
 

@@ -1,7 +1,9 @@
 """Portable snapshots: a JSONL format that moves a memory between stores losslessly.
 
 Line 1 is a header naming the format, its version and the embedder; then one line per
-session and one per episode (with its prior versions and its vector, base64 float32).
+session and one per episode (with its prior versions and its vector, base64 float32),
+then one per fact (with its provenance and vector) and the consolidation marks (which
+episodes fact extraction has read), grouped by user and time.
 Importing into a store with the same embedder reuses the vectors; otherwise the text
 is re-embedded.
 
@@ -23,9 +25,10 @@ import numpy as np
 
 from .embed.base import Embedder
 from .errors import InvalidInputError
+from .facts.predicates import embedding_text as fact_embedding_text
 from .ingest.normalise import embedding_text
-from .store.base import Store
-from .types import Episode, EpisodeVersion, Scope, Session
+from .store.base import FactChanges, Store
+from .types import Episode, EpisodeVersion, Fact, Scope, Session
 
 FORMAT = "anamnesis-export"
 FORMAT_VERSION = 1
@@ -114,7 +117,56 @@ def export_jsonl(
         }
         out.write(json.dumps(record, ensure_ascii=False) + "\n")
         count += 1
+    _export_facts(store, out, user_id)
     return count
+
+
+def _vector_text(vector: np.ndarray | None) -> str | None:
+    if vector is None:
+        return None
+    return base64.b64encode(np.asarray(vector, dtype="<f4").tobytes()).decode()
+
+
+def _export_facts(store: Store, out: IO[str], user_id: str | None) -> None:
+    for fact, vector in store.iter_facts():
+        if user_id is not None and fact.user_id != user_id:
+            continue
+        record = {
+            "type": "fact",
+            "id": fact.id,
+            "user_id": fact.user_id,
+            "agent_id": fact.agent_id,
+            "subject": fact.subject,
+            "predicate": fact.predicate,
+            "object": fact.object,
+            "text": fact.text,
+            "valid_from": _time(fact.valid_from),
+            "valid_to": _time(fact.valid_to),
+            "recorded_at": _time(fact.recorded_at),
+            "retracted_at": _time(fact.retracted_at),
+            "supersedes": fact.supersedes,
+            "superseded_by": fact.superseded_by,
+            "superseded_at": _time(fact.superseded_at),
+            "confidence": fact.confidence,
+            "extractor": fact.extractor,
+            "metadata": fact.metadata,
+            "provenance": list(fact.provenance),
+            "embedding": _vector_text(vector),
+        }
+        out.write(json.dumps(record, ensure_ascii=False) + "\n")
+    groups: dict[tuple[str, str], list[str]] = {}
+    for owner, episode_id, at in store.iter_consolidated():
+        if user_id is None or owner == user_id:
+            groups.setdefault((owner, _time(at) or ""), []).append(episode_id)
+    for (owner, at), ids in groups.items():
+        for start in range(0, len(ids), _IMPORT_BATCH):
+            record = {
+                "type": "consolidated",
+                "user_id": owner,
+                "consolidated_at": at,
+                "episode_ids": ids[start : start + _IMPORT_BATCH],
+            }
+            out.write(json.dumps(record, ensure_ascii=False) + "\n")
 
 
 def import_jsonl(
@@ -163,6 +215,8 @@ def _import(
     undecided = bulk is None
     sessions: list[Session] = []
     batch: list[tuple[Episode, list[EpisodeVersion], np.ndarray | None]] = []
+    facts: list[tuple[Fact, np.ndarray | None]] = []
+    marks: list[dict[str, Any]] = []
     imported = 0
 
     def flush() -> None:
@@ -215,13 +269,56 @@ def _import(
                 batch.append(_episode(record, reuse, embedder.dim))
                 if len(batch) >= _IMPORT_BATCH:
                     flush()
+            elif kind == "fact":
+                facts.append(_fact(record, reuse, embedder.dim))
+            elif kind == "consolidated":
+                marks.append(record)
             else:
                 raise InvalidInputError(f"line {number}: unknown record type {kind!r}")
         except (KeyError, TypeError, ValueError) as exc:
             raise InvalidInputError(f"line {number}: malformed record ({exc})") from exc
     if batch or sessions:
         flush()
+    _import_facts(store, embedder, facts, marks)
     return imported
+
+
+def _import_facts(
+    store: Store,
+    embedder: Embedder,
+    facts: list[tuple[Fact, np.ndarray | None]],
+    marks: list[dict[str, Any]],
+) -> None:
+    """Write imported facts (skipping ids already stored) and consolidation marks,
+    after the episodes they refer to."""
+    existing = store.existing_fact_ids([f.id for f, _ in facts])
+    by_scope: dict[tuple[str, str | None], list[tuple[Fact, np.ndarray | None]]] = {}
+    for fact, vector in facts:
+        if fact.id not in existing:
+            by_scope.setdefault((fact.user_id, fact.agent_id), []).append((fact, vector))
+    for (user_id, agent_id), items in by_scope.items():
+        for start in range(0, len(items), _IMPORT_BATCH):
+            chunk = items[start : start + _IMPORT_BATCH]
+            missing = [i for i, (_, v) in enumerate(chunk) if v is None]
+            vectors = [v for _, v in chunk]
+            if missing:
+                fresh = embedder.embed_documents(
+                    [fact_embedding_text(chunk[i][0]) for i in missing]
+                )
+                for i, vector in zip(missing, fresh, strict=True):
+                    vectors[i] = vector
+            store.write_facts(
+                FactChanges(added=[f for f, _ in chunk], vectors=vectors),  # type: ignore[arg-type]
+                Scope(user_id, agent_id),
+            )
+    for mark in marks:
+        store.write_facts(
+            FactChanges(
+                consolidated=list(mark["episode_ids"]),
+                consolidated_at=datetime.fromisoformat(mark["consolidated_at"]),
+            ),
+            Scope(mark["user_id"]),
+        )
 
 
 def _json(line: str, number: int) -> dict[str, Any]:
@@ -232,6 +329,35 @@ def _json(line: str, number: int) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise InvalidInputError(f"line {number} is not a JSON object")
     return value
+
+
+def _fact(record: dict[str, Any], reuse: bool, dim: int) -> tuple[Fact, np.ndarray | None]:
+    fact = Fact(
+        id=record["id"],
+        user_id=record["user_id"],
+        agent_id=record.get("agent_id"),
+        subject=record["subject"],
+        predicate=record["predicate"],
+        object=record["object"],
+        text=record["text"],
+        valid_from=_parse_time(record.get("valid_from")),
+        valid_to=_parse_time(record.get("valid_to")),
+        recorded_at=datetime.fromisoformat(record["recorded_at"]),
+        retracted_at=_parse_time(record.get("retracted_at")),
+        supersedes=record.get("supersedes"),
+        superseded_by=record.get("superseded_by"),
+        superseded_at=_parse_time(record.get("superseded_at")),
+        confidence=float(record.get("confidence", 1.0)),
+        extractor=record.get("extractor") or "import",
+        metadata=record.get("metadata") or {},
+        provenance=tuple(record.get("provenance") or ()),
+    )
+    vector = None
+    if reuse and record.get("embedding"):
+        vector = np.frombuffer(base64.b64decode(record["embedding"]), dtype="<f4")
+        if vector.shape != (dim,):
+            raise ValueError(f"fact embedding has {vector.size} values, expected {dim}")
+    return fact, vector
 
 
 def _episode(

@@ -78,17 +78,61 @@ class ChannelScore:
 
 
 @dataclass(frozen=True, slots=True)
+class Fact:
+    """An atomic statement ``(subject, predicate, object)`` distilled from episodes.
+
+    Bi-temporal: ``valid_from`` / ``valid_to`` say when it was true in the world
+    (None: unknown / still true); ``recorded_at`` / ``retracted_at`` when this memory
+    learned it and withdrew it. A fact that a newer value replaced keeps its row:
+    ``superseded_by`` names the replacement, ``superseded_at`` is when we learned of
+    the replacement, and ``valid_to`` is when the replacement became true.
+    ``provenance`` holds the ids of the episodes it was extracted from. ``text`` is a
+    short sentence that states it, which the fact indexes search.
+    """
+
+    id: str
+    user_id: str
+    agent_id: str | None
+    subject: str
+    predicate: str
+    object: str
+    text: str
+    valid_from: datetime | None
+    valid_to: datetime | None
+    recorded_at: datetime
+    retracted_at: datetime | None = None
+    supersedes: str | None = None
+    superseded_by: str | None = None
+    superseded_at: datetime | None = None
+    confidence: float = 1.0
+    provenance: tuple[str, ...] = ()
+    extractor: str = "rules"
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def is_current(self) -> bool:
+        """True while nothing has replaced or withdrawn it."""
+        return self.superseded_by is None and self.retracted_at is None
+
+
+@dataclass(frozen=True, slots=True)
 class Hit:
     """A search result: the episode, its fused score, and its neighbouring turns.
 
-    ``channels`` is filled when ``explain=True``: for each channel that proposed the
-    episode, its rank and raw score there.
+    ``channels`` and ``analysis`` are filled when ``explain=True``: for each channel
+    that proposed the episode, its rank and raw score there; and how the question was
+    read (``QueryAnalysis.to_dict()``: terms, reference time, temporal intents and
+    the time ranges it names), the same for every hit of one search. ``facts`` holds
+    the facts drawn from this episode that matched the question (when the ``facts``
+    channel is on).
     """
 
     episode: Episode
     score: float
     context: tuple[Episode, ...] = ()
     channels: dict[str, ChannelScore] = field(default_factory=dict)
+    analysis: dict[str, Any] = field(default_factory=dict)
+    facts: tuple[Fact, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,12 +146,14 @@ class Page:
 
 @dataclass(frozen=True, slots=True)
 class DeleteCounts:
-    """What a delete removed, table by table."""
+    """What a delete removed, table by table (``times``: resolved time mentions)."""
 
     episodes: int = 0
     versions: int = 0
     vectors: int = 0
     sessions: int = 0
+    times: int = 0
+    facts: int = 0
 
     def __add__(self, other: DeleteCounts) -> DeleteCounts:
         return DeleteCounts(
@@ -115,6 +161,8 @@ class DeleteCounts:
             self.versions + other.versions,
             self.vectors + other.vectors,
             self.sessions + other.sessions,
+            self.times + other.times,
+            self.facts + other.facts,
         )
 
 

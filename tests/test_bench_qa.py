@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from anamnesis import llm
 from anamnesis.bench import qa
 from anamnesis.bench.api import run_benchmark
 from anamnesis.bench.runner import BenchOptions
@@ -67,7 +68,7 @@ def fake_llm(monkeypatch) -> Iterator[ThreadingHTTPServer]:
     monkeypatch.setenv(qa.MODEL_ENV, "fake-model")
     monkeypatch.delenv(qa.API_KEY_ENV, raising=False)
     monkeypatch.delenv(qa.JUDGE_MODEL_ENV, raising=False)
-    monkeypatch.setattr(qa, "INITIAL_BACKOFF", 0.01)
+    monkeypatch.setattr(llm, "INITIAL_BACKOFF", 0.01)
     yield server
     server.shutdown()
     server.server_close()
@@ -155,7 +156,7 @@ def test_longmemeval_qa_end_to_end(tmp_path, fake_llm):
 
 def test_errored_questions_are_counted_not_dropped(tmp_path, fake_llm, monkeypatch):
     fake_llm.always_fail = True
-    monkeypatch.setattr(qa, "ATTEMPTS", 2)
+    monkeypatch.setattr(llm, "ATTEMPTS", 2)
     options = BenchOptions(configs=("bm25",), embedder="edge", qa=True)
     summary = run_benchmark(
         "longmemeval", FIXTURES / "longmemeval_smoke.json.gz", options=options, out_dir=tmp_path

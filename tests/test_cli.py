@@ -35,6 +35,8 @@ def test_help_lists_every_verb() -> None:
         "stats",
         "reindex",
         "demo",
+        "consolidate",
+        "facts",
     ):
         assert verb in result.output
 
@@ -113,3 +115,17 @@ def test_demo_runs_and_answers(tmp_path) -> None:
     result = CliRunner().invoke(main, ["demo", "--path", str(tmp_path / "demo.db")])
     assert result.exit_code == 0, result.output
     assert "allergic to cats" in result.output
+
+
+def test_consolidate_then_facts(cli) -> None:
+    cli("add", "I live in Boston.", "--role", "user", "--time", "2022-01-01")
+    cli("add", "I moved to Denver last month.", "--role", "user", "--time", "2023-06-15")
+    report = json.loads(cli("consolidate").output)
+    assert (report["episodes"], report["added"], report["superseded"]) == (2, 2, 1)
+    current = [json.loads(line) for line in cli("facts", "--json").output.splitlines()]
+    assert [(f["predicate"], f["object"]) for f in current] == [("lives_in", "Denver")]
+    chain = cli("facts", "--history", "--predicate", "lives_in", "--json").output.splitlines()
+    assert [json.loads(line)["object"] for line in chain] == ["Boston", "Denver"]
+    assert "superseded" in cli("facts", "--all").output
+    result = cli("facts", "--history")
+    assert result.exit_code == EXIT_BAD_INPUT and "--predicate" in result.output

@@ -170,3 +170,31 @@ def test_long_neighbours_are_left_out(memory: Memory) -> None:
     trimmed = assemble("q", [hit], counter=counter, neighbour_hits=1, neighbour_max_tokens=128)
     assert essay.strip() in kept.text
     assert essay.strip() not in trimmed.text
+
+
+def test_facts_carried_by_hits_fill_the_facts_section(memory: Memory) -> None:
+    from dataclasses import replace
+
+    from anamnesis.context import facts_of
+    from anamnesis.types import Fact
+
+    _conversation(memory)
+    (hit,) = memory.search("What did Ana adopt?", user_id="u", limit=1)
+    fact = Fact(
+        id="f1",
+        user_id="u",
+        agent_id=None,
+        subject="Ana",
+        predicate="adopted",
+        object="a beagle",
+        text="Ana adopted a beagle.",
+        valid_from=datetime(2023, 5, 8, tzinfo=UTC),
+        valid_to=None,
+        recorded_at=ASKED,
+        provenance=(hit.episode.id,),
+    )
+    with_fact = replace(hit, facts=(fact, fact))
+    (shown,) = facts_of([with_fact])
+    assert shown == ContextFact("Ana adopted a beagle.", fact.valid_from, (hit.episode.id,))
+    context = assemble("q", [with_fact], counter=TokenCounter(), facts=facts_of([with_fact]))
+    assert "- Ana adopted a beagle. (as of 2023-05-08)" in context.text

@@ -6,7 +6,7 @@ Pure store tests use random unit vectors; nothing here loads an embedding model.
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pytest
@@ -627,3 +627,126 @@ def test_vectors_keep_their_dimension(store):
     [vector] = add(store, [make_episode("x", content_hash="hx")])
     assert store.vectors_for_hashes(["hx"])["hx"].shape == (DIM,)
     assert vector.shape == (DIM,)
+
+
+# -- event time: resolved time mentions ---------------------------------------------------------
+MAY_8 = datetime(2023, 5, 8, 13, 0, tzinfo=UTC)
+
+
+def _mentions(store, episode, scope=ALICE):
+    found = store.episode_times([episode.id], scope).get(episode.id)
+    return None if found is None else [(m.expression, m.start, m.end) for m in found.mentions]
+
+
+def test_time_mentions_are_resolved_against_the_event_time_and_stored(store):
+    said = make_episode("I went to the support group yesterday and on the 5th", event_time=MAY_8)
+    plain = make_episode("No dates here")
+    add(store, [said, plain])
+    times = store.episode_times([said.id, plain.id, "ep_missing"], ALICE)
+    assert set(times) == {said.id, plain.id}
+    assert times[said.id].event_time == MAY_8
+    assert _mentions(store, said) == [
+        ("yesterday", datetime(2023, 5, 7, tzinfo=UTC), datetime(2023, 5, 8, tzinfo=UTC)),
+        ("on the 5th", datetime(2023, 5, 5, tzinfo=UTC), datetime(2023, 5, 6, tzinfo=UTC)),
+    ]
+    assert times[plain.id].mentions == ()
+    assert store.episode_times([said.id], BOB) == {}
+
+
+def test_updating_content_recomputes_its_time_mentions(store):
+    episode = make_episode("We met yesterday", event_time=MAY_8)
+    add(store, [episode])
+    store.update_episode(
+        episode.id,
+        ALICE,
+        content="We met two days ago",
+        content_hash="h2",
+        metadata={},
+        vector=None,
+        changed_at=MAY_8,
+    )
+    assert _mentions(store, episode) == [
+        ("two days ago", datetime(2023, 5, 6, tzinfo=UTC), datetime(2023, 5, 7, tzinfo=UTC))
+    ]
+    store.update_episode(
+        episode.id,
+        ALICE,
+        content="We met",
+        content_hash="h3",
+        metadata={},
+        vector=None,
+        changed_at=MAY_8,
+    )
+    assert _mentions(store, episode) == []
+
+
+def test_deletes_remove_and_count_time_mentions(store):
+    one = make_episode("yesterday and last week", event_time=MAY_8)
+    other = make_episode("tomorrow", event_time=MAY_8, scope=Scope("alice", "a1"))
+    bobs = make_episode("yesterday", event_time=MAY_8, scope=BOB)
+    add(store, [one, other, bobs])
+    assert store.delete_episode(one.id, ALICE) == DeleteCounts(episodes=1, vectors=1, times=2)
+    assert store.delete_scope(ALICE) == DeleteCounts(episodes=1, vectors=1, times=1)
+    assert _mentions(store, bobs, BOB) == [
+        ("yesterday", datetime(2023, 5, 7, tzinfo=UTC), datetime(2023, 5, 8, tzinfo=UTC))
+    ]
+
+
+def test_time_search_finds_episodes_by_event_time_or_mentioned_time(store):
+    mentioned = make_episode("I went to the support group yesterday", event_time=MAY_8)
+    happened = make_episode("Lovely walk", event_time=datetime(2023, 5, 7, 9, tzinfo=UTC))
+    elsewhere = make_episode("Later that summer", event_time=datetime(2023, 7, 1, tzinfo=UTC))
+    bobs = make_episode("Lovely walk", event_time=datetime(2023, 5, 7, 9, tzinfo=UTC), scope=BOB)
+    vectors = add(store, [mentioned, happened, elsewhere, bobs])
+    may_7 = [(datetime(2023, 5, 7, tzinfo=UTC), datetime(2023, 5, 8, tzinfo=UTC))]
+    found = store.time_search(vectors[1], may_7, ALICE, Filters(), 10)
+    assert ids(found) == [happened.id, mentioned.id]  # ranked by similarity to the vector
+    assert found[0].score == pytest.approx(1.0, abs=1e-5)
+    assert ids(store.time_search(vectors[1], may_7, BOB, Filters(), 10)) == [bobs.id]
+    assert ids(store.time_search(vectors[1], may_7, Scope("alice", "a1"), Filters(), 10)) == []
+    assert store.time_search(vectors[1], [], ALICE, Filters(), 10) == []
+    assert ids(store.time_search(vectors[1], may_7, ALICE, Filters(role="assistant"), 10)) == []
+
+
+def test_time_search_honours_recorded_before(store):
+    early = make_episode("yesterday was fun", event_time=MAY_8, recorded_at=MAY_8)
+    late = make_episode(
+        "I did it yesterday", event_time=MAY_8, recorded_at=MAY_8 + timedelta(days=30)
+    )
+    vectors = add(store, [early, late])
+    may_7 = [(datetime(2023, 5, 7, tzinfo=UTC), datetime(2023, 5, 8, tzinfo=UTC))]
+    as_of = Filters(recorded_before=MAY_8 + timedelta(days=1))
+    assert ids(store.time_search(vectors[1], may_7, ALICE, as_of, 10)) == [early.id]
+
+
+def _downgrade_to_before_times(backend, store_url):
+    """Make the store look as if written before time mentions (and facts) existed."""
+    if backend == "sqlite":
+        import sqlite3
+
+        with sqlite3.connect(store_url) as conn:
+            for table in ("facts_fts", "facts", "fact_sources", "consolidated_episodes"):
+                conn.execute(f"DROP TABLE {table}")
+            conn.execute("DROP TRIGGER episode_times_delete")
+            conn.execute("DROP TABLE episode_times")
+            conn.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+    else:
+        import psycopg
+
+        with psycopg.connect(store_url) as conn:
+            for table in ("facts", "fact_sources", "consolidated_episodes", "episode_times"):
+                conn.execute(f"DROP TABLE {table}")
+            conn.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+
+
+def test_opening_an_older_store_backfills_time_mentions(open_store, backend, store_url):
+    first = open_store()
+    episode = make_episode("I went to the support group yesterday", event_time=MAY_8)
+    add(first, [episode])
+    first.close()
+    _downgrade_to_before_times(backend, store_url)
+    reopened = open_store()
+    assert _mentions(reopened, episode) == [
+        ("yesterday", datetime(2023, 5, 7, tzinfo=UTC), datetime(2023, 5, 8, tzinfo=UTC))
+    ]
+    assert reopened.delete_episode(episode.id, ALICE).times == 1

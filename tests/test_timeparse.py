@@ -53,6 +53,36 @@ CASES = [
     ("We moved to Berlin in May 2022", "2023-05-02", "in May 2022", "2022-05-01", "2022-06-01", "month"),
     ("I visited my grandma in March", "2023-05-02", "in March", "2023-03-01", "2023-04-01", "month"),
     ("The concert is on 3 March, 2024", "2023-05-02", "3 March, 2024", "2024-03-03", "2024-03-04", "day"),
+    # BEAM user turns, said on their batch's time anchor
+    ("I'm kinda worried about the executor choice, you know, since Douglas accepted on April 15 at "
+     "Coral Bay Café", "2024-05-02", "on April 15", "2024-04-15", "2024-04-16", "day"),
+    ("I'm kinda stressed about balancing production deadlines with the patent response that's due "
+     "July 20", "2024-07-10", "due July 20", "2024-07-20", "2024-07-21", "day"),
+    ("I've set clear work-free Sundays starting May 5 after David expressed concern",
+     "2024-05-20", "starting May 5", "2024-05-05", "2024-05-06", "day"),
+    ("I'm kinda stressed about declining that last-minute 3 PM meeting on March 14",
+     "2024-03-15", "on March 14", "2024-03-14", "2024-03-15", "day"),
+    # LoCoMo turns
+    ("Hey Joanna, check this out! I won my fourth video game tournament on Friday!",
+     "2022-07-10", "on Friday", "2022-07-08", "2022-07-09", "day"),
+    ("So much since we talked! Last Fri I finally took my kids to a pottery workshop.",
+     "2023-07-15", "Last Fri", "2023-07-14", "2023-07-15", "day"),
+    ("Last August I told you about my fun time at a charity event with Harry Potter trivia.",
+     "2023-12-08", "Last August", "2023-08-01", "2023-09-01", "month"),
+    ("Max and I had a blast on our camping trip last summer.",
+     "2023-08-11", "last summer", "2022-06-01", "2022-09-01", "season"),
+    ("So much fun with the whole gang! Wanna do a family outing this summer?",
+     "2023-08-17", "this summer", "2023-06-01", "2023-09-01", "season"),
+    # the issue's own examples
+    ("We are meeting next Friday", "2023-05-08", "next Friday", "2023-05-12", "2023-05-13", "day"),
+    ("I paid the rent on the 5th", "2023-05-08", "on the 5th", "2023-05-05", "2023-05-06", "day"),
+    ("We moved in May 2023", "2023-09-01", "in May 2023", "2023-05-01", "2023-06-01", "month"),
+    ("She left two months ago", "2023-05-08", "two months ago", "2023-03-01", "2023-04-01", "month"),
+    # trailing spans (LongMemEval questions)
+    ("How many dinner parties have I attended in the past month?", "2023-05-20",
+     "the past month", "2023-04-21", "2023-05-21", "month"),
+    ("How many charity events did I attend in the last two weeks?", "2023-05-20",
+     "the last two weeks", "2023-05-07", "2023-05-21", "week"),
 ]  # fmt: skip
 
 
@@ -64,6 +94,19 @@ def test_resolves_real_sentences(sentence, said, expression, first, end, granula
     assert mention.start.date().isoformat() == first
     assert mention.end.date().isoformat() == end
     assert mention.granularity == granularity
+
+
+def test_a_bare_weekday_looks_forward_when_the_sentence_does() -> None:
+    (mention,) = resolve("We'll meet on Friday", datetime(2024, 4, 20, tzinfo=UTC))
+    assert mention.start.date().isoformat() == "2024-04-26"
+
+
+def test_a_day_and_month_without_a_year_is_the_nearest_occurrence() -> None:
+    said = datetime(2024, 1, 3, tzinfo=UTC)
+    (late_december,) = resolve("we met on December 28", said)
+    (next_spring,) = resolve("the deadline is March 1", said)
+    assert late_december.start.date().isoformat() == "2023-12-28"
+    assert next_spring.start.date().isoformat() == "2024-03-01"
 
 
 def test_longest_overlapping_expression_wins() -> None:
@@ -80,7 +123,16 @@ def test_several_expressions_come_back_in_text_order() -> None:
 
 @pytest.mark.parametrize(
     "sentence",
-    ["I may go", "since we last talked", "My friend May is here", "It was recently fixed"],
+    [
+        "I may go",
+        "since we last talked",
+        "My friend May is here",
+        "It was recently fixed",
+        "I may 5 times have tried",
+        "I go there on Fridays",
+        "Egypt's pyramids were built about 4600 years ago",
+        "that was 99999999 days ago",
+    ],
 )
 def test_words_that_are_not_dates_resolve_to_nothing(sentence) -> None:
     assert resolve(sentence, datetime(2023, 5, 10, tzinfo=UTC)) == []

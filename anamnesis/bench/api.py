@@ -203,7 +203,12 @@ def _read_folder(source: Path, result: RunResult, case_lines: list[str]) -> bool
             case_lines.append(line if line.endswith("\n") else line + "\n")
             result.ingest.append(
                 CaseSpeed(
-                    case["case"], case["messages"], case["ingest_seconds"], case["store_bytes"]
+                    case["case"],
+                    case["messages"],
+                    case["ingest_seconds"],
+                    case["store_bytes"],
+                    case.get("consolidate_seconds", 0.0),
+                    case.get("facts", 0),
                 )
             )
             result.full_context_tokens[case["case"]] = case["full_tokens"]

@@ -20,7 +20,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import IO, Any
 
@@ -94,6 +94,9 @@ class CaseSpeed:
     messages: int
     ingest_seconds: float
     store_bytes: int
+    #: Seconds spent in Memory.consolidate (only when a config uses the facts channel).
+    consolidate_seconds: float = 0.0
+    facts: int = 0
 
 
 @dataclass(slots=True)
@@ -255,9 +258,19 @@ def run_case(
     start = time.perf_counter()
     memory.add_many(case.messages, user_id=user_id, progress=ingested)
     ingest_seconds = time.perf_counter() - start
+    consolidate_seconds, facts = 0.0, 0
+    if any("facts" in config.channels for config in options.search_configs().values()):
+        start = time.perf_counter()
+        facts = memory.consolidate(user_id=user_id).added
+        consolidate_seconds = time.perf_counter() - start
     path = Path(getattr(memory.store, "path", ""))
     speed = CaseSpeed(
-        case.id, len(case.messages), ingest_seconds, store_bytes(path) if path.name else 0
+        case.id,
+        len(case.messages),
+        ingest_seconds,
+        store_bytes(path) if path.name else 0,
+        consolidate_seconds,
+        facts,
     )
 
     key = dataset.evidence_key
@@ -278,20 +291,18 @@ def run_case(
         # The first search loads the dense matrix; keep that out of warm latencies.
         retriever.search("warm up", scope, Filters(), 1, False)
 
-    last_message = max(
-        (m["event_time"] for m in case.messages if m.get("event_time") is not None), default=None
-    )
     records = []
     qa_names = set(options.qa_configs or retrievers)
     qa_jobs: list[tuple[dict[str, Any], Any, str]] = []
+    conversation_end = case_end(case)
     for question in case.questions:
         filters = Filters()
         if options.as_of and question.asked_at is not None:
             filters = Filters(event_before=question.asked_at)
-        asked = question.asked_at or last_message
+        now = question.asked_at or conversation_end
         for name, retriever in retrievers.items():
             start = time.perf_counter()
-            hits = retriever.search(question.text, scope, filters, options.depth, True, asked)
+            hits = retriever.search(question.text, scope, filters, options.depth, True, now)
             latency = time.perf_counter() - start
             keys, sessions, tokens, rows = _hit_rows(hits, key, counter)
             metrics = score(
@@ -306,9 +317,7 @@ def run_case(
                 budgets=options.budgets,
             )
             metrics.update(
-                context_metrics(
-                    question.text, hits, question.evidence, key, counter, asked, options
-                )
+                context_metrics(question.text, hits, question.evidence, key, counter, now, options)
             )
             record = {
                 "case": case.id,
@@ -337,6 +346,16 @@ def run_case(
         _grade_all(grader, qa_jobs, case, options, output, progress)
     counter.clear()
     return output
+
+
+def case_end(case: Case) -> datetime | None:
+    """When a case's questions are asked if they carry no date: just after its last message.
+
+    LoCoMo and BEAM date their sessions but not their questions, which are asked once
+    the conversation is over.
+    """
+    times = [m["event_time"] for m in case.messages if m.get("event_time") is not None]
+    return max(times) + timedelta(seconds=1) if times else None
 
 
 def _grade_all(

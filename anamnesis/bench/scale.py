@@ -6,7 +6,9 @@ distinct turns, the text is reused in further cycles with distinct session ids a
 dates shifted by whole years, all in one user's scope (the worst case for a search).
 
 At each size we measure bulk ingest throughput of the segment just added
-(``Memory.add_many``), single ``add`` latency, warm search latency per configuration,
+(``Memory.add_many``), the time to bring the store's in-memory indexes up to date
+(``Store.warm_up``, which a Memory also runs in the background when it opens), single
+``add`` latency, warm search latency per configuration,
 first-search latency in a fresh process (open + first search, the model already
 loaded), peak RSS, and the file size.
 
@@ -149,6 +151,7 @@ class ScalePoint:
     segment_seconds: float
     ingest_per_second: float
     embedded_texts: int
+    warm_up_ms: float
     single_add_ms: dict[str, float]
     search_ms: dict[str, dict[str, float]]
     fresh_process: dict[str, Any]
@@ -338,6 +341,9 @@ def _measure(
     ingest: dict[str, Any],
 ) -> ScalePoint:
     """Search, single-add and cold-start measurements at the store's current size."""
+    start = time.perf_counter()
+    memory.store.warm_up()
+    warm_up_ms = (time.perf_counter() - start) * 1000
     retrievers = {
         name: Retriever(memory.store, memory.embedder, PRESETS[name]) for name in options.configs
     }
@@ -364,6 +370,7 @@ def _measure(
     return ScalePoint(
         episodes=stored,
         **ingest,
+        warm_up_ms=warm_up_ms,
         single_add_ms=_stats(single),
         search_ms=search_ms,
         fresh_process=cold,
@@ -393,11 +400,12 @@ def scale_markdown(result: dict[str, Any], command: str | None = None) -> str:
         f"{result['environment'].get('cpus')} CPUs; searches: {options['queries']} LongMemEval"
         f" questions, limit {options['limit']}; started {result['started_at']}",
         "",
-        "| episodes | ingest msg/s (segment) | embedded | single add p50/p95 ms | "
+        "| episodes | ingest msg/s (segment) | embedded | index warm-up s "
+        "| single add p50/p95 ms | "
         + " | ".join(f"{c} p50/p95 ms" for c in options["configs"])
         + " | fresh-process open / first search ms | fresh Memory first search ms"
         " | file MB | peak RSS MB | child peak RSS MB |",
-        "|" + "---|" * (8 + len(options["configs"])),
+        "|" + "---|" * (9 + len(options["configs"])),
     ]
     for p in result["points"]:
         cold = p["fresh_process"]
@@ -408,6 +416,7 @@ def scale_markdown(result: dict[str, Any], command: str | None = None) -> str:
         )
         out.append(
             f"| {p['episodes']:,} | {p['ingest_per_second']:,.0f} | {p['embedded_texts']:,} | "
+            f"{p.get('warm_up_ms', math.nan) / 1000:.1f} | "
             f"{p['single_add_ms']['p50']:.1f} / {p['single_add_ms']['p95']:.1f} | "
             + " | ".join(
                 f"{p['search_ms'][c]['p50']:.1f} / {p['search_ms'][c]['p95']:.1f}"

@@ -164,6 +164,8 @@ def _speed(result: RunResult) -> dict[str, Any]:
         "store_bytes_per_message": sum(sizes) / messages if messages else math.nan,
         "peak_rss_bytes": result.peak_rss_bytes,
         "run_seconds": result.seconds,
+        "consolidate_seconds": sum(s.consolidate_seconds for s in result.ingest),
+        "facts": sum(s.facts for s in result.ingest),
     }
 
 

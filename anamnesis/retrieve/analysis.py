@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .query import search_terms
+from .time_intent import TimeIntent, time_intent
 
 
 @dataclass(frozen=True, slots=True)
@@ -14,14 +15,16 @@ class QueryAnalysis:
     """Everything the pipeline learns from the question before retrieving.
 
     ``now`` is the reference time of the question (when it is asked); relative time
-    expressions in the question resolve against it. ``features`` holds what later
-    analysers add (intents, entities, time ranges); ``to_dict`` is what
+    expressions in the question resolve against it. ``time`` is its temporal reading
+    (intents, history/current-state, the time ranges it names; see ``time_intent``).
+    ``features`` holds what other analysers add; ``to_dict`` is what
     ``explain=True`` reports.
     """
 
     text: str
     terms: tuple[str, ...]
     now: datetime
+    time: TimeIntent = field(default_factory=TimeIntent)
     features: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -30,14 +33,20 @@ class QueryAnalysis:
             "text": self.text,
             "terms": list(self.terms),
             "now": self.now.isoformat(),
-            **self.features,
+            "time": self.time.to_dict(),
+            **{
+                name: value.to_dict() if hasattr(value, "to_dict") else value
+                for name, value in self.features.items()
+            },
         }
 
 
 def analyse(text: str, now: datetime | None = None) -> QueryAnalysis:
     """Analyse ``text`` as asked at ``now`` (default: the present, UTC)."""
+    when = now if now is not None else datetime.now(UTC)
     return QueryAnalysis(
         text=text,
         terms=tuple(search_terms(text)),
-        now=now if now is not None else datetime.now(UTC),
+        now=when,
+        time=time_intent(text, when),
     )

@@ -16,7 +16,7 @@ import numpy as np
 from ..config import SearchConfig
 from ..embed.base import Embedder
 from ..store.base import Candidate, Filters, Store
-from ..types import Episode, Scope
+from ..types import Episode, Fact, Scope
 from .analysis import QueryAnalysis
 from .resources import StageResources
 
@@ -31,6 +31,11 @@ class SearchRequest:
     store: Store
     embedder: Embedder
     config: SearchConfig
+    #: How many hits the caller will keep (stages that reorder only the returned
+    #: hits, such as ``chronological``, read it); None when unknown.
+    limit: int | None = None
+    #: Facts that support each proposed episode (filled by the ``facts`` channel).
+    facts: dict[str, list[Fact]] = field(default_factory=dict)
     resources: StageResources = field(default_factory=StageResources)
     _vector: np.ndarray | None = field(default=None, repr=False)
     _episodes: dict[str, Episode] = field(default_factory=dict, repr=False)
@@ -70,8 +75,60 @@ def dense(request: SearchRequest, limit: int) -> list[Candidate]:
     return request.store.dense_search(request.query_vector, request.scope, request.filters, limit)
 
 
+def temporal(request: SearchRequest, limit: int) -> list[Candidate]:
+    """Episodes dated in, or mentioning, a time the question names, by similarity.
+
+    "What did I do two weeks ago?" finds the episodes of that week (or that say
+    "on the 3rd" of it) even when they share no word with the question. Proposes
+    nothing when the question names no time.
+    """
+    windows = request.analysis.time.windows
+    if not windows:
+        return []
+    return request.store.time_search(
+        request.query_vector, windows, request.scope, request.filters, limit
+    )
+
+
+def facts(request: SearchRequest, limit: int) -> list[Candidate]:
+    """Episodes that state the facts matching the question.
+
+    Facts are matched by their text as the memory held them at
+    ``filters.recorded_before`` (the search's ``as_of``), ordered by the question's
+    intent (current values first, or whole histories oldest first), and each yields
+    its provenance episodes that pass the scope and filters. The facts are kept on
+    the request, so hits can carry them.
+    """
+    from ..facts.search import fact_intent, matching_facts, order_facts
+
+    as_of = request.filters.recorded_before
+    intent = fact_intent(request.analysis.text)
+    request.analysis.features["fact_intent"] = intent
+    ranked = matching_facts(
+        request.store, request.scope, request.analysis.terms, request.query_vector, as_of
+    )
+    ordered = order_facts(request.store, request.scope, ranked, intent, as_of)
+    sources = request.store.fact_episodes(
+        [f.id for f, _ in ordered], request.scope, request.filters
+    )
+    out: list[Candidate] = []
+    seen: set[str] = set()
+    for fact, score in ordered:
+        episodes = sources.get(fact.id, [])
+        if intent == "current":
+            episodes = episodes[::-1]  # the latest statement of a value first
+        for episode_id in episodes:
+            request.facts.setdefault(episode_id, []).append(fact)
+            if episode_id not in seen:
+                seen.add(episode_id)
+                out.append(Candidate(episode_id, score))
+    return out[:limit]
+
+
 #: Every channel a configuration may name.
 CHANNELS: dict[str, Channel] = {
     "lexical": lexical,
     "dense": dense,
+    "temporal": temporal,
+    "facts": facts,
 }

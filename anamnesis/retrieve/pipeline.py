@@ -35,7 +35,12 @@ class Retriever:
         _check_names("search stage", self.config.stages, STAGES)
 
     def request(
-        self, query: str, scope: Scope, filters: Filters, now: datetime | None = None
+        self,
+        query: str,
+        scope: Scope,
+        filters: Filters,
+        now: datetime | None = None,
+        limit: int | None = None,
     ) -> SearchRequest:
         """The shared state of one search: the analysed question and where to look."""
         return SearchRequest(
@@ -45,6 +50,7 @@ class Retriever:
             store=self.store,
             embedder=self.embedder,
             config=self.config,
+            limit=limit,
             resources=self.resources,
         )
 
@@ -69,18 +75,30 @@ class Retriever:
         explain: bool,
         now: datetime | None = None,
     ) -> list[Hit]:
-        """The ``limit`` best episodes for ``query`` inside ``scope``."""
-        request = self.request(query, scope, filters, now)
+        """The ``limit`` best episodes for ``query`` inside ``scope``.
+
+        Neighbouring turns recorded after ``filters.recorded_before`` (``as_of``) are
+        left out of each hit's context, as the hits themselves are.
+        """
+        request = self.request(query, scope, filters, now, limit)
         fused = self.rank(request)[:limit]
         episodes = self.store.get_episodes([f.episode_id for f in fused], scope)
         by_id = {e.id: e for e in episodes}
         context = self.store.neighbours(episodes, self.config.neighbour_window)
+        as_of = filters.recorded_before
+        analysis = request.analysis.to_dict() if explain else {}
         return [
             Hit(
                 episode=by_id[f.episode_id],
                 score=f.score,
-                context=context.get(f.episode_id, ()),
+                context=tuple(
+                    e
+                    for e in context.get(f.episode_id, ())
+                    if as_of is None or e.recorded_at <= as_of
+                ),
                 channels=f.channels if explain else {},
+                analysis=analysis,
+                facts=tuple(request.facts.get(f.episode_id, ())),
             )
             for f in fused
             if f.episode_id in by_id

@@ -4,6 +4,10 @@ A stage is a function ``(request, fused) -> fused`` registered in ``STAGES`` und
 the name that ``SearchConfig.stages`` lists; stages run in the configured order and
 read their settings from ``SearchConfig.stage_options[name]``.
 
+The temporal stages read each candidate's event time and the times its text mentions
+(``Store.episode_times``), never when the store recorded it: a memory stored today
+about last Tuesday is an event of last Tuesday.
+
 | stage | what it does | CPU per search, 11k episodes |
 |---|---|---|
 | ``memx`` | MemX four-factor score, z-score + sigmoid (rerank.py) | +2 ms |
@@ -31,8 +35,106 @@ from .rerank import memx, surprise_stage
 
 Stage = Callable[[SearchRequest, list[Fused]], list[Fused]]
 
+#: Multiplier for candidates whose event time, or a time they mention, falls in a time
+#: the question names. True Memory's ×1.3 temporal boost (design notes §4.2, §6.2):
+#: multiplicative, so it reorders near-ties but cannot lift an irrelevant episode
+#: over a strongly relevant one. Not tuned on the benchmarks.
+TIME_MATCH_BOOST = 1.3
+#: Multiplier for candidates that mention a time at all, when the answer is a date or
+#: a span ("when…", "how long…", "how many days…"): the answer to "when did…" is in
+#: the turn that dates the event. Gentler than the
+#: match boost because a mention is weaker evidence than a matching date; chosen by
+#: hand (half of TIME_MATCH_BOOST's lift) and not tuned per question.
+DATED_BOOST = 1.15
+
+
+def _rescored(fused: list[Fused]) -> list[Fused]:
+    return sorted(fused, key=lambda f: f.score, reverse=True)
+
+
+def time_match(request: SearchRequest, fused: list[Fused]) -> list[Fused]:
+    """Boost candidates dated in, or mentioning, a time the question names."""
+    windows = request.analysis.time.windows
+    if not windows or not fused:
+        return fused
+    times = request.store.episode_times([f.episode_id for f in fused], request.scope)
+    for candidate in fused:
+        found = times.get(candidate.episode_id)
+        if found is not None and found.overlaps(windows):
+            candidate.score *= TIME_MATCH_BOOST
+    return _rescored(fused)
+
+
+def dated(request: SearchRequest, fused: list[Fused]) -> list[Fused]:
+    """For "when" and "how long" questions, boost candidates whose text mentions a time."""
+    if not request.analysis.time.dating or not fused:
+        return fused
+    times = request.store.episode_times([f.episode_id for f in fused], request.scope)
+    for candidate in fused:
+        found = times.get(candidate.episode_id)
+        if found is not None and found.mentions:
+            candidate.score *= DATED_BOOST
+    return _rescored(fused)
+
+
+#: For "in what order" questions, each further candidate from the same day as
+#: better-ranked ones is scaled by this factor once per such candidate, so the top of
+#: the list covers more of the timeline. Chosen by hand (a candidate's RRF score
+#: falls by about this much from rank 1 to rank 20) and not tuned per question.
+SPREAD_DECAY = 0.8
+
+
+def spread(request: SearchRequest, fused: list[Fused]) -> list[Fused]:
+    """For "in what order…" questions, favour candidates from different days.
+
+    An order question needs one event from each point of the timeline, and a list
+    ranked by relevance alone tends to fill up with one conversation. Candidates are
+    grouped by the calendar day of their event time; the n-th best of a day keeps
+    ``SPREAD_DECAY ** (n - 1)`` of its score. "first" and "last" do not trigger it:
+    they are too often ordinals ("my first sprint") rather than the question.
+    """
+    if "order" not in request.analysis.time.asks or not fused:
+        return fused
+    times = request.store.episode_times([f.episode_id for f in fused], request.scope)
+    seen: dict[object, int] = {}
+    for candidate in fused:
+        found = times.get(candidate.episode_id)
+        day = found.event_time.date() if found is not None else None
+        earlier = seen.get(day, 0)
+        candidate.score *= SPREAD_DECAY**earlier
+        seen[day] = earlier + 1
+    return _rescored(fused)
+
+
+def chronological(request: SearchRequest, fused: list[Fused]) -> list[Fused]:
+    """For order / first / last questions, return the hits oldest first.
+
+    Only the ``request.limit`` hits the caller keeps are reordered, so the set
+    returned is the one relevance chose; what changes is the order in which they are
+    read. Rank-based metrics at cut-offs below the limit measure relevance order and
+    will drop; use it for presentation, not for ranking.
+    """
+    if not request.analysis.time.ordering or not fused:
+        return fused
+    keep = len(fused) if request.limit is None else request.limit
+    head, tail = fused[:keep], fused[keep:]
+    times = request.store.episode_times([f.episode_id for f in head], request.scope)
+    head.sort(
+        key=lambda f: (
+            (times[f.episode_id].event_time, -f.score)
+            if f.episode_id in times
+            else (request.analysis.now, -f.score)
+        )
+    )
+    return head + tail
+
+
 #: Every post-fusion stage a configuration may name.
 STAGES: dict[str, Stage] = {
+    "time_match": time_match,
+    "dated": dated,
+    "spread": spread,
+    "chronological": chronological,
     "memx": memx,
     "surprise": surprise_stage,
     "dedup": dedup,

@@ -7,7 +7,7 @@ in the backend's query language, so no path can cross tenants.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -15,7 +15,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ..types import DeleteCounts, Episode, EpisodeVersion, Scope, Session
+from ..types import DeleteCounts, Episode, EpisodeVersion, Fact, Scope, Session
+from .episode_times import EpisodeTimes, TimeRange
 
 #: The schema version this code writes. Migrations move older stores forward.
 SCHEMA_VERSION = 1
@@ -62,6 +63,102 @@ def scope_clauses(
             clauses.append(f"{prefix}{alias}.{column} = {placeholder}")
             params.append(value)
     return " AND ".join(clauses), params
+
+
+def fact_scope(scope: Scope) -> Scope:
+    """The scope facts live in: user and agent (facts outlive the session they came from)."""
+    return Scope(scope.user_id, scope.agent_id, None)
+
+
+def fact_visibility(
+    alias: str,
+    placeholder: str,
+    as_of: datetime | None,
+    current_only: bool,
+    to_param: Callable[[datetime], Any],
+) -> tuple[str, list[Any]]:
+    """The WHERE fragment for facts the memory held at ``as_of`` (None: now).
+
+    Every visible fact was recorded by ``as_of`` and not retracted by then. With
+    ``current_only`` it must also have been true at ``as_of``: begun (``valid_from``),
+    not ended (``valid_to``), and not replaced by a fact the memory knew of by then.
+    A supersession learned after ``as_of`` does not end the old fact at ``as_of``.
+    """
+    f, p = alias, placeholder
+    if as_of is None:
+        clauses = [f"{f}.retracted_at IS NULL"]
+        params: list[Any] = []
+        if current_only:
+            clauses.append(f"{f}.superseded_by IS NULL")
+        return " AND ".join(clauses), params
+    t = to_param(as_of)
+    clauses = [f"{f}.recorded_at <= {p}", f"({f}.retracted_at IS NULL OR {f}.retracted_at > {p})"]
+    params = [t, t]
+    if current_only:
+        clauses += [
+            f"({f}.superseded_at IS NULL OR {f}.superseded_at > {p})",
+            f"({f}.valid_from IS NULL OR {f}.valid_from <= {p})",
+            f"({f}.valid_to IS NULL OR {f}.valid_to > {p} "
+            f"OR ({f}.superseded_at IS NOT NULL AND {f}.superseded_at > {p}))",
+        ]
+        params += [t, t, t, t]
+    return " AND ".join(clauses), params
+
+
+@dataclass(frozen=True, slots=True)
+class FactQuery:
+    """Which facts ``Store.find_facts`` returns.
+
+    ``subjects`` matches any of several names of one subject (its aliases);
+    ``as_of`` hides what was recorded later (None: now); ``include_superseded``
+    also returns facts that were replaced, retracted or ended by ``as_of``.
+    """
+
+    subjects: tuple[str, ...] = ()
+    predicate: str | None = None
+    as_of: datetime | None = None
+    include_superseded: bool = False
+    ids: tuple[str, ...] | None = None
+    limit: int = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class Supersession:
+    """Fact ``old_id`` is replaced by ``new_id``: it stays stored, with an end."""
+
+    old_id: str
+    new_id: str
+    valid_to: datetime | None
+    superseded_at: datetime
+
+
+@dataclass(slots=True)
+class FactChanges:
+    """One consolidation step, written in one transaction.
+
+    ``added`` facts with one vector each; ``supersessions`` close older facts;
+    ``sources`` add provenance ``(fact_id, episode_id)`` to stored facts;
+    ``retractions`` withdraw facts ``(fact_id, at)``; ``consolidated`` marks the
+    episodes this step read, at ``consolidated_at``.
+    """
+
+    added: list[Fact] = field(default_factory=list)
+    vectors: list[np.ndarray] = field(default_factory=list)
+    supersessions: list[Supersession] = field(default_factory=list)
+    sources: list[tuple[str, str]] = field(default_factory=list)
+    retractions: list[tuple[str, datetime]] = field(default_factory=list)
+    consolidated: list[str] = field(default_factory=list)
+    consolidated_at: datetime | None = None
+
+    def is_empty(self) -> bool:
+        """True when writing it would change nothing."""
+        return not (
+            self.added
+            or self.supersessions
+            or self.sources
+            or self.retractions
+            or self.consolidated
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,6 +284,25 @@ class Store(Protocol):
         """Episodes by cosine similarity to ``vector``, best first."""
         ...
 
+    def time_search(
+        self,
+        vector: np.ndarray,
+        ranges: Sequence[TimeRange],
+        scope: Scope,
+        filters: Filters,
+        limit: int,
+    ) -> list[Candidate]:
+        """Episodes that happened in, or mention a time overlapping, one of ``ranges``.
+
+        Ranked by cosine similarity to ``vector``, best first: the question's words
+        need not appear in them.
+        """
+        ...
+
+    def episode_times(self, episode_ids: Sequence[str], scope: Scope) -> dict[str, EpisodeTimes]:
+        """Event time and resolved time mentions of each episode in scope, by id."""
+        ...
+
     def iter_episodes(self, batch_size: int = 1000) -> Iterator[tuple[Episode, np.ndarray | None]]:
         """Every episode in the store with its vector, for export and re-indexing."""
         ...
@@ -197,4 +313,56 @@ class Store(Protocol):
 
     def stats(self, scope: Scope | None) -> dict[str, Any]:
         """Counts and sizes, for one scope or for the whole store."""
+        ...
+
+    # -- facts --------------------------------------------------------------------------
+    # Facts live in the user/agent scope (``fact_scope``); every method confines its
+    # reads and writes to it in SQL. Deleting episodes (delete_episode, delete_scope)
+    # trims their provenance and removes facts left with none.
+    def write_facts(self, changes: FactChanges, scope: Scope) -> None:
+        """Apply one consolidation step inside ``scope``, all or nothing."""
+        ...
+
+    def find_facts(self, scope: Scope, query: FactQuery) -> list[Fact]:
+        """Facts in ``scope`` matching ``query``, newest ``valid_from`` first per slot."""
+        ...
+
+    def lexical_fact_search(
+        self, terms: Sequence[str], scope: Scope, as_of: datetime | None, limit: int
+    ) -> list[tuple[str, float]]:
+        """Ids of facts (current or superseded, visible at ``as_of``) whose text matches
+        any of ``terms``, best first, with the backend's lexical score."""
+        ...
+
+    def dense_fact_search(
+        self, vector: np.ndarray, scope: Scope, as_of: datetime | None, limit: int
+    ) -> list[tuple[str, float]]:
+        """Ids of facts visible at ``as_of`` by cosine similarity to ``vector``, best first."""
+        ...
+
+    def fact_episodes(
+        self, fact_ids: Sequence[str], scope: Scope, filters: Filters
+    ) -> dict[str, list[str]]:
+        """For each fact, its provenance episodes in ``scope`` that pass ``filters``,
+        in event-time order."""
+        ...
+
+    def unconsolidated_episodes(self, scope: Scope, limit: int) -> list[Episode]:
+        """Episodes in ``scope`` that no consolidation has read yet, in event-time order."""
+        ...
+
+    def existing_fact_ids(self, fact_ids: Sequence[str]) -> set[str]:
+        """Which of these fact ids are already stored (in any scope)."""
+        ...
+
+    def iter_facts(self) -> Iterator[tuple[Fact, np.ndarray | None]]:
+        """Every fact in the store with its vector, for export and re-indexing."""
+        ...
+
+    def iter_consolidated(self) -> Iterator[tuple[str, str, datetime]]:
+        """``(user_id, episode_id, consolidated_at)`` of every consolidated episode."""
+        ...
+
+    def replace_fact_vectors(self, vectors: dict[str, np.ndarray]) -> None:
+        """Overwrite the vectors of the given facts (re-indexing)."""
         ...

@@ -34,9 +34,12 @@ from ..errors import (
     StoreError,
     StoreLockedError,
 )
+from ..ingest.timeparse import TimeMention
 from ..types import DeleteCounts, Episode, EpisodeVersion, Scope, Session
 from . import postgres_search
-from .base import Candidate, Filters
+from .base import Candidate, Filters, fact_scope
+from .episode_times import EpisodeTimes, TimeRange
+from .postgres_facts import PostgresFacts
 from .postgres_lexical import (
     count_episodes,
     count_replacement,
@@ -56,7 +59,10 @@ from .postgres_schema import (
     MIGRATION_LOCK,
     MIGRATIONS,
     embedding_index,
+    insert_times,
+    pending,
     scope_vector_index,
+    time_rows,
 )
 from .postgres_vector import register_vector
 
@@ -78,7 +84,7 @@ def _redact(url: str) -> str:
     return re.sub(r"(://[^:/@]+):[^@/]*@", r"\1:***@", url)
 
 
-class PostgresStore:
+class PostgresStore(PostgresFacts):
     """A Store backed by a PostgreSQL database with the pgvector extension."""
 
     backend = "postgres"
@@ -170,9 +176,12 @@ class PostgresStore:
                         f"{_redact(self.url)} has schema version {current}; this Anamnesis "
                         f"knows up to {LATEST}. Upgrade Anamnesis to open it."
                     )
-                for version in range(current + 1, LATEST + 1):
-                    for statement in MIGRATIONS[version](self.dim):
-                        conn.execute(statement)  # type: ignore[arg-type]
+                for version in pending(current):
+                    for step in MIGRATIONS[version](self.dim):
+                        if isinstance(step, str):
+                            conn.execute(step)  # type: ignore[arg-type]
+                        else:
+                            step(conn)
                 if current < LATEST:
                     conn.execute(
                         """INSERT INTO meta (key, value) VALUES
@@ -387,6 +396,10 @@ class PostgresStore:
                         "changed_at) VALUES (%s, %s, %s, %s, %s)",
                         version_rows,
                     )
+            insert_times(
+                conn,
+                [t for e in episodes for t in time_rows(e.id, e.user_id, e.content, e.event_time)],
+            )
             if rows:
                 count_episodes(conn, "e.id = ANY(%s)", [[e.id for e in episodes]], 1)
 
@@ -439,12 +452,16 @@ class PostgresStore:
         where, params = scope_sql(scope)
         with self._transaction() as conn:
             row = conn.execute(
-                f"SELECT e.rowid, e.version FROM episodes e WHERE e.id = %s AND {where} FOR UPDATE",
-                [episode_id, *params],
+                f"SELECT e.rowid, e.version, e.user_id, e.event_time, e.content = %s "
+                f"FROM episodes e WHERE e.id = %s AND {where} FOR UPDATE",
+                [content, episode_id, *params],
             ).fetchone()
             if row is None:
                 raise NotFoundError(f"no episode {episode_id!r} in this scope")
-            rowid, version = row
+            rowid, version, user_id, event_time, unchanged = row
+            if not unchanged:
+                conn.execute("DELETE FROM episode_times WHERE episode_id = %s", (episode_id,))
+                insert_times(conn, time_rows(episode_id, user_id, content, event_time))
             # The old text leaves the BM25 statistics and the new one enters, in one change.
             count_replacement(conn, rowid, content)
             conn.execute(
@@ -472,6 +489,7 @@ class PostgresStore:
     def _delete_where(conn: psycopg.Connection[Any], where: str, params: list[Any]) -> DeleteCounts:
         # Rows first, then the statistics: the lock order of every other write.
         conn.execute(f"SELECT 1 FROM episodes e WHERE {where} FOR UPDATE", params)
+        facts = PostgresFacts._facts.forget_episodes(conn, where, params)
         count_episodes(conn, where, params, -1)
         row = conn.execute(
             f"""WITH gone AS (
@@ -479,14 +497,20 @@ class PostgresStore:
                     RETURNING e.id, e.embedding IS NOT NULL AS had_vector),
                 gone_versions AS (
                     DELETE FROM episode_versions v USING gone WHERE v.episode_id = gone.id
+                    RETURNING 1),
+                gone_times AS (
+                    DELETE FROM episode_times t USING gone WHERE t.episode_id = gone.id
                     RETURNING 1)
                 SELECT (SELECT count(*) FROM gone),
                        (SELECT count(*) FROM gone_versions),
-                       (SELECT count(*) FROM gone WHERE had_vector)""",
+                       (SELECT count(*) FROM gone WHERE had_vector),
+                       (SELECT count(*) FROM gone_times)""",
             params,
         ).fetchone()
         assert row is not None
-        return DeleteCounts(episodes=row[0], versions=row[1], vectors=row[2])
+        return DeleteCounts(
+            episodes=row[0], versions=row[1], vectors=row[2], times=row[3], facts=facts
+        )
 
     def delete_episode(self, episode_id: str, scope: Scope) -> DeleteCounts:
         where, params = scope_sql(scope)
@@ -509,7 +533,10 @@ class PostgresStore:
             sessions = conn.execute(
                 f"DELETE FROM sessions s WHERE {session_where}", session_params
             ).rowcount
-        return counts + DeleteCounts(sessions=sessions)
+            facts = 0
+            if scope.session_id is None:
+                facts = self._facts.delete_scope_facts(conn, scope)
+        return counts + DeleteCounts(sessions=sessions, facts=facts)
 
     def replace_vectors(self, vectors: dict[str, np.ndarray]) -> None:
         if not vectors:
@@ -543,10 +570,11 @@ class PostgresStore:
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
         conn.execute("DROP INDEX IF EXISTS episodes_embedding")
         conn.execute("DROP INDEX IF EXISTS episodes_scope_vectors")
-        conn.execute(
-            f"ALTER TABLE episodes ALTER COLUMN embedding TYPE vector({int(dim)}) "  # type: ignore[arg-type]
-            "USING NULL"
-        )
+        for table in ("episodes", "facts"):
+            conn.execute(
+                f"ALTER TABLE {table} ALTER COLUMN embedding TYPE vector({int(dim)}) "  # type: ignore[arg-type]
+                "USING NULL"
+            )
         for statement in [*embedding_index(dim), *scope_vector_index(dim)]:
             conn.execute(statement)  # type: ignore[arg-type]
         conn.execute(
@@ -646,6 +674,43 @@ class PostgresStore:
         with self._transaction() as conn:
             return postgres_search.dense_search(conn, vector, scope, filters, limit)
 
+    def time_search(
+        self,
+        vector: np.ndarray,
+        ranges: Sequence[TimeRange],
+        scope: Scope,
+        filters: Filters,
+        limit: int,
+    ) -> list[Candidate]:
+        """Episodes dated in, or mentioning a time overlapping, one of ``ranges``, by cosine.
+
+        See ``postgres_search.time_search``.
+        """
+        with self._transaction() as conn:
+            return postgres_search.time_search(conn, vector, ranges, scope, filters, limit)
+
+    def episode_times(self, episode_ids: Sequence[str], scope: Scope) -> dict[str, EpisodeTimes]:
+        if not episode_ids:
+            return {}
+        where, params = scope_sql(scope)
+        with self._transaction() as conn:
+            rows = conn.execute(
+                f"""SELECT e.id, e.event_time, t.start_time, t.end_time, t.granularity,
+                           t.expression
+                    FROM episodes e LEFT JOIN episode_times t ON t.episode_id = e.id
+                    WHERE e.id = ANY(%s) AND {where} ORDER BY e.id, t.position""",
+                [list(episode_ids), *params],
+            ).fetchall()
+        found: dict[str, tuple[datetime, list[TimeMention]]] = {}
+        for row in rows:
+            entry = found.setdefault(row[0], (row[1], []))
+            if row[2] is not None:
+                entry[1].append(TimeMention(row[5], row[2], row[3], row[4]))
+        return {
+            episode_id: EpisodeTimes(event_time, tuple(mentions))
+            for episode_id, (event_time, mentions) in found.items()
+        }
+
     def iter_episodes(self, batch_size: int = 1000) -> Iterator[tuple[Episode, np.ndarray | None]]:
         last = 0
         while True:
@@ -695,9 +760,17 @@ class PostgresStore:
                 f"WHERE {where}",
                 params,
             ).fetchone()[0]  # type: ignore[index]
+            fact_where, fact_params = (
+                ("TRUE", []) if scope is None else scope_sql(fact_scope(scope), "f")
+            )
+            facts, current = conn.execute(
+                f"SELECT count(*), count(*) FILTER (WHERE f.superseded_by IS NULL) FROM facts f "
+                f"WHERE {fact_where}",
+                fact_params,
+            ).fetchone()  # type: ignore[misc]
             table_bytes = conn.execute(
                 "SELECT pg_total_relation_size('episodes') + pg_total_relation_size('sessions')"
-                " + pg_total_relation_size('episode_versions')"
+                " + pg_total_relation_size('episode_versions') + pg_total_relation_size('facts')"
                 " + pg_total_relation_size('text_lexemes')"
             ).fetchone()[0]  # type: ignore[index]
         return {
@@ -709,6 +782,8 @@ class PostgresStore:
             "sessions": sessions,
             "vectors": vectors,
             "versions": versions,
+            "facts": facts,
+            "current_facts": current,
             "first_event": first.isoformat() if first is not None else None,
             "last_event": last.isoformat() if last is not None else None,
         }

@@ -9,17 +9,62 @@ so a scope filter and a vector ordering can be served by one table scan or index
 Two small tables, ``text_corpus`` and ``text_lexemes``, hold the corpus statistics
 that BM25 needs (see ``postgres_lexical``).
 
-Each migration is a function of the embedding dimension that returns statements
-moving a store from version N-1 to N. They run in one transaction under
-``MIGRATION_LOCK``, so several workers starting at once apply them exactly once.
+Each migration is a function of the embedding dimension that returns the steps
+moving a store from version N-1 to N: SQL statements, or functions of the connection
+for what SQL cannot compute (resolving the time expressions of stored episodes). They
+run in one transaction under ``MIGRATION_LOCK``, so several workers starting at once
+apply them exactly once.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any
+
+import psycopg
 
 from . import postgres_lexical
+from .episode_times import mentions_of
 from .postgres_lexical import TEXT_SEARCH_CONFIG
+
+Step = str | Callable[[psycopg.Connection[Any]], None]
+
+INSERT_TIMES = (
+    "INSERT INTO episode_times (episode_id, position, user_id, start_time, end_time, "
+    "granularity, expression) VALUES (%s, %s, %s, %s, %s, %s, %s)"
+)
+
+
+def time_rows(episode_id: str, user_id: str, content: str, event_time: datetime) -> list[tuple]:
+    """The ``episode_times`` rows of one episode."""
+    return [
+        (episode_id, position, user_id, m.start, m.end, m.granularity, m.expression)
+        for position, m in enumerate(mentions_of(content, event_time))
+    ]
+
+
+def insert_times(conn: psycopg.Connection[Any], rows: Sequence[tuple]) -> None:
+    """Write ``episode_times`` rows."""
+    if rows:
+        with conn.cursor() as cur:
+            cur.executemany(INSERT_TIMES, rows)
+
+
+def backfill_times(conn: psycopg.Connection[Any]) -> None:
+    """Resolve the time expressions of every stored episode (stores older than version 3)."""
+    last = 0
+    while True:
+        rows = conn.execute(
+            "SELECT rowid, id, user_id, content, event_time FROM episodes "
+            "WHERE rowid > %s ORDER BY rowid LIMIT 5000",
+            (last,),
+        ).fetchall()
+        if not rows:
+            return
+        insert_times(conn, [t for row in rows for t in time_rows(*row[1:])])
+        last = rows[-1][0]
+
 
 #: pg_advisory_xact_lock key that serialises migrations (and CREATE EXTENSION) across
 #: every process connected to the database. The value is arbitrary but fixed: it is
@@ -128,6 +173,77 @@ def _v2(dim: int) -> list[str]:
     return postgres_lexical.migration()
 
 
-MIGRATIONS: dict[int, Callable[[int], list[str]]] = {1: _v1, 2: _v2}
+def _v3(dim: int) -> list[Step]:
+    # The times each episode's text mentions (see episode_times), keyed by episode id
+    # (the store writes episodes without reading back their rowids). user_id repeats
+    # the episode's so a scoped range query is one index range; scope is still
+    # checked on the episodes row it joins.
+    return [
+        """CREATE TABLE episode_times (
+            episode_id  text NOT NULL,
+            position    integer NOT NULL,
+            user_id     text NOT NULL,
+            start_time  timestamptz NOT NULL,
+            end_time    timestamptz NOT NULL,
+            granularity text NOT NULL,
+            expression  text NOT NULL,
+            PRIMARY KEY (episode_id, position)
+        )""",
+        "CREATE INDEX episode_times_range ON episode_times (user_id, start_time, end_time)",
+        backfill_times,
+    ]
+
+
+def _v4(dim: int) -> list[str]:
+    # Bi-temporal facts (anamnesis.facts), as in SQLite's migration 3: facts are never
+    # deleted when superseded; provenance in fact_sources; a generated tsvector with a
+    # GIN index for lexical search and a pgvector column for dense search over each
+    # fact's text (scanned exactly inside one scope: a user holds few facts).
+    return [
+        f"""CREATE TABLE facts (
+            rowid         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            id            text NOT NULL UNIQUE,
+            user_id       text NOT NULL,
+            agent_id      text,
+            subject       text NOT NULL,
+            predicate     text NOT NULL,
+            object        text NOT NULL,
+            text          text NOT NULL,
+            valid_from    timestamptz,
+            valid_to      timestamptz,
+            recorded_at   timestamptz NOT NULL,
+            retracted_at  timestamptz,
+            supersedes    text,
+            superseded_by text,
+            superseded_at timestamptz,
+            confidence    double precision NOT NULL,
+            extractor     text NOT NULL,
+            metadata      json NOT NULL DEFAULT '{{}}',
+            text_tsv      tsvector GENERATED ALWAYS AS
+                            (to_tsvector('{TEXT_SEARCH_CONFIG}'::regconfig, text)) STORED,
+            embedding     vector({dim})
+        )""",
+        "CREATE INDEX facts_slot ON facts (user_id, agent_id, subject, predicate)",
+        "CREATE INDEX facts_fts ON facts USING gin (text_tsv)",
+        """CREATE TABLE fact_sources (
+            fact_id    text NOT NULL,
+            episode_id text NOT NULL,
+            PRIMARY KEY (fact_id, episode_id)
+        )""",
+        "CREATE INDEX fact_sources_episode ON fact_sources (episode_id)",
+        """CREATE TABLE consolidated_episodes (
+            episode_id      text PRIMARY KEY,
+            user_id         text NOT NULL,
+            consolidated_at timestamptz NOT NULL
+        )""",
+    ]
+
+
+MIGRATIONS: dict[int, Callable[[int], Sequence[Step]]] = {1: _v1, 2: _v2, 3: _v3, 4: _v4}
 
 LATEST = max(MIGRATIONS)
+
+
+def pending(current: int) -> list[int]:
+    """The migration numbers a store at version ``current`` still needs, in order."""
+    return sorted(v for v in MIGRATIONS if v > current)

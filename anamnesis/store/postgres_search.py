@@ -14,6 +14,7 @@ import psycopg
 
 from ..types import Scope
 from .base import Candidate, Filters
+from .episode_times import TimeRange
 from .postgres_lexical import bm25_query, query_weights
 from .postgres_query import MAX_QUERY_TERMS, filters_sql, scope_sql, tsquery_sql
 
@@ -124,4 +125,52 @@ def dense_search(
                 WHERE {condition} ORDER BY (e.embedding <=> %s) + 0, e.id LIMIT %s""",
             [query_vector, *condition_params, query_vector, limit],
         ).fetchall()
+    return [Candidate(episode_id, 1.0 - float(distance)) for episode_id, distance in rows]
+
+
+def time_search(
+    conn: psycopg.Connection[Any],
+    vector: np.ndarray,
+    ranges: Sequence[TimeRange],
+    scope: Scope,
+    filters: Filters,
+    limit: int,
+) -> list[Candidate]:
+    """Episodes dated in, or mentioning a time overlapping, one of ``ranges``, by cosine.
+
+    The rows in range are found through ``episodes_time`` (event time) and
+    ``episode_times_range`` (mentions), then scored exactly: a range holds few rows
+    compared with the scope.
+    """
+    if not ranges or limit <= 0:
+        return []
+    query_vector = np.asarray(vector, dtype=np.float32)
+    where, params = scope_sql(scope)
+    extra, extra_params = filters_sql(filters)
+    own = " OR ".join("(e.event_time >= %s AND e.event_time < %s)" for _ in ranges)
+    mentioned = " OR ".join("(t.start_time < %s AND t.end_time > %s)" for _ in ranges)
+    own_params = [moment for r in ranges for moment in r]
+    mentioned_params = [moment for start, end in ranges for moment in (end, start)]
+    rows = conn.execute(
+        f"""WITH in_range AS (
+                SELECT e.id FROM episodes e WHERE {where} AND ({own})
+                UNION
+                SELECT t.episode_id FROM episode_times t
+                WHERE t.user_id = %s AND ({mentioned}))
+            SELECT e.id, e.embedding <=> %s AS distance
+            FROM in_range r JOIN episodes e ON e.id = r.id
+            WHERE {where} AND {extra} AND e.embedding IS NOT NULL
+            ORDER BY (e.embedding <=> %s) + 0, e.id LIMIT %s""",
+        [
+            *params,
+            *own_params,
+            scope.user_id,
+            *mentioned_params,
+            query_vector,
+            *params,
+            *extra_params,
+            query_vector,
+            limit,
+        ],
+    ).fetchall()
     return [Candidate(episode_id, 1.0 - float(distance)) for episode_id, distance in rows]

@@ -2,7 +2,9 @@
 
 Episodes are the source of truth; the FTS5 index is kept in step by triggers inside
 the same transaction, and vectors are float32 BLOBs searched by a numpy matrix that
-is loaded on first use and refreshed incrementally.
+is loaded on first use and refreshed incrementally. Lexical search ranks with an
+in-memory copy of the FTS5 postings (``sqlite_lexical``), exactly as FTS5's ``bm25()``
+would, and falls back to FTS5 itself while that copy is being built.
 """
 
 from __future__ import annotations
@@ -26,10 +28,15 @@ from ..errors import (
     StoreError,
     StoreLockedError,
 )
+from ..ingest.timeparse import TimeMention
 from ..types import DeleteCounts, Episode, EpisodeVersion, Scope, Session
-from .base import Candidate, Filters
+from .base import Candidate, Filters, fact_scope
 from .dense_index import DenseIndex
-from .sqlite_schema import LATEST, MIGRATIONS
+from .episode_times import EpisodeTimes, TimeRange
+from .sqlite_facts import SQLiteFacts
+from .sqlite_lexical import SQLiteLexical
+from .sqlite_schema import INSERT_TIMES, LATEST, MIGRATIONS, time_rows
+from .sqlite_schema import pending as pending_migrations
 from .sqlite_sql import (
     EPISODE_COLUMNS,
     episode_from_row,
@@ -47,7 +54,7 @@ DEFAULT_BUSY_TIMEOUT = 10.0
 APPLICATION_MARK = "anamnesis"
 
 
-class SQLiteStore:
+class SQLiteStore(SQLiteFacts):
     """A Store backed by one SQLite file."""
 
     backend = "sqlite"
@@ -61,6 +68,7 @@ class SQLiteStore:
         self._dense = DenseIndex(dim)
         self._dense_loaded = False
         self._dense_epoch: str | None = None
+        self._lexical = SQLiteLexical(self.path, self._lock, busy_timeout)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._conn = sqlite3.connect(
@@ -156,9 +164,12 @@ class SQLiteStore:
         if current == LATEST:
             return
         with self._write() as conn:
-            for version in range(current + 1, LATEST + 1):
-                for statement in MIGRATIONS[version]:
-                    conn.execute(statement)
+            for version in pending_migrations(current):
+                for step in MIGRATIONS[version]:
+                    if isinstance(step, str):
+                        conn.execute(step)
+                    else:
+                        step(conn)
             conn.execute(
                 "INSERT OR REPLACE INTO meta (key, value) VALUES ('application', ?)",
                 (APPLICATION_MARK,),
@@ -183,6 +194,7 @@ class SQLiteStore:
 
     def close(self) -> None:
         with self._lock:
+            self._lexical.close()
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None  # type: ignore[assignment]
@@ -265,6 +277,15 @@ class SQLiteStore:
                     "INSERT INTO vectors (episode_rowid, embedding) VALUES (?, ?)",
                     (cursor.lastrowid, vector.tobytes()),
                 )
+                conn.executemany(
+                    INSERT_TIMES,
+                    time_rows(
+                        cursor.lastrowid,  # type: ignore[arg-type]
+                        episode.user_id,
+                        episode.content,
+                        to_epoch(episode.event_time),
+                    ),
+                )
             conn.executemany(
                 "INSERT INTO episode_versions (episode_id, version, content, metadata, "
                 "changed_at) VALUES (?, ?, ?, ?, ?)",
@@ -314,13 +335,20 @@ class SQLiteStore:
                 found.setdefault(content_hash, np.frombuffer(blob, dtype=np.float32))
         return found
 
-    def _bump_epoch(self, conn: sqlite3.Connection) -> None:
-        """Mark that rows were changed or removed, so dense caches reload in full."""
+    def _bump_epoch(self, conn: sqlite3.Connection) -> tuple[str, str]:
+        """Mark that rows were changed or removed, so caches of other processes reload.
+
+        Returns the epoch before and after the bump, for ``SQLiteLexical.after_change``.
+        """
+        epoch = "SELECT COALESCE((SELECT value FROM meta WHERE key = 'vector_epoch'), '0')"
+        (before,) = conn.execute(epoch).fetchone()
         conn.execute(
             """INSERT INTO meta (key, value) VALUES ('vector_epoch', '1')
                ON CONFLICT (key) DO UPDATE SET value = CAST(value AS INTEGER) + 1"""
         )
+        (after,) = conn.execute(epoch).fetchone()
         self._dense_loaded = False
+        return before, after
 
     def update_episode(
         self,
@@ -336,13 +364,13 @@ class SQLiteStore:
         where, params = scope_sql(scope, by_key=True)
         with self._write() as conn:
             row = conn.execute(
-                f"SELECT e.rowid, e.content, e.metadata, e.version FROM episodes e "
-                f"WHERE e.id = ? AND {where}",
+                f"SELECT e.rowid, e.content, e.metadata, e.version, e.user_id, e.event_time "
+                f"FROM episodes e WHERE e.id = ? AND {where}",
                 [episode_id, *params],
             ).fetchone()
             if row is None:
                 raise NotFoundError(f"no episode {episode_id!r} in this scope")
-            rowid, old_content, old_metadata, version = row
+            rowid, old_content, old_metadata, version, user_id, event_time = row
             conn.execute(
                 "INSERT INTO episode_versions (episode_id, version, content, metadata, "
                 "changed_at) VALUES (?, ?, ?, ?, ?)",
@@ -359,22 +387,42 @@ class SQLiteStore:
                     rowid,
                 ),
             )
+            if content != old_content:
+                conn.execute("DELETE FROM episode_times WHERE episode_rowid = ?", (rowid,))
+                conn.executemany(INSERT_TIMES, time_rows(rowid, user_id, content, event_time))
             if vector is not None:
                 conn.execute(
                     "UPDATE vectors SET embedding = ? WHERE episode_rowid = ?",
                     (np.asarray(vector, dtype=np.float32).tobytes(), rowid),
                 )
-                self._bump_epoch(conn)
+            epochs = None
+            if vector is not None or content != old_content:
+                epochs = self._bump_epoch(conn)
+        if epochs is not None:
+            changed = [rowid] if content != old_content else []
+            self._lexical.after_change([], changed, *epochs)
         return self.get_episodes([episode_id], scope)[0]
 
     def _delete_where(
         self, conn: sqlite3.Connection, where: str, params: list[Any]
-    ) -> DeleteCounts:
-        ids = [r[0] for r in conn.execute(f"SELECT e.id FROM episodes e WHERE {where}", params)]
+    ) -> tuple[DeleteCounts, list[int], tuple[str, str] | None]:
+        """Delete the episodes matching ``where``: counts, their rowids, and the epochs
+        before and after the bump (None when nothing matched)."""
+        found = conn.execute(f"SELECT e.rowid, e.id FROM episodes e WHERE {where}", params)
+        rowids, ids = [], []
+        for rowid, episode_id in found:
+            rowids.append(rowid)
+            ids.append(episode_id)
         if not ids:
-            return DeleteCounts()
+            return DeleteCounts(), [], None
+        facts = self._facts.forget_episodes(conn, where, params)
         vectors = conn.execute(
             f"SELECT COUNT(*) FROM vectors WHERE episode_rowid IN "
+            f"(SELECT e.rowid FROM episodes e WHERE {where})",
+            params,
+        ).fetchone()[0]
+        times = conn.execute(
+            f"SELECT COUNT(*) FROM episode_times WHERE episode_rowid IN "
             f"(SELECT e.rowid FROM episodes e WHERE {where})",
             params,
         ).fetchone()[0]
@@ -385,15 +433,22 @@ class SQLiteStore:
             versions += conn.execute(
                 f"DELETE FROM episode_versions WHERE episode_id IN ({marks})", chunk
             ).rowcount
-        # The delete trigger removes each episode's FTS entry and vector row.
+        # Delete triggers remove each episode's FTS entry, vector row and time mentions.
         episodes = conn.execute(f"DELETE FROM episodes AS e WHERE {where}", params).rowcount
-        self._bump_epoch(conn)
-        return DeleteCounts(episodes=episodes, versions=versions, vectors=vectors)
+        epochs = self._bump_epoch(conn)
+        counts = DeleteCounts(
+            episodes=episodes, versions=versions, vectors=vectors, times=times, facts=facts
+        )
+        return counts, rowids, epochs
 
     def delete_episode(self, episode_id: str, scope: Scope) -> DeleteCounts:
         where, params = scope_sql(scope, by_key=True)
         with self._write() as conn:
-            counts = self._delete_where(conn, f"e.id = ? AND {where}", [episode_id, *params])
+            counts, rowids, epochs = self._delete_where(
+                conn, f"e.id = ? AND {where}", [episode_id, *params]
+            )
+        if epochs is not None:
+            self._lexical.after_change(rowids, [], *epochs)
         if counts.episodes == 0:
             raise NotFoundError(f"no episode {episode_id!r} in this scope")
         return counts
@@ -401,7 +456,7 @@ class SQLiteStore:
     def delete_scope(self, scope: Scope) -> DeleteCounts:
         where, params = scope_sql(scope)
         with self._write() as conn:
-            counts = self._delete_where(conn, where, params)
+            counts, rowids, epochs = self._delete_where(conn, where, params)
             session_where, session_params = scope_sql(
                 Scope(scope.user_id, scope.agent_id, None), alias="s"
             )
@@ -411,7 +466,12 @@ class SQLiteStore:
             sessions = conn.execute(
                 f"DELETE FROM sessions AS s WHERE {session_where}", session_params
             ).rowcount
-        return counts + DeleteCounts(sessions=sessions)
+            facts = 0
+            if scope.session_id is None:
+                facts = self._facts.delete_scope_facts(conn, scope)
+        if epochs is not None:
+            self._lexical.after_change(rowids, [], *epochs)
+        return counts + DeleteCounts(sessions=sessions, facts=facts)
 
     def replace_vectors(self, vectors: dict[str, np.ndarray]) -> None:
         with self._write() as conn:
@@ -423,7 +483,8 @@ class SQLiteStore:
                     for episode_id, v in vectors.items()
                 ],
             )
-            self._bump_epoch(conn)
+            epochs = self._bump_epoch(conn)
+        self._lexical.after_change([], [], *epochs)
 
     # -- reads --------------------------------------------------------------------------------
     def get_episodes(self, episode_ids: Sequence[str], scope: Scope) -> list[Episode]:
@@ -504,6 +565,25 @@ class SQLiteStore:
     ) -> list[Candidate]:
         if not terms:
             return []
+        with self._lock:
+            try:
+                allowed = self._allowed_rowids(scope, filters)
+                tokens = scope_terms(scope.user_id, scope.agent_id, scope.session_id).split()
+                ranked = self._lexical.search(self._conn, terms, tokens, allowed, limit)
+                if ranked is not None:
+                    return self._candidates(ranked, scope)
+            except sqlite3.OperationalError as exc:
+                if "locked" in str(exc) or "busy" in str(exc):
+                    raise StoreLockedError(f"{self.path} is locked: {exc}") from exc
+                raise StoreError(f"lexical search failed on {self.path}: {exc}") from exc
+        return self.fts5_lexical_search(terms, scope, filters, limit)
+
+    def fts5_lexical_search(
+        self, terms: Sequence[str], scope: Scope, filters: Filters, limit: int
+    ) -> list[Candidate]:
+        """``lexical_search`` answered by FTS5's own ``bm25()`` (the reference ranking)."""
+        if not terms:
+            return []
         where, params = scope_sql(scope, by_key=True)
         extra, extra_params = filters_sql(filters)
         rows = self._read(
@@ -517,10 +597,40 @@ class SQLiteStore:
         return [Candidate(r[0], -float(r[1])) for r in rows]
 
     def warm_up(self) -> None:
-        """Load the dense index now rather than on the first search."""
+        """Load the dense and lexical indexes now rather than on the first searches.
+
+        The lexical index is built on a connection of its own, so searches running
+        meanwhile are not held up (they use FTS5 until it is ready).
+        """
         with self._lock:
-            if self._conn is not None:  # closed while a warm-up was queued
-                self._refresh_dense()
+            if self._conn is None:  # closed while a warm-up was queued
+                return
+            self._refresh_dense()
+        self._lexical.warm_up()
+
+    def _allowed_rowids(self, scope: Scope, filters: Filters) -> np.ndarray | None:
+        """Rowids in ``scope`` passing ``filters``; None when there are no filters."""
+        if filters.is_empty():
+            return None
+        where, params = scope_sql(scope)
+        extra, extra_params = filters_sql(filters)
+        return self._rowids(
+            f"SELECT e.rowid FROM episodes e WHERE {where} AND {extra}", [*params, *extra_params]
+        )
+
+    def _candidates(self, pairs: Sequence[tuple[int, float]], scope: Scope) -> list[Candidate]:
+        """Map ranked ``(rowid, score)`` pairs to episode ids, re-checking scope in SQL."""
+        if not pairs:
+            return []
+        where, params = scope_sql(scope, by_key=True)
+        marks = ",".join("?" * len(pairs))
+        ids = dict(
+            self._conn.execute(
+                f"SELECT e.rowid, e.id FROM episodes e WHERE e.rowid IN ({marks}) AND {where}",
+                [*(p[0] for p in pairs), *params],
+            ).fetchall()
+        )
+        return [Candidate(ids[rowid], score) for rowid, score in pairs if rowid in ids]
 
     def _refresh_dense(self) -> None:
         """Bring the numpy matrix up to date with the file, incrementally when possible."""
@@ -555,40 +665,88 @@ class SQLiteStore:
     ) -> list[Candidate]:
         with self._lock:
             self._refresh_dense()
-            allowed = None
-            if not filters.is_empty():
-                where, params = scope_sql(scope)
-                extra, extra_params = filters_sql(filters)
-                allowed = np.fromiter(
-                    (
-                        r[0]
-                        for r in self._conn.execute(
-                            f"SELECT e.rowid FROM episodes e WHERE {where} AND {extra}",
-                            [*params, *extra_params],
-                        )
-                    ),
-                    dtype=np.int64,
-                )
-            pairs = self._dense.search(
-                vector,
-                user_id=scope.user_id,
-                agent_id=scope.agent_id,
-                session_id=scope.session_id,
-                allowed_rowids=allowed,
-                limit=limit,
+            allowed = self._allowed_rowids(scope, filters)
+            return self._dense_ranked(vector, scope, allowed, limit)
+
+    def _rowids(self, sql: str, params: Sequence[Any]) -> np.ndarray:
+        return np.fromiter((r[0] for r in self._conn.execute(sql, params)), dtype=np.int64)
+
+    def _dense_ranked(
+        self, vector: np.ndarray, scope: Scope, allowed: np.ndarray | None, limit: int
+    ) -> list[Candidate]:
+        """Rank the scope's vectors (only ``allowed`` rowids, when given) by cosine."""
+        pairs = self._dense.search(
+            vector,
+            user_id=scope.user_id,
+            agent_id=scope.agent_id,
+            session_id=scope.session_id,
+            allowed_rowids=allowed,
+            limit=limit,
+        )
+        return self._candidates(pairs, scope)
+
+    def time_search(
+        self,
+        vector: np.ndarray,
+        ranges: Sequence[TimeRange],
+        scope: Scope,
+        filters: Filters,
+        limit: int,
+    ) -> list[Candidate]:
+        if not ranges or limit <= 0:
+            return []
+        where, params = scope_sql(scope)
+        extra, extra_params = filters_sql(filters)
+        own = " OR ".join("(e.event_time >= ? AND e.event_time < ?)" for _ in ranges)
+        mentioned = " OR ".join("(t.start_time < ? AND t.end_time > ?)" for _ in ranges)
+        own_params = [to_epoch(moment) for r in ranges for moment in r]
+        mentioned_params = [to_epoch(moment) for start, end in ranges for moment in (end, start)]
+        with self._lock:
+            self._refresh_dense()
+            allowed = self._rowids(
+                f"""SELECT e.rowid FROM episodes e WHERE {where} AND {extra} AND ({own})
+                    UNION
+                    SELECT e.rowid FROM episode_times t
+                    JOIN episodes e ON e.rowid = t.episode_rowid
+                    WHERE t.user_id = ? AND ({mentioned}) AND {where} AND {extra}""",
+                [
+                    *params,
+                    *extra_params,
+                    *own_params,
+                    scope.user_id,
+                    *mentioned_params,
+                    *params,
+                    *extra_params,
+                ],
             )
-            if not pairs:
+            if not len(allowed):
                 return []
-            # Map rowids back to ids, re-checking scope in SQL.
-            where, params = scope_sql(scope, by_key=True)
-            marks = ",".join("?" * len(pairs))
-            ids = dict(
-                self._conn.execute(
-                    f"SELECT e.rowid, e.id FROM episodes e WHERE e.rowid IN ({marks}) AND {where}",
-                    [*(p[0] for p in pairs), *params],
-                ).fetchall()
-            )
-        return [Candidate(ids[rowid], score) for rowid, score in pairs if rowid in ids]
+            return self._dense_ranked(vector, scope, allowed, limit)
+
+    def episode_times(self, episode_ids: Sequence[str], scope: Scope) -> dict[str, EpisodeTimes]:
+        if not episode_ids:
+            return {}
+        where, params = scope_sql(scope, by_key=True)
+        found: dict[str, tuple[float, list[TimeMention]]] = {}
+        for start in range(0, len(episode_ids), 500):
+            chunk = list(episode_ids[start : start + 500])
+            marks = ",".join("?" * len(chunk))
+            for row in self._read(
+                f"""SELECT e.id, e.event_time, t.start_time, t.end_time, t.granularity,
+                           t.expression
+                    FROM episodes e LEFT JOIN episode_times t ON t.episode_rowid = e.rowid
+                    WHERE e.id IN ({marks}) AND {where} ORDER BY e.id, t.position""",
+                [*chunk, *params],
+            ):
+                entry = found.setdefault(row[0], (row[1], []))
+                if row[2] is not None:
+                    entry[1].append(
+                        TimeMention(row[5], from_epoch(row[2]), from_epoch(row[3]), row[4])
+                    )
+        return {
+            episode_id: EpisodeTimes(from_epoch(event_time), tuple(mentions))
+            for episode_id, (event_time, mentions) in found.items()
+        }
 
     def iter_episodes(self, batch_size: int = 1000) -> Iterator[tuple[Episode, np.ndarray | None]]:
         last = 0
@@ -640,6 +798,12 @@ class SQLiteStore:
             f"WHERE {where}",
             params,
         )[0][0]
+        fact_where, fact_params = ("1", []) if scope is None else scope_sql(fact_scope(scope), "f")
+        facts, current = self._read(
+            f"SELECT COUNT(*), COUNT(*) FILTER (WHERE f.superseded_by IS NULL) FROM facts f "
+            f"WHERE {fact_where}",
+            fact_params,
+        )[0]
         return {
             "backend": self.backend,
             "path": str(self.path),
@@ -649,6 +813,8 @@ class SQLiteStore:
             "sessions": sessions,
             "vectors": vectors,
             "versions": versions,
+            "facts": facts,
+            "current_facts": current,
             "first_event": from_epoch(first).isoformat() if first is not None else None,
             "last_event": from_epoch(last).isoformat() if last is not None else None,
         }

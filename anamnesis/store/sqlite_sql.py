@@ -93,11 +93,12 @@ def scope_terms(user_id: str, agent_id: str | None, session_id: str | None) -> s
     return " ".join(tokens)
 
 
-def fts_query(terms: Sequence[str], scope: Scope) -> str:
-    """An FTS5 MATCH expression: any of the quoted terms, inside the scope's tokens."""
+def fts_query(terms: Sequence[str], scope: Scope, column: str = "content") -> str:
+    """An FTS5 MATCH expression: any of the quoted terms in ``column``, inside the
+    scope's tokens."""
     words = " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
     required = " AND ".join(
         f'"{token}"'
         for token in scope_terms(scope.user_id, scope.agent_id, scope.session_id).split()
     )
-    return f"scope_terms : ({required}) AND content : ({words})"
+    return f"scope_terms : ({required}) AND {column} : ({words})"

@@ -1,0 +1,6 @@
+"""Bi-temporal facts: extraction (rules or an LLM), conflict resolution, time queries.
+
+``consolidate`` reads unread episodes and updates the facts; ``resolve`` decides
+supersession; ``search`` serves facts to the read path. The stored type is
+``anamnesis.types.Fact``.
+"""

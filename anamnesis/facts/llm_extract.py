@@ -1,0 +1,172 @@
+"""The optional LLM extractor: context-aware, so the store stays consistent.
+
+For each episode it first retrieves the stored facts most similar to it (dense
+search over fact vectors, ``CONTEXT_FACTS`` of them), shows them to the model with
+the message, and asks for the facts the message states, each with a decision:
+ADD (new), UPDATE (replaces the stored fact it names) or NONE (the stored fact it
+names already says it). Decisions naming facts that were not shown are ignored and
+the draft goes through the cheap resolver instead. ``LLMJudge`` answers the
+resolver's ambiguous same-attribute questions with the same client.
+
+Any OpenAI-compatible endpoint works (``anamnesis.llm.ChatClient``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime
+from typing import Any
+
+from ..embed.base import Embedder
+from ..llm import ChatClient, LLMError
+from ..store.base import FactQuery, Store, fact_scope
+from ..types import Episode, Fact, Scope
+from .predicates import fact_text
+from .rules import subject_of
+from .types import Draft
+
+#: Stored facts shown to the model with each message.
+CONTEXT_FACTS = 10
+#: Reply budget per message; a message rarely states more than a handful of facts.
+MAX_REPLY_TOKENS = 600
+#: Confidence of LLM-extracted facts when the model gives none.
+LLM_CONFIDENCE = 0.9
+
+EXTRACT_PROMPT = """You maintain a memory of facts about people as (subject, predicate, object)
+triples. Read the message and list the lasting facts it states about its speaker or the
+people they mention:
+identity, location, work, relationships, possessions, preferences, plans, and dated events.
+The speaker is "{speaker}"; use "{speaker}" as the subject of first-person statements.
+Use short snake_case predicates (lives_in, works_at, job, likes, partner, pet, plans, ...).
+Set "single_valued" to true when a person has one value at a time (where they live, their job).
+
+Stored facts that may be related:
+{facts}
+
+For each fact decide:
+- "ADD": it is new;
+- "UPDATE": it replaces a stored fact (the value changed); set "target" to that fact's id;
+- "NONE": a stored fact already says it; set "target" to that fact's id.
+
+Message ({when}) from {speaker}:
+{message}
+
+Reply with JSON only: {{"facts": [{{"subject": "...", "predicate": "...", "object": "...",
+"single_valued": true, "action": "ADD", "target": null}}]}}.
+Reply {{"facts": []}} if there are none."""
+
+JUDGE_PROMPT = """Two statements about {subject}:
+A (stored): {old}
+B (new): {new}
+Do they describe the same attribute, so that B replaces A? Answer "yes" or "no"."""
+
+_JSON = re.compile(r"\{.*\}", re.DOTALL)
+
+
+class LLMExtractor:
+    """Proposes facts with an LLM, deciding ADD / UPDATE / NONE against stored facts."""
+
+    name = "llm"
+
+    def __init__(self, client: ChatClient, store: Store, embedder: Embedder, scope: Scope):
+        self.client = client
+        self.store = store
+        self.embedder = embedder
+        self.scope = fact_scope(scope)
+        self.calls = 0
+
+    def extract(self, episode: Episode, pending: list[Fact] | None = None) -> list[Draft]:
+        """Draft facts of ``episode``, each with the model's decision.
+
+        ``pending`` are facts decided earlier in the same consolidation step (not yet
+        stored); they are shown to the model too.
+        """
+        speaker = subject_of(episode)
+        if speaker is None:
+            return []
+        context = self._context(episode, pending or [])
+        prompt = EXTRACT_PROMPT.format(
+            speaker=speaker,
+            facts="\n".join(_describe(f) for f in context) or "(none)",
+            when=episode.event_time.strftime("%Y-%m-%d"),
+            message=episode.content,
+        )
+        reply, _ = self.client.complete(
+            [{"role": "user", "content": prompt}], max_tokens=MAX_REPLY_TOKENS
+        )
+        self.calls += 1
+        shown = {f.id for f in context}
+        return [
+            draft
+            for item in _parse(reply)
+            if (draft := _draft(item, episode, speaker, shown)) is not None
+        ]
+
+    def _context(self, episode: Episode, pending: list[Fact]) -> list[Fact]:
+        vector = self.embedder.embed_query(episode.content)
+        ranked = self.store.dense_fact_search(vector, self.scope, None, CONTEXT_FACTS)
+        ids = tuple(fact_id for fact_id, _ in ranked)
+        stored = self.store.find_facts(self.scope, FactQuery(ids=ids)) if ids else []
+        by_id = {f.id: f for f in stored}
+        ordered = [by_id[i] for i in ids if i in by_id]
+        return [*ordered, *(f for f in pending if f.is_current)][: CONTEXT_FACTS * 2]
+
+
+class LLMJudge:
+    """Answers the resolver's ambiguous same-attribute questions with an LLM."""
+
+    def __init__(self, client: ChatClient) -> None:
+        self.client = client
+
+    def same_attribute(self, old: Fact, new: Draft) -> bool:
+        prompt = JUDGE_PROMPT.format(subject=old.subject, old=old.text, new=new.text)
+        reply, _ = self.client.complete([{"role": "user", "content": prompt}], max_tokens=5)
+        return reply.strip().lower().startswith("yes")
+
+
+def _describe(fact: Fact) -> str:
+    since = fact.valid_from.strftime("%Y-%m-%d") if fact.valid_from else "unknown"
+    return f"- id={fact.id}: {fact.text} (since {since})"
+
+
+def _parse(reply: str) -> list[dict[str, Any]]:
+    """The ``facts`` list of a reply; LLMError when the reply holds no such JSON."""
+    match = _JSON.search(reply)
+    if match is None:
+        raise LLMError(f"the extractor's reply is not JSON: {reply[:200]!r}")
+    try:
+        payload = json.loads(match.group(0))
+    except json.JSONDecodeError as exc:
+        raise LLMError(f"the extractor's reply is not valid JSON ({exc}): {reply[:200]!r}") from exc
+    items = payload.get("facts") if isinstance(payload, dict) else None
+    if not isinstance(items, list):
+        raise LLMError(f"the extractor's reply has no 'facts' list: {reply[:200]!r}")
+    return [item for item in items if isinstance(item, dict)]
+
+
+def _draft(item: dict[str, Any], episode: Episode, speaker: str, shown: set[str]) -> Draft | None:
+    subject = str(item.get("subject") or speaker).strip()
+    predicate = re.sub(r"\s+", "_", str(item.get("predicate") or "").strip().lower())
+    obj = str(item.get("object") or "").strip()
+    if not predicate or not obj:
+        return None
+    action = str(item.get("action") or "ADD").upper()
+    target = item.get("target")
+    if action not in ("ADD", "UPDATE", "NONE") or target not in shown:
+        action, target = "ADD", None
+    single = item.get("single_valued")
+    valid_from: datetime = episode.event_time
+    return Draft(
+        subject=subject,
+        predicate=predicate,
+        object=obj,
+        text=fact_text(subject, predicate, obj),
+        episode=episode,
+        valid_from=valid_from,
+        confidence=float(item.get("confidence") or LLM_CONFIDENCE),
+        extractor="llm",
+        action=action,  # type: ignore[arg-type]
+        target=target,
+        single_valued=single if isinstance(single, bool) else None,
+    )

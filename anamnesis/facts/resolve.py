@@ -1,0 +1,290 @@
+"""Conflict resolution: decide, cheaply first, what each draft fact does to the store.
+
+For each draft, in event-time order:
+
+1. **Same slot** (subject and predicate). A multi-valued predicate adds the value
+   unless it is already there (then the stored fact gains this episode as a source).
+   A single-valued predicate places the value in the slot's history by its
+   ``valid_from``: the value before it is superseded by it (``valid_to`` set, never
+   deleted); a value after it supersedes it in turn; the same value as its
+   neighbour only confirms that fact.
+2. **Same attribute, other predicate.** When the slot is empty, the subject's current
+   single-valued facts under *other* predicates are compared by the embedding of the
+   predicate's words ("lives in" / "home city"). At or above
+   ``SAME_ATTRIBUTE_SIMILARITY`` the draft takes over that attribute (supersedes it);
+   between ``AMBIGUOUS_SIMILARITY`` and that, the case is ambiguous: it goes to the
+   LLM when one is configured, and is otherwise added alongside (never guessed).
+3. **A context-aware extractor's decision** (LLM: UPDATE / NONE naming a stored fact)
+   is applied when the named fact exists in scope; otherwise the draft takes steps 1–2.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import datetime
+
+import numpy as np
+
+from ..embed.base import Embedder
+from ..ingest.normalise import new_id
+from ..store.base import FactChanges, FactQuery, Store, Supersession, fact_scope
+from ..types import Fact, Scope
+from .predicates import embedding_text, is_single_valued, normalise_value, predicate_label
+from .types import ConsolidationReport, Draft
+
+#: Cosine similarity (MiniLM, predicate words) at or above which two single-valued
+#: predicates name the same attribute without asking. Predicate words alone separate
+#: attributes poorly (measured, tests/test_facts_resolve.py: "lives in" / "resides
+#: in" 0.71, "job" / "occupation" 0.58, but also "job" / "employer" 0.60 and
+#: "studies at" / "works at" 0.58), so only near-synonyms clear this bar; the band
+#: below it goes to the LLM, or, without one, is kept as two facts (never guessed).
+SAME_ATTRIBUTE_SIMILARITY = 0.7
+#: Below this, two predicates are different attributes ("lives in" / "works at" 0.33).
+AMBIGUOUS_SIMILARITY = 0.5
+
+
+class Judge:
+    """Decides ambiguous conflicts (the LLM); see ``llm_extract.LLMJudge``."""
+
+    def same_attribute(self, old: Fact, new: Draft) -> bool:  # pragma: no cover - protocol
+        """Whether ``new`` replaces ``old`` (the same attribute of the same subject)."""
+        raise NotImplementedError
+
+
+def _start(fact: Fact) -> datetime:
+    return fact.valid_from or fact.recorded_at
+
+
+class Resolver:
+    """Turns drafts into one ``FactChanges`` against the facts stored in ``scope``."""
+
+    def __init__(
+        self,
+        store: Store,
+        embedder: Embedder,
+        scope: Scope,
+        report: ConsolidationReport,
+        judge: Judge | None = None,
+    ) -> None:
+        self.store = store
+        self.embedder = embedder
+        self.scope = fact_scope(scope)
+        self.report = report
+        self.judge = judge
+        self.changes = FactChanges()
+        self._slots: dict[tuple[str, str], list[Fact]] = {}
+        self._labels: dict[str, np.ndarray] = {}
+        self._pending_vectors: list[str] = []
+
+    # -- the working view of the store ------------------------------------------------
+    def _slot(self, subject: str, predicate: str) -> list[Fact]:
+        """Every fact of a slot (current and superseded), oldest ``valid_from`` first."""
+        key = (subject, predicate)
+        if key not in self._slots:
+            found = self.store.find_facts(
+                self.scope,
+                FactQuery(subjects=(subject,), predicate=predicate, include_superseded=True),
+            )
+            self._slots[key] = sorted((f for f in found if f.retracted_at is None), key=_start)
+        return self._slots[key]
+
+    def _current_of(self, subject: str) -> list[Fact]:
+        stored = self.store.find_facts(self.scope, FactQuery(subjects=(subject,)))
+        seen = {f.id for f in stored}
+        fresh = [f for f in self.changes.added if f.subject == subject and f.id not in seen]
+        return [self._latest(f) for f in [*stored, *fresh] if self._latest(f).is_current]
+
+    def _latest(self, fact: Fact) -> Fact:
+        for known in self._slots.get((fact.subject, fact.predicate), ()):
+            if known.id == fact.id:
+                return known
+        return fact
+
+    def _update(self, fact: Fact) -> None:
+        slot = self._slots.setdefault((fact.subject, fact.predicate), [])
+        for i, known in enumerate(slot):
+            if known.id == fact.id:
+                slot[i] = fact
+                break
+        else:
+            slot.append(fact)
+        slot.sort(key=_start)
+
+    # -- decisions ----------------------------------------------------------------------
+    def apply(self, draft: Draft) -> None:
+        """Decide what ``draft`` changes and record it in ``self.changes``."""
+        self.report.drafts += 1
+        if draft.action in ("UPDATE", "NONE") and draft.target:
+            target = self._find(draft.target)
+            if target is not None:
+                if draft.action == "NONE":
+                    self._confirm(target, draft)
+                else:
+                    self._supersede(target, self._add(draft))
+                return
+        single = draft.single_valued
+        if single is None:
+            single = is_single_valued(draft.predicate)
+        slot = self._slot(draft.subject, draft.predicate)
+        value = normalise_value(draft.object)
+        if not single:
+            same = [f for f in slot if normalise_value(f.object) == value]
+            if same:
+                self._confirm(same[-1], draft)
+            else:
+                self._add(draft)
+            return
+        if not slot:
+            other = self._same_attribute(draft)
+            if other is not None:
+                if normalise_value(other.object) == value:
+                    self._confirm(other, draft)
+                else:
+                    self._supersede(other, self._add(draft))
+                return
+        self._place(draft, slot, value)
+
+    def _place(self, draft: Draft, slot: list[Fact], value: str) -> None:
+        """Insert a single-valued draft into its slot's history by valid time."""
+        when = draft.valid_from or draft.episode.event_time
+        before = [f for f in slot if _start(f) <= when]
+        after = [f for f in slot if _start(f) > when]
+        previous = before[-1] if before else None
+        following = after[0] if after else None
+        if previous is not None and normalise_value(previous.object) == value:
+            self._confirm(previous, draft)
+            return
+        if following is not None and normalise_value(following.object) == value:
+            self._confirm(following, draft)
+            return
+        new = self._add(draft)
+        if previous is not None:
+            self._supersede(previous, new)
+        if following is not None:
+            self._supersede(new, following)
+
+    def _same_attribute(self, draft: Draft) -> Fact | None:
+        """A current single-valued fact of the subject that names the same attribute
+        under another predicate, or None."""
+        candidates = [
+            f
+            for f in self._current_of(draft.subject)
+            if f.predicate != draft.predicate
+            and (is_single_valued(f.predicate) or f.metadata.get("single_valued"))
+        ]
+        if not candidates:
+            return None
+        mine = self._label_vector(draft.predicate)
+        scored = sorted(
+            ((float(self._label_vector(f.predicate) @ mine), f) for f in candidates),
+            key=lambda pair: -pair[0],
+        )
+        similarity, best = scored[0]
+        if similarity >= SAME_ATTRIBUTE_SIMILARITY:
+            return best
+        if similarity >= AMBIGUOUS_SIMILARITY:
+            if self.judge is None:
+                self.report.ambiguous += 1
+                return None
+            self.report.llm_calls += 1
+            return best if self.judge.same_attribute(best, draft) else None
+        return None
+
+    def _label_vector(self, predicate: str) -> np.ndarray:
+        if predicate not in self._labels:
+            self._labels[predicate] = self.embedder.embed_query(predicate_label(predicate))
+        return self._labels[predicate]
+
+    def _find(self, fact_id: str) -> Fact | None:
+        for slot in self._slots.values():
+            for fact in slot:
+                if fact.id == fact_id:
+                    return fact
+        found = self.store.find_facts(
+            self.scope, FactQuery(ids=(fact_id,), include_superseded=True)
+        )
+        if not found or found[0].retracted_at is not None:
+            return None
+        for fact in self._slot(found[0].subject, found[0].predicate):
+            if fact.id == fact_id:
+                return fact
+        return found[0]
+
+    # -- changes ------------------------------------------------------------------------
+    def _add(self, draft: Draft) -> Fact:
+        fact = Fact(
+            id=new_id("fact"),
+            user_id=self.scope.user_id,
+            agent_id=self.scope.agent_id,
+            subject=draft.subject,
+            predicate=draft.predicate,
+            object=draft.object,
+            text=draft.text,
+            valid_from=draft.valid_from,
+            valid_to=None,
+            recorded_at=draft.episode.recorded_at,
+            confidence=draft.confidence,
+            provenance=(draft.episode.id,),
+            extractor=draft.extractor,
+            metadata={"single_valued": True} if draft.single_valued else {},
+        )
+        self.changes.added.append(fact)
+        self._update(fact)
+        self.report.added += 1
+        return fact
+
+    def _confirm(self, fact: Fact, draft: Draft) -> None:
+        if draft.episode.id in fact.provenance:
+            return
+        updated = replace(fact, provenance=(*fact.provenance, draft.episode.id))
+        pending = self._pending(fact.id)
+        if pending is not None:
+            self.changes.added[pending] = updated
+        else:
+            self.changes.sources.append((fact.id, draft.episode.id))
+        self._update(updated)
+        self.report.confirmed += 1
+
+    def _supersede(self, old: Fact, new: Fact) -> None:
+        """``new`` replaces ``old`` from ``new``'s start; the earliest knowledge of a
+        replacement is kept (re-linking a chain never makes an old value current again)."""
+        known_at = max(old.recorded_at, new.recorded_at)
+        if old.superseded_at is not None:
+            known_at = min(known_at, old.superseded_at)
+        ended = new.valid_from or new.recorded_at
+        if old.valid_to is not None:
+            ended = min(ended, old.valid_to)
+        step = Supersession(old.id, new.id, ended, known_at)
+        self.changes.supersessions.append(step)
+        for fact, changes in (
+            (old, {"superseded_by": new.id, "superseded_at": known_at, "valid_to": ended}),
+            (new, {"supersedes": old.id}),
+        ):
+            updated = replace(self._latest(fact), **changes)
+            pending = self._pending(fact.id)
+            if pending is not None:
+                self.changes.added[pending] = updated
+            self._update(updated)
+        self.report.superseded += 1
+
+    def _pending(self, fact_id: str) -> int | None:
+        for i, fact in enumerate(self.changes.added):
+            if fact.id == fact_id:
+                return i
+        return None
+
+    def finish(self, episode_ids: Sequence[str], at: datetime) -> FactChanges:
+        """The changes with a vector for each new fact and the episodes marked read.
+
+        Supersessions between two facts both added in this step are already in the
+        rows written; the store applies the rest to stored facts.
+        """
+        changes = self.changes
+        if changes.added:
+            vectors = self.embedder.embed_documents([embedding_text(f) for f in changes.added])
+            changes.vectors = list(vectors)
+        changes.consolidated = list(episode_ids)
+        changes.consolidated_at = at
+        self.changes = FactChanges()
+        return changes

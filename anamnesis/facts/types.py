@@ -1,0 +1,53 @@
+"""Values passed between the extraction and resolution steps of consolidation.
+
+The stored, public ``Fact`` lives in ``anamnesis.types``; these are the drafts an
+extractor proposes before conflict resolution decides what to write.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Literal
+
+from ..types import Episode
+
+Action = Literal["ADD", "UPDATE", "NONE"]
+
+
+@dataclass(frozen=True, slots=True)
+class Draft:
+    """A fact an extractor read in one episode, not yet reconciled with the store.
+
+    ``action`` and ``target`` come from a context-aware extractor (the LLM): UPDATE
+    names the stored fact it replaces, NONE the stored fact it restates. A rule
+    extractor proposes ADD and leaves the decision to conflict resolution.
+    ``single_valued`` None means: look the predicate up in the vocabulary.
+    """
+
+    subject: str
+    predicate: str
+    object: str
+    text: str
+    episode: Episode
+    valid_from: datetime | None
+    confidence: float
+    extractor: str
+    action: Action = "ADD"
+    target: str | None = None
+    single_valued: bool | None = None
+
+
+@dataclass(slots=True)
+class ConsolidationReport:
+    """What one ``Memory.consolidate`` call did."""
+
+    episodes: int = 0
+    drafts: int = 0
+    added: int = 0
+    superseded: int = 0
+    confirmed: int = 0
+    ambiguous: int = 0
+    llm_calls: int = 0
+    extractor: str = "rules"
+    notes: list[str] = field(default_factory=list)

@@ -1,0 +1,121 @@
+"""The fact verbs of Memory: consolidate, facts, fact_history.
+
+Mixed into ``Memory``; kept apart so the facade stays readable. Facts live in the
+user/agent scope (a session's facts belong to its user).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from .embed.base import Embedder
+from .errors import InvalidInputError
+from .facts.types import ConsolidationReport
+from .ingest.normalise import check_text, parse_time
+from .llm import ChatClient
+from .store.base import FactQuery, Store, fact_scope
+from .types import Fact, Scope
+
+
+class FactVerbs:
+    """Consolidation and bi-temporal fact queries (see ``anamnesis.facts``)."""
+
+    _store: Store
+    _embedder: Embedder
+    llm: ChatClient | None
+
+    def _scope(self, user_id: str | None, agent_id: str | None, session_id: str | None) -> Scope:
+        raise NotImplementedError  # pragma: no cover - provided by Memory
+
+    def consolidate(
+        self,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        session_id: str | None = None,
+        limit: int | None = None,
+        extractor: str | None = None,
+    ) -> ConsolidationReport:
+        """Extract facts from the scope's episodes that no consolidation has read yet.
+
+        Runs the LLM extractor when the Memory has an LLM, else the rule extractor
+        (``extractor="rules"`` or ``"llm"`` chooses). A new value of a single-valued
+        fact supersedes the old one, which is kept. ``limit`` caps the episodes read.
+        """
+        from .facts.consolidate import consolidate
+
+        if limit is not None and (not isinstance(limit, int) or limit < 1):
+            raise InvalidInputError("limit must be a positive integer or None")
+        return consolidate(
+            self._store,
+            self._embedder,
+            self._scope(user_id, agent_id, session_id),
+            llm=self.llm,
+            extractor=extractor,  # type: ignore[arg-type]
+            limit=limit,
+        )
+
+    def facts(
+        self,
+        *,
+        subject: str | None = None,
+        predicate: str | None = None,
+        as_of: datetime | str | float | None = None,
+        include_superseded: bool = False,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        limit: int = 100,
+    ) -> list[Fact]:
+        """Facts of the scope, per slot the newest value first.
+
+        By default only facts standing at ``as_of`` (default: now): recorded by then,
+        not withdrawn, begun and not replaced. ``include_superseded=True`` also
+        returns the values they replaced. ``subject`` matches the user's aliases
+        ("user" and their name, once known).
+        """
+        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+            raise InvalidInputError(f"limit must be a positive integer, got {limit!r}")
+        scope = fact_scope(self._scope(user_id, agent_id, None))
+        when = parse_time(as_of, "as_of") if as_of is not None else None
+        return self._store.find_facts(
+            scope,
+            FactQuery(
+                subjects=self._aliases(scope, subject) if subject is not None else (),
+                predicate=predicate,
+                as_of=when,
+                include_superseded=include_superseded,
+                limit=limit,
+            ),
+        )
+
+    def fact_history(
+        self,
+        *,
+        subject: str = "user",
+        predicate: str,
+        as_of: datetime | str | float | None = None,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+    ) -> list[Fact]:
+        """Every value a slot has held, oldest first ("what were all my previous jobs?").
+
+        The chain follows supersession: each fact names the one it replaced.
+        """
+        from .facts.search import history
+
+        scope = fact_scope(self._scope(user_id, agent_id, None))
+        when = parse_time(as_of, "as_of") if as_of is not None else None
+        return history(self._store, scope, self._aliases(scope, subject), predicate, when)
+
+    def _aliases(self, scope: Scope, subject: str) -> tuple[str, ...]:
+        """``subject`` and the names it goes by: the user is ``"user"`` and their name."""
+        subject = check_text(subject, "subject")
+        names = {
+            f.object
+            for f in self._store.find_facts(
+                scope, FactQuery(subjects=("user",), predicate="name", include_superseded=True)
+            )
+        }
+        if subject == "user" or subject in names:
+            return tuple(sorted({subject, "user", *names}))
+        return (subject,)

@@ -1,0 +1,92 @@
+"""Query analysis: what a question asks about time, and the times it names.
+
+Questions are real ones from LoCoMo, LongMemEval and BEAM (``shared/data``), or the
+issue's own examples.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from anamnesis.retrieve.analysis import analyse
+
+ASKED = datetime(2023, 5, 20, 12, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("question", "asks"),
+    [
+        ("When did Caroline go to the LGBTQ support group?", {"when"}),
+        ("In which month's game did John achieve a career-high score in points?", {"when"}),
+        ("Which year did Jolene and her partner start dating?", {"when"}),
+        ("How many days ago did I participate in the 5K charity run?", {"duration"}),
+        ("How long had I been a member of 'Book Lovers Unite' when I attended the meetup?",
+         {"duration"}),
+        ("Which event did I participate in first, the volleyball league or the charity 5K run?",
+         {"first"}),
+        ("Which streaming service did I start using most recently?", {"last"}),
+        ("Can you list the order in which I brought up different aspects of my project?",
+         {"order"}),
+        ("What new kitchen gadget did I invest in before getting the Air Fryer?", {"before"}),
+        ("What charity event did I participate in a month ago?", {"range"}),
+        ("What is the monthly grocery budget Alexis and I have agreed on?", set()),
+        ("What are some common responses when something goes wrong with an API?", set()),
+        ("When building an app that calls a REST API, what errors should I handle?", set()),
+    ],
+)  # fmt: skip
+def test_temporal_intents(question, asks) -> None:
+    assert set(analyse(question, ASKED).time.asks) == asks
+
+
+def test_a_named_time_is_a_range_not_a_last_question() -> None:
+    intent = analyse("What did I do last week?", ASKED).time
+    assert intent.asks == ("range",)
+    assert not intent.ordering
+
+
+@pytest.mark.parametrize(
+    ("question", "history", "current"),
+    [
+        ("What were all the cars I've had?", True, False),
+        ("What did I use to drive before the Tesla?", True, False),
+        ("How has my running pace changed?", True, False),
+        ("What was my previous job?", True, False),
+        ("What is my current job?", False, True),
+        ("Where do I live now?", False, True),
+        ("What is the latest version of my resume?", False, True),
+        ("Where did I get my guitar serviced?", False, False),
+    ],
+)
+def test_history_and_current_state_intents(question, history, current) -> None:
+    intent = analyse(question, ASKED).time
+    assert (intent.history, intent.current) == (history, current)
+
+
+def test_the_questions_own_times_resolve_against_now_and_are_widened() -> None:
+    (named,) = analyse("What did I buy in June?", ASKED).time.ranges
+    assert named.mention.start == datetime(2022, 6, 1, tzinfo=UTC)  # the latest June before
+    assert named.mention.end == datetime(2022, 7, 1, tzinfo=UTC)
+    assert named.start == datetime(2022, 5, 25, tzinfo=UTC)  # a week of slack each side
+    assert named.end == datetime(2022, 7, 8, tzinfo=UTC)
+    (ago,) = analyse("What did I mention four weeks ago?", ASKED).time.ranges
+    assert ago.mention.start == datetime(2023, 4, 17, tzinfo=UTC)
+
+
+def test_now_defaults_to_the_present() -> None:
+    before = datetime.now(UTC)
+    assert analyse("what happened yesterday?").now >= before
+
+
+def test_the_analysis_is_json_friendly() -> None:
+    view = analyse("What did I do on 7 May 2023?", ASKED).to_dict()
+    assert view["now"] == ASKED.isoformat()
+    assert view["time"]["ranges"] == [
+        {
+            "expression": "7 May 2023",
+            "granularity": "day",
+            "resolved": ["2023-05-07T00:00:00+00:00", "2023-05-08T00:00:00+00:00"],
+            "window": ["2023-05-06T00:00:00+00:00", "2023-05-09T00:00:00+00:00"],
+        }
+    ]
