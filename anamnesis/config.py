@@ -34,6 +34,19 @@ class SearchConfig:
     ``candidates`` how many each channel proposes; ``stages`` the post-fusion
     rerankers and filters to run, in order; ``neighbour_window`` how many turns on each
     side of a hit are returned with it.
+
+    Query understanding and the derived channels (``anamnesis.retrieve.candidates``):
+    ``query`` lists what the question analysis may do to the query: ``"speakers"``
+    drops the names of known speakers from the lexical terms (turns do not contain
+    their own speaker's name), ``"decompose"`` runs multi-part questions as
+    sub-queries through the lexical and dense channels. ``seed_channels`` are the
+    channels whose fused ranking seeds the ``neighbours`` and ``session`` channels;
+    ``seeds`` how many of its best hits they expand; ``neighbour_decay`` the share of
+    a seed's score its adjacent turns inherit (squared two turns away);
+    ``sessions`` how many best sessions the ``session`` channel opens;
+    ``prf_docs``/``prf_terms`` the feedback depth and expansion size of ``prf``.
+    ``fusion`` is ``"rrf"`` (weighted reciprocal rank fusion) or ``"learned"`` (the
+    logistic model named by ``fusion_model`` in ``anamnesis/data/``).
     """
 
     channels: tuple[str, ...] = ("lexical", "dense")
@@ -42,6 +55,15 @@ class SearchConfig:
     candidates: int = 50
     stages: tuple[str, ...] = ()
     neighbour_window: int = 1
+    query: tuple[str, ...] = ()
+    seed_channels: tuple[str, ...] = ("lexical", "dense", "speaker_lexical", "speaker_dense")
+    seeds: int = 20
+    neighbour_decay: float = 0.5
+    sessions: int = 3
+    prf_docs: int = 5
+    prf_terms: int = 8
+    fusion: str = "rrf"
+    fusion_model: str = "fusion-logistic.json"
 
     def with_(self, **changes: object) -> SearchConfig:
         """A copy with some fields changed."""
@@ -54,3 +76,53 @@ PRESETS: dict[str, SearchConfig] = {
     "dense": SearchConfig(channels=("dense",)),
     "hybrid": SearchConfig(),
 }
+
+_SPEAKER_WEIGHTS = {"lexical": 1.0, "dense": 0.5, "speaker_lexical": 2.0, "speaker_dense": 1.0}
+#: Candidate-side ablations (issue 5), each adding one stage to the previous.
+PRESETS.update(
+    {
+        "hybrid-speakers": SearchConfig(
+            channels=("lexical", "dense", "speaker_lexical", "speaker_dense"),
+            weights=_SPEAKER_WEIGHTS,
+            query=("speakers",),
+        ),
+        "hybrid-neighbours": SearchConfig(
+            channels=("lexical", "dense", "speaker_lexical", "speaker_dense", "neighbours"),
+            weights={**_SPEAKER_WEIGHTS, "neighbours": 1.0},
+            query=("speakers",),
+        ),
+        "hybrid-session": SearchConfig(
+            channels=("lexical", "dense", "speaker_lexical", "speaker_dense", "session"),
+            weights={**_SPEAKER_WEIGHTS, "session": 1.0},
+            query=("speakers",),
+        ),
+        "hybrid-prf": SearchConfig(
+            channels=("lexical", "dense", "speaker_lexical", "speaker_dense", "prf"),
+            weights={**_SPEAKER_WEIGHTS, "prf": 1.0},
+            query=("speakers",),
+        ),
+        "hybrid-entity": SearchConfig(
+            channels=("lexical", "dense", "speaker_lexical", "speaker_dense", "entity"),
+            weights={**_SPEAKER_WEIGHTS, "entity": 0.5},
+            query=("speakers",),
+        ),
+        "hybrid-decompose": SearchConfig(
+            channels=("lexical", "dense", "speaker_lexical", "speaker_dense"),
+            weights=_SPEAKER_WEIGHTS,
+            query=("speakers", "decompose"),
+        ),
+        "full": SearchConfig(
+            channels=(
+                "lexical",
+                "dense",
+                "speaker_lexical",
+                "speaker_dense",
+                "prf",
+                "neighbours",
+                "session",
+            ),
+            weights={**_SPEAKER_WEIGHTS, "prf": 1.0, "neighbours": 1.0, "session": 1.0},
+            query=("speakers", "decompose"),
+        ),
+    }
+)

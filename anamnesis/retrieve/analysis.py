@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .query import search_terms
+from .understanding import decompose, names, question_type
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,9 +36,19 @@ class QueryAnalysis:
 
 
 def analyse(text: str, now: datetime | None = None) -> QueryAnalysis:
-    """Analyse ``text`` as asked at ``now`` (default: the present, UTC)."""
+    """Analyse ``text`` as asked at ``now`` (default: the present, UTC).
+
+    Features: ``question_type`` (``understanding.question_type``), ``names`` (the
+    capitalised names in the question) and ``subqueries`` (its rule-based
+    decomposition, empty for a single question).
+    """
     return QueryAnalysis(
         text=text,
         terms=tuple(search_terms(text)),
         now=now if now is not None else datetime.now(UTC),
+        features={
+            "question_type": question_type(text),
+            "names": names(text),
+            "subqueries": decompose(text),
+        },
     )

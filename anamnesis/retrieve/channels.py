@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -31,6 +32,9 @@ class SearchRequest:
     embedder: Embedder
     config: SearchConfig
     _vector: np.ndarray | None = field(default=None, repr=False)
+    #: Results shared between channels and stages of this one search (e.g. a channel's
+    #: list that a derived channel expands), keyed by who computed them.
+    memo: dict[Any, Any] = field(default_factory=dict, repr=False)
 
     @property
     def query_vector(self) -> np.ndarray:
@@ -39,20 +43,42 @@ class SearchRequest:
             self._vector = self.embedder.embed_query(self.analysis.text)
         return self._vector
 
+    def vector_for(self, text: str) -> np.ndarray:
+        """The embedding of ``text`` (the question itself or one of its sub-queries)."""
+        if text == self.analysis.text:
+            return self.query_vector
+        key = ("vector", text)
+        if key not in self.memo:
+            self.memo[key] = self.embedder.embed_query(text)
+        return self.memo[key]
+
+    def channel(self, name: str, limit: int) -> list[Candidate]:
+        """Channel ``name``'s candidates, computed once per search and shared."""
+        key = ("channel", name, limit)
+        if key not in self.memo:
+            self.memo[key] = CHANNELS[name](self, limit)
+        return self.memo[key]
+
 
 Channel = Callable[[SearchRequest, int], list[Candidate]]
 
 
 def lexical(request: SearchRequest, limit: int) -> list[Candidate]:
-    """BM25 over the verbatim text."""
-    return request.store.lexical_search(
-        request.analysis.terms, request.scope, request.filters, limit
-    )
+    """BM25 over the verbatim text (per sub-query when the question is decomposed)."""
+    lists = [
+        request.store.lexical_search(terms, request.scope, request.filters, limit)
+        for terms in understanding_terms(request)
+    ]
+    return merge_lists(lists, limit)
 
 
 def dense(request: SearchRequest, limit: int) -> list[Candidate]:
-    """Cosine similarity between the question and each episode's embedding."""
-    return request.store.dense_search(request.query_vector, request.scope, request.filters, limit)
+    """Cosine similarity between the question (or each sub-query) and each episode."""
+    lists = [
+        request.store.dense_search(request.vector_for(text), request.scope, request.filters, limit)
+        for text in query_texts(request)
+    ]
+    return merge_lists(lists, limit)
 
 
 #: Every channel a configuration may name.
@@ -60,3 +86,14 @@ CHANNELS: dict[str, Channel] = {
     "lexical": lexical,
     "dense": dense,
 }
+
+# The derived channels (speaker, entity, pseudo-relevance feedback, session, neighbours)
+# read SearchRequest, so they are registered after it exists.
+from .candidates import (  # noqa: E402
+    DERIVED_CHANNELS,
+    merge_lists,
+    query_texts,
+    understanding_terms,
+)
+
+CHANNELS.update(DERIVED_CHANNELS)

@@ -175,6 +175,24 @@ class Store(Protocol):
         """For each episode, the turns within ``window`` positions of it in its session."""
         ...
 
+    def speakers(self, scope: Scope, limit: int = 100) -> list[str]:
+        """Distinct speaker names of the episodes in ``scope``, most frequent first."""
+        ...
+
+    def turn_positions(
+        self, episode_ids: Sequence[str], scope: Scope
+    ) -> dict[str, tuple[str | None, int | None]]:
+        """``(session_id, turn_index)`` of each episode in ``scope`` (others are left out)."""
+        ...
+
+    def adjacent_turns(
+        self, episode_ids: Sequence[str], scope: Scope, filters: Filters, window: int
+    ) -> dict[str, list[tuple[str, int]]]:
+        """For each episode, the ids of the turns within ``window`` positions of it in its
+        session that satisfy ``filters``, with their signed offset (``-1`` = the turn
+        before), nearest first. Only ids inside ``scope`` appear, on both sides."""
+        ...
+
     def lexical_search(
         self, terms: Sequence[str], scope: Scope, filters: Filters, limit: int
     ) -> list[Candidate]:
