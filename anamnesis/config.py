@@ -78,7 +78,23 @@ PRESETS: dict[str, SearchConfig] = {
 }
 
 _SPEAKER_WEIGHTS = {"lexical": 1.0, "dense": 0.5, "speaker_lexical": 2.0, "speaker_dense": 1.0}
-#: Candidate-side ablations (issue 5), each adding one stage to the previous.
+#: Every candidate channel of issue 5 with equal RRF weights.
+_ALL_CHANNELS = SearchConfig(
+    channels=(
+        "lexical",
+        "dense",
+        "speaker_lexical",
+        "speaker_dense",
+        "entity",
+        "prf",
+        "neighbours",
+        "session",
+    ),
+    weights={},  # every channel weighs 1
+    query=("speakers", "decompose"),
+)
+#: Candidate-side ablations (issue 5): each stage added alone to the speaker-aware
+#: hybrid, then everything (equal weights, swept weights, learned fusion).
 PRESETS.update(
     {
         "hybrid-speakers": SearchConfig(
@@ -111,18 +127,22 @@ PRESETS.update(
             weights=_SPEAKER_WEIGHTS,
             query=("speakers", "decompose"),
         ),
-        "full": SearchConfig(
-            channels=(
-                "lexical",
-                "dense",
-                "speaker_lexical",
-                "speaker_dense",
-                "prf",
-                "neighbours",
-                "session",
-            ),
-            weights={**_SPEAKER_WEIGHTS, "prf": 1.0, "neighbours": 1.0, "session": 1.0},
-            query=("speakers", "decompose"),
+        "full-equal": _ALL_CHANNELS,
+        # Weights from the coordinate-ascent sweep on LoCoMo conversations 0-4 (split A);
+        # scripts/fusion_sweep.py, recorded in BENCHMARKS.md.
+        "full": _ALL_CHANNELS.with_(
+            weights={
+                "lexical": 1.0,
+                "dense": 0.5,
+                "speaker_lexical": 1.5,
+                "speaker_dense": 0.75,
+                "entity": 1.0,
+                "prf": 1.0,
+                "neighbours": 1.0,
+                "session": 1.0,
+            }
         ),
+        # The logistic model bundled in anamnesis/data (trained on all of LoCoMo).
+        "full-learned": _ALL_CHANNELS.with_(fusion="learned"),
     }
 )
