@@ -11,11 +11,11 @@ Two steps, both reproducible:
            --embedding-cache-dir ../vector-cache --out out/locomo.dump.jsonl.gz
 
 2. ``sweep``: on the dumps, (a) choose weighted-RRF weights by coordinate ascent over
-   a fixed grid on the *dev* split only and report them on the held-out split and the
-   other datasets; (b) fit a logistic model over channel ranks and scores on one
-   split and evaluate it on the other (both directions), and one on all of the dev
-   dataset evaluated on the other datasets. Writes a markdown report and, with
-   ``--save-model``, the model trained on the whole first dump.
+   a fixed grid on the A splits (the first half of each dataset's cases) and report
+   them on the B splits, and the other way round; (b) fit a logistic model over
+   channel ranks and scores the same way, and one per whole dataset evaluated on the
+   other datasets. Writes a markdown report and, with ``--save-model``, the logistic
+   model fitted on the A splits.
 
        python scripts/fusion_sweep.py sweep out/locomo.dump.jsonl.gz out/beam.dump.jsonl.gz \\
            --report out/sweep.md --save-model anamnesis/data/fusion-logistic.json
@@ -130,7 +130,7 @@ def rrf_rank(record: dict[str, Any], weights: dict[str, float], k: float, depth:
     return sorted(score, key=lambda x: -score[x])
 
 
-def evaluate(records, rank, ks=(10, 50)) -> dict[str, Any]:
+def evaluate(records, rank, ks=(10, 20, 50)) -> dict[str, Any]:
     """Mean recall@k overall and recall@10 by category."""
     per_cat: dict[str, list[float]] = {}
     rows = []
@@ -147,12 +147,20 @@ def evaluate(records, rank, ks=(10, 50)) -> dict[str, Any]:
     }
 
 
-def coordinate_ascent(records, channels, k, depth, passes=3) -> dict[str, float]:
-    """RRF weights maximising mean recall@10 on ``records``, one channel at a time."""
+def coordinate_ascent(splits, channels, k, depth, passes=3) -> dict[str, float]:
+    """RRF weights maximising recall@10 averaged over the datasets in ``splits`` (each
+    dataset weighs the same, whatever its number of questions), one channel at a time."""
     weights = {c: 1.0 for c in channels}
 
     def objective(w):
-        return evaluate(records, lambda r: rrf_rank(r, w, k, depth), ks=(10,))["R@10"]
+        return float(
+            np.mean(
+                [
+                    evaluate(recs, lambda r: rrf_rank(r, w, k, depth), ks=(10,))["R@10"]
+                    for recs in splits
+                ]
+            )
+        )
 
     best = objective(weights)
     for _ in range(passes):
@@ -224,63 +232,84 @@ def logistic_rank(model: LogisticFusion, depth: int):
 
 def fmt(result) -> str:
     cats = " ".join(f"{c} {100 * v:.1f}" for c, v in result["by_category"].items())
-    return f"R@10 {100 * result['R@10']:.1f} | R@50 {100 * result['R@50']:.1f} | {cats}"
+    return (
+        f"R@10 {100 * result['R@10']:.1f} | R@20 {100 * result['R@20']:.1f} | "
+        f"R@50 {100 * result['R@50']:.1f} | R@10 by category: {cats}"
+    )
+
+
+def halves(records):
+    """Split A (the first half of the cases, in sorted order) and split B (the rest)."""
+    cases = sorted({r["case"] for r in records})
+    first = set(cases[: len(cases) // 2])
+    return [r for r in records if r["case"] in first], [
+        r for r in records if r["case"] not in first
+    ]
 
 
 def sweep(paths: list[Path], report: Path | None, save_model: Path | None, k: float, depth: int):
     dumps = {p.name.split(".")[0]: load_dump(p) for p in paths}
-    first = next(iter(dumps))
-    dev_records = dumps[first]
-    cases = sorted({r["case"] for r in dev_records})
-    half = set(cases[: len(cases) // 2])
-    split_a = [r for r in dev_records if r["case"] in half]
-    split_b = [r for r in dev_records if r["case"] not in half]
-    channels = [c for c in SWEEP_CHANNELS if any(c in r["channels"] for r in dev_records)]
+    splits = {name: halves(records) for name, records in dumps.items()}
+    channels = [
+        c for c in SWEEP_CHANNELS if any(c in r["channels"] for rs in dumps.values() for r in rs)
+    ]
     lines = [
         "# Fusion sweep",
         "",
-        f"Dev dataset `{first}`: split A = cases {sorted(half)}, split B = the rest "
-        f"({len(split_a)} / {len(split_b)} questions). RRF k = {k}, depth {depth} per channel.",
+        "Every dataset is split by case (sorted ids): split A = the first half, B = the rest "
+        + ", ".join(f"{n} {len(a)}/{len(b)} questions" for n, (a, b) in splits.items())
+        + f". RRF k = {k}, depth {depth} per channel. Objective: recall@10, averaged over "
+        "datasets. Weights and models are fitted on the A splits of every dataset and "
+        "reported on the B splits (held out), and the other way round.",
         "",
     ]
 
     def show(title, rank):
         lines.append(f"- **{title}**")
-        for name, recs in [("A", split_a), ("B", split_b)] + [
-            (n, r) for n, r in dumps.items() if n != first
-        ]:
-            lines.append(f"  - {name}: {fmt(evaluate(recs, rank))}")
+        for name, (a, b) in splits.items():
+            lines.append(f"  - {name} A: {fmt(evaluate(a, rank))}")
+            lines.append(f"  - {name} B: {fmt(evaluate(b, rank))}")
 
     show("hybrid (lexical 1, dense 1)", lambda r: rrf_rank(r, {"lexical": 1, "dense": 1}, k, depth))
+    show("dense alone", lambda r: rrf_rank(r, {"dense": 1}, k, depth))
     equal = {c: 1.0 for c in channels}
     show("all channels, equal weights", lambda r: rrf_rank(r, equal, k, depth))
-    for train_name, train, test_name in (("A", split_a, "B"), ("B", split_b, "A")):
-        weights = coordinate_ascent(train, channels, k, depth)
-        lines.append(f"\nRRF weights swept on split {train_name}: `{json.dumps(weights)}`")
+    for train, test in (("A", "B"), ("B", "A")):
+        index = 0 if train == "A" else 1
+        train_sets = [pair[index] for pair in splits.values()]
+        weights = coordinate_ascent(train_sets, channels, k, depth)
+        lines.append(f"\nRRF weights swept on the {train} splits: `{json.dumps(weights)}`")
         show(
-            f"swept RRF (train {train_name}, test {test_name})",
+            f"swept RRF (fit on {train}, held out: {test})",
             lambda r, w=weights: rrf_rank(r, w, k, depth),
         )
-        model = fit_logistic(train, channels, k, depth, trained_on=f"{first} split {train_name}")
-        show(f"logistic (train {train_name}, test {test_name})", logistic_rank(model, depth))
-    weights = coordinate_ascent(dev_records, channels, k, depth)
-    lines.append(f"\nRRF weights swept on all of `{first}`: `{json.dumps(weights)}`")
-    show(
-        f"swept RRF (all of {first}; A and B are in-sample)",
-        lambda r: rrf_rank(r, weights, k, depth),
+        model = fit_logistic(
+            [r for rs in train_sets for r in rs], channels, k, depth, trained_on=f"{train} splits"
+        )
+        show(f"logistic (fit on {train}, held out: {test})", logistic_rank(model, depth))
+        if train == "A":
+            final = model
+    for name, records in dumps.items():
+        others = [n for n in dumps if n != name]
+        if not others:
+            continue
+        model = fit_logistic(records, channels, k, depth, trained_on=f"all of {name}")
+        lines.append(f"\nLogistic fit on all of {name}, evaluated on the others:")
+        for other in others:
+            lines.append(f"  - {other}: {fmt(evaluate(dumps[other], logistic_rank(model, depth)))}")
+    lines.append(
+        "\nLogistic coefficients of the model fit on the A splits "
+        "(standardised features; rr = k/(k+rank), s = score/top):"
     )
-    model = fit_logistic(dev_records, channels, k, depth, trained_on=f"all of {first}")
-    show(f"logistic (all of {first}; A and B are in-sample)", logistic_rank(model, depth))
-    lines.append("\nLogistic coefficients (standardised features; rr = k/(k+rank), s = score/top):")
-    for j, c in enumerate(model.channels):
-        lines.append(f"- {c}: rr {model.coef[2 * j]:+.3f}, s {model.coef[2 * j + 1]:+.3f}")
+    for j, c in enumerate(final.channels):
+        lines.append(f"- {c}: rr {final.coef[2 * j]:+.3f}, s {final.coef[2 * j + 1]:+.3f}")
     text = "\n".join(lines) + "\n"
     print(text)
     if report:
         report.parent.mkdir(parents=True, exist_ok=True)
         report.write_text(text, encoding="utf-8")
     if save_model:
-        save_model.write_text(json.dumps(model.to_dict(), indent=1) + "\n", encoding="utf-8")
+        save_model.write_text(json.dumps(final.to_dict(), indent=1) + "\n", encoding="utf-8")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -303,3 +303,49 @@ def test_the_bundled_fusion_model_loads_and_an_unknown_fusion_is_refused(open_me
             open_memory.embedder,
             SearchConfig(fusion="learned", fusion_model="no-such-model.json"),
         )
+
+
+# -- HyDE (LLM only) -----------------------------------------------------------------------------
+def test_hyde_needs_a_configured_llm(open_memory, monkeypatch):
+    from anamnesis.bench import qa
+
+    monkeypatch.delenv(qa.BASE_URL_ENV, raising=False)
+    with pytest.raises(InvalidInputError, match="ANAMNESIS_LLM_BASE_URL"):
+        Retriever(open_memory.store, open_memory.embedder, SearchConfig(channels=("hyde",)))
+
+
+def test_hyde_searches_with_the_llms_hypothetical_answer(open_memory, monkeypatch):
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from anamnesis.bench import qa
+
+    asked = []
+
+    class Writer(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            asked.append(body["messages"][-1]["content"])
+            reply = "I've been looking into adoption agencies, it's a big step for me."
+            data = json.dumps({"choices": [{"message": {"content": reply}}]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Writer)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        monkeypatch.setenv(qa.BASE_URL_ENV, f"http://127.0.0.1:{server.server_address[1]}/v1")
+        monkeypatch.setenv(qa.MODEL_ENV, "fake-model")
+        config = SearchConfig(channels=("hyde",))
+        _, request = _request(open_memory, config, "What did Caroline research?")
+        top = _episodes(open_memory, request.channel("hyde", 3))
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert len(asked) == 1 and "What did Caroline research?" in asked[0]
+    assert "D2:8" in [e.metadata["dia_id"] for e in top]

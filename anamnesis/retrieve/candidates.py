@@ -27,6 +27,7 @@ from ..store.base import Candidate
 from ..types import Scope
 from .expansion import feedback_terms
 from .fusion import weighted_rrf
+from .hyde import hyde
 from .query import search_terms, words
 from .understanding import decompose, named_speakers, names, strip_names
 
@@ -239,7 +240,8 @@ def session(request: SearchRequest, limit: int) -> list[Candidate]:
 
 
 #: The channels this module adds to ``channels.CHANNELS``.
-DERIVED_CHANNELS = {
+DERIVED_CHANNELS: dict[str, Callable[[SearchRequest, int], list[Candidate]]] = {
+    "hyde": hyde,
     "speaker_lexical": speaker_lexical,
     "speaker_dense": speaker_dense,
     "entity": entity,

@@ -13,6 +13,7 @@ from ..types import Hit, Scope
 from .analysis import analyse
 from .channels import CHANNELS, SearchRequest
 from .fusion import Fused, learned_fusion, load_fusion_model, weighted_rrf
+from .hyde import client as hyde_client
 from .stages import STAGES
 
 
@@ -33,6 +34,8 @@ class Retriever:
             )
         if self.config.fusion == "learned":
             load_fusion_model(self.config.fusion_model)  # fail now, not at the first search
+        if "hyde" in self.config.channels:
+            hyde_client()  # InvalidInputError now when no LLM endpoint is configured
 
     def request(
         self, query: str, scope: Scope, filters: Filters, now: datetime | None = None
