@@ -238,33 +238,18 @@ def test_neighbours_are_the_surrounding_turns_of_the_same_session(store):
     assert store.neighbours([s1[2]], window=0) == {s1[2].id: ()}
 
 
-def test_speakers_lists_who_speaks_in_the_scope_most_frequent_first(store):
-    a = Scope("alice", None, "s1")
-    add(
-        store,
-        [
-            make_episode("hi", scope=a, speaker="Melanie"),
-            make_episode("hello", scope=a, speaker="Caroline"),
-            make_episode("again", scope=a, speaker="Caroline"),
-            make_episode("no speaker", scope=a),
-            make_episode("other tenant", scope=Scope("bob"), speaker="Mallory"),
-        ],
-    )
-    assert store.speakers(ALICE) == ["Caroline", "Melanie"]
-    assert store.speakers(BOB) == ["Mallory"]
-    assert store.speakers(Scope("carol")) == []
-
-
-def test_turn_positions_and_adjacent_turns_stay_in_scope_and_filters(store):
+def test_turn_info_and_adjacent_turns_stay_in_scope_and_filters(store):
     s1 = [
-        make_episode(f"s1 turn {i}", scope=Scope("alice", None, "s1"), turn_index=i)
+        make_episode(
+            f"s1 turn {i}", scope=Scope("alice", None, "s1"), turn_index=i, speaker="Caroline"
+        )
         for i in range(5)
     ]
     bob = [make_episode("bob turn", scope=Scope("bob", None, "s1"), turn_index=3)]
     loose = make_episode("no session")
     add(store, [*s1, *bob, loose])
-    positions = store.turn_positions([s1[2].id, bob[0].id, loose.id], ALICE)
-    assert positions == {s1[2].id: ("s1", 2), loose.id: (None, None)}
+    info = store.turn_info([s1[2].id, bob[0].id, loose.id], ALICE)
+    assert info == {s1[2].id: ("s1", 2, "Caroline"), loose.id: (None, None, None)}
     around = store.adjacent_turns([s1[2].id, s1[4].id, bob[0].id], ALICE, Filters(), 1)
     assert around == {
         s1[2].id: [(s1[1].id, -1), (s1[3].id, 1)],

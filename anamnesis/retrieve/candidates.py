@@ -1,8 +1,8 @@
 """Derived candidate channels and the query understanding the basic channels use.
 
 - ``speaker_lexical`` / ``speaker_dense``: BM25 / cosine restricted to the turns of the
-  known speakers the question names ("What did Caroline paint?" searches Caroline's
-  turns), one list per named speaker, interleaved.
+  speakers the question names ("What did Caroline paint?" searches Caroline's turns),
+  one list per named speaker, interleaved.
 - ``entity``: BM25 over only the capitalised names of the question that are not
   speakers (places, titles, other people).
 - ``prf``: BM25 over the question's terms plus pseudo-relevance-feedback terms taken
@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from ..store.base import Candidate
@@ -40,6 +39,8 @@ _MERGE_K = 60
 MAX_SUBQUERIES = 4
 #: Named speakers beyond this many are ignored by the speaker channels.
 MAX_SPEAKERS = 3
+#: The speaker channels filter their base channel's list taken this many times deeper.
+SPEAKER_POOL = 4
 
 
 def merge_lists(lists: Sequence[Sequence[Candidate]], limit: int) -> list[Candidate]:
@@ -60,11 +61,36 @@ def merge_lists(lists: Sequence[Sequence[Candidate]], limit: int) -> list[Candid
     return [Candidate(i, raw[i]) for i in order]
 
 
+def turn_info(request: SearchRequest, ids: Sequence[str]) -> dict[str, tuple]:
+    """``(session_id, turn_index, speaker)`` of episodes, looked up once per search."""
+    cache: dict[str, tuple] = request.memo.setdefault("turn_info", {})
+    missing = [i for i in dict.fromkeys(ids) if i not in cache]
+    if missing:
+        cache.update(request.store.turn_info(missing, request.scope))
+    return cache
+
+
+def _speaker_pool(request: SearchRequest) -> list[Candidate]:
+    """The dense channel's candidates at ``SPEAKER_POOL`` times the depth: where the
+    speaker channels look for the named speakers' turns."""
+    return request.channel("dense", SPEAKER_POOL * request.config.candidates)
+
+
 def speakers_named(request: SearchRequest) -> list[str]:
-    """Known speakers (in scope) that the question names, first named first."""
+    """Speakers the question names, first named first.
+
+    Known speakers are those of the question's nearest turns (the dense pool): a
+    person the question is about speaks in them (turns are embedded as
+    ``"Speaker: text"``), and this costs one lookup by id instead of a scan of the
+    whole scope.
+    """
     key = "speakers_named"
     if key not in request.memo:
-        known = request.store.speakers(request.scope)
+        pool = _speaker_pool(request)
+        info = turn_info(request, [c.episode_id for c in pool])
+        known = dict.fromkeys(
+            info[c.episode_id][2] for c in pool if c.episode_id in info and info[c.episode_id][2]
+        )
         request.memo[key] = named_speakers(request.analysis.text, known)[:MAX_SPEAKERS]
     return request.memo[key]
 
@@ -101,47 +127,42 @@ def understanding_terms(request: SearchRequest) -> list[list[str]]:
     return out
 
 
-def _per_speaker(
-    request: SearchRequest, limit: int, search: Callable[..., list[Candidate]]
-) -> list[Candidate]:
+def _per_speaker(request: SearchRequest, pool: Sequence[Candidate], limit: int) -> list[Candidate]:
+    """``pool`` restricted to the named speakers' turns, speakers interleaved."""
     if request.filters.speaker is not None:
         return []  # the caller already restricted every channel to one speaker
-    lists = [
-        search(replace(request.filters, speaker=speaker)) for speaker in speakers_named(request)
-    ]
-    lists = [c for c in lists if c]
-    if not lists:
+    named = speakers_named(request)
+    if not named:
         return []
+    info = turn_info(request, [c.episode_id for c in pool])
+    lists: list[list[Candidate]] = [[] for _ in named]
+    for c in pool:
+        speaker = info.get(c.episode_id, (None, None, None))[2]
+        if speaker in named:
+            lists[named.index(speaker)].append(c)
     # Interleave, so that every named speaker is represented near the top.
-    merged: dict[str, Candidate] = {}
+    merged: list[Candidate] = []
     for rank in range(max(len(c) for c in lists)):
-        for candidates in lists:
-            if rank < len(candidates):
-                merged.setdefault(candidates[rank].episode_id, candidates[rank])
-    return list(merged.values())[:limit]
+        merged.extend(c[rank] for c in lists if rank < len(c))
+    return merged[:limit]
 
 
 def speaker_lexical(request: SearchRequest, limit: int) -> list[Candidate]:
-    """BM25 over the named speakers' own turns."""
+    """BM25 over the named speakers' own turns (the lexical ranking, ``SPEAKER_POOL``
+    times deeper, filtered to them)."""
+    if not speakers_named(request):
+        return []
     terms = _terms(request, request.analysis.text)
     if not terms:
         return []
-    return _per_speaker(
-        request,
-        limit,
-        lambda filters: request.store.lexical_search(terms, request.scope, filters, limit),
-    )
+    pool = request.store.lexical_search(terms, request.scope, request.filters, SPEAKER_POOL * limit)
+    return _per_speaker(request, pool, limit)
 
 
 def speaker_dense(request: SearchRequest, limit: int) -> list[Candidate]:
-    """Cosine over the named speakers' own turns."""
-    return _per_speaker(
-        request,
-        limit,
-        lambda filters: request.store.dense_search(
-            request.query_vector, request.scope, filters, limit
-        ),
-    )
+    """Cosine over the named speakers' own turns (the dense ranking, ``SPEAKER_POOL``
+    times deeper, filtered to them)."""
+    return _per_speaker(request, _speaker_pool(request), limit)
 
 
 def entity(request: SearchRequest, limit: int) -> list[Candidate]:
@@ -217,10 +238,10 @@ def session(request: SearchRequest, limit: int) -> list[Candidate]:
     seeds = seed_ranking(request)[: config.candidates]
     if not seeds:
         return []
-    where = request.store.turn_positions([i for i, _ in seeds], request.scope)
+    where = turn_info(request, [i for i, _ in seeds])
     per_session: dict[str, list[float]] = defaultdict(list)
     for episode_id, score in seeds:
-        session_id = where.get(episode_id, (None, None))[0]
+        session_id = where.get(episode_id, (None, None, None))[0]
         if session_id is not None:
             per_session[session_id].append(score)
     if not per_session:

@@ -175,14 +175,11 @@ class Store(Protocol):
         """For each episode, the turns within ``window`` positions of it in its session."""
         ...
 
-    def speakers(self, scope: Scope, limit: int = 100) -> list[str]:
-        """Distinct speaker names of the episodes in ``scope``, most frequent first."""
-        ...
-
-    def turn_positions(
+    def turn_info(
         self, episode_ids: Sequence[str], scope: Scope
-    ) -> dict[str, tuple[str | None, int | None]]:
-        """``(session_id, turn_index)`` of each episode in ``scope`` (others are left out)."""
+    ) -> dict[str, tuple[str | None, int | None, str | None]]:
+        """``(session_id, turn_index, speaker)`` of each episode in ``scope`` (others are
+        left out): a light lookup for channels that reason about positions and speakers."""
         ...
 
     def adjacent_turns(

@@ -626,29 +626,19 @@ class PostgresStore:
             result[row[0]].append(episode(row[1:]))
         return {k: tuple(v) for k, v in result.items()}
 
-    def speakers(self, scope: Scope, limit: int = 100) -> list[str]:
-        where, params = scope_sql(scope)
-        with self._transaction() as conn:
-            rows = conn.execute(
-                f"""SELECT e.speaker FROM episodes e WHERE {where} AND e.speaker IS NOT NULL
-                    GROUP BY e.speaker ORDER BY count(*) DESC, e.speaker LIMIT %s""",
-                [*params, limit],
-            ).fetchall()
-        return [r[0] for r in rows]
-
-    def turn_positions(
+    def turn_info(
         self, episode_ids: Sequence[str], scope: Scope
-    ) -> dict[str, tuple[str | None, int | None]]:
+    ) -> dict[str, tuple[str | None, int | None, str | None]]:
         if not episode_ids:
             return {}
         where, params = scope_sql(scope)
         with self._transaction() as conn:
             rows = conn.execute(
-                f"SELECT e.id, e.session_id, e.turn_index FROM episodes e "
+                f"SELECT e.id, e.session_id, e.turn_index, e.speaker FROM episodes e "
                 f"WHERE e.id = ANY(%s) AND {where}",
                 [list(dict.fromkeys(episode_ids)), *params],
             ).fetchall()
-        return {r[0]: (r[1], r[2]) for r in rows}
+        return {r[0]: (r[1], r[2], r[3]) for r in rows}
 
     def adjacent_turns(
         self, episode_ids: Sequence[str], scope: Scope, filters: Filters, window: int

@@ -499,30 +499,21 @@ class SQLiteStore:
             )
         return result
 
-    def speakers(self, scope: Scope, limit: int = 100) -> list[str]:
-        where, params = scope_sql(scope)
-        rows = self._read(
-            f"""SELECT e.speaker FROM episodes e WHERE {where} AND e.speaker IS NOT NULL
-                GROUP BY e.speaker ORDER BY COUNT(*) DESC, e.speaker LIMIT ?""",
-            [*params, limit],
-        )
-        return [r[0] for r in rows]
-
-    def turn_positions(
+    def turn_info(
         self, episode_ids: Sequence[str], scope: Scope
-    ) -> dict[str, tuple[str | None, int | None]]:
+    ) -> dict[str, tuple[str | None, int | None, str | None]]:
         where, params = scope_sql(scope, by_key=True)
-        found: dict[str, tuple[str | None, int | None]] = {}
+        found: dict[str, tuple[str | None, int | None, str | None]] = {}
         unique = list(dict.fromkeys(episode_ids))
         for start in range(0, len(unique), 500):
             chunk = unique[start : start + 500]
             marks = ",".join("?" * len(chunk))
-            for episode_id, session_id, turn in self._read(
-                f"SELECT e.id, e.session_id, e.turn_index FROM episodes e "
+            for episode_id, session_id, turn, speaker in self._read(
+                f"SELECT e.id, e.session_id, e.turn_index, e.speaker FROM episodes e "
                 f"WHERE e.id IN ({marks}) AND {where}",
                 [*chunk, *params],
             ):
-                found[episode_id] = (session_id, turn)
+                found[episode_id] = (session_id, turn, speaker)
         return found
 
     def adjacent_turns(
@@ -533,7 +524,7 @@ class SQLiteStore:
         if window <= 0 or not unique:
             return result
         where_h, params_h = scope_sql(scope, "h", by_key=True)
-        where_e, params_e = scope_sql(scope)
+        where_e, params_e = scope_sql(scope, by_key=True)  # the join drives e, not scope
         extra, extra_params = filters_sql(filters)
         for start in range(0, len(unique), 500):
             chunk = unique[start : start + 500]
