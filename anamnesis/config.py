@@ -128,21 +128,20 @@ PRESETS.update(
             query=("speakers", "decompose"),
         ),
         "full-equal": _ALL_CHANNELS,
-        # Weights from the coordinate-ascent sweep on LoCoMo conversations 0-4 (split A);
-        # scripts/fusion_sweep.py, recorded in BENCHMARKS.md.
+        # Weights from the coordinate-ascent sweep on the A splits (first half of the
+        # cases) of LoCoMo and BEAM 128K together (scripts/fusion_sweep.py; the B splits
+        # chose nearly the same weights). Channels swept to weight 0 are not run.
         "full": _ALL_CHANNELS.with_(
+            channels=("lexical", "dense", "speaker_lexical", "prf", "neighbours", "session"),
             weights={
-                "lexical": 1.0,
-                "dense": 0.5,
-                "speaker_lexical": 1.5,
-                "speaker_dense": 0.75,
-                "entity": 1.0,
-                "prf": 1.0,
-                "neighbours": 1.0,
-                "session": 1.0,
-            }
+                "lexical": 0.25,
+                "dense": 2.0,
+                "speaker_lexical": 3.0,
+                "prf": 0.75,
+                "neighbours": 0.75,
+                "session": 2.0,
+            },
         ),
-        # The logistic model bundled in anamnesis/data (trained on all of LoCoMo).
         "full-learned": _ALL_CHANNELS.with_(fusion="learned"),
     }
 )

@@ -69,9 +69,14 @@ def run(out: Path, data_dir: Path, cache: Path | None, lme_limit: int | None) ->
     print(table(out))
 
 
-def _records(folder: Path) -> list[dict]:
-    with open(folder / "records.jsonl", encoding="utf-8") as handle:
-        return [json.loads(line) for line in handle]
+def _records(out: Path, name: str) -> list[dict]:
+    """Records of ``out/<name>`` and of its shards ``out/<name>-*`` (runs split with
+    ``--skip``/``--limit``)."""
+    records = []
+    for path in sorted(out.glob(f"{name}*/records.jsonl")):
+        with open(path, encoding="utf-8") as handle:
+            records.extend(json.loads(line) for line in handle)
+    return records
 
 
 def _mean(values) -> str:
@@ -128,11 +133,12 @@ def table(out: Path) -> str:
         ),
     }
     for name, (metrics, category_metric) in specs.items():
-        folder = out / name
-        if not (folder / "records.jsonl").exists():
+        records = _records(out, name)
+        if not records:
             continue
-        parts.append(f"### {name}\n")
-        parts.extend(_rows(_records(folder), metrics, category_metric))
+        cases = len({r["case"] for r in records})
+        parts.append(f"### {name} ({cases} cases)\n")
+        parts.extend(_rows(records, metrics, category_metric))
         parts.append("")
     return "\n".join(parts)
 

@@ -70,10 +70,31 @@ def turn_info(request: SearchRequest, ids: Sequence[str]) -> dict[str, tuple]:
     return cache
 
 
+def pool_depth(request: SearchRequest, limit: int) -> int:
+    """How deep the lexical and dense channels search: ``SPEAKER_POOL`` times ``limit``
+    when a speaker channel will filter their rankings (one search serves both)."""
+    speakers = {"speaker_lexical", "speaker_dense"} & set(request.config.channels)
+    return SPEAKER_POOL * limit if speakers else limit
+
+
+def keep_pool(
+    request: SearchRequest, name: str, ranked: list[Candidate], limit: int
+) -> list[Candidate]:
+    """Remember a base channel's deep ranking for the speaker channels; return its top."""
+    request.memo[("pool", name)] = ranked
+    return ranked[:limit]
+
+
+def _pool(request: SearchRequest, name: str) -> list[Candidate]:
+    """The deep ranking of base channel ``name`` (lexical or dense) for this search."""
+    request.channel(name, request.config.candidates)
+    return request.memo[("pool", name)]
+
+
 def _speaker_pool(request: SearchRequest) -> list[Candidate]:
-    """The dense channel's candidates at ``SPEAKER_POOL`` times the depth: where the
-    speaker channels look for the named speakers' turns."""
-    return request.channel("dense", SPEAKER_POOL * request.config.candidates)
+    """The dense ranking, ``SPEAKER_POOL`` times deeper than the channel depth: where
+    the speaker channels find the named speakers and their turns."""
+    return _pool(request, "dense")
 
 
 def speakers_named(request: SearchRequest) -> list[str]:

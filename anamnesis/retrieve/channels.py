@@ -65,20 +65,22 @@ Channel = Callable[[SearchRequest, int], list[Candidate]]
 
 def lexical(request: SearchRequest, limit: int) -> list[Candidate]:
     """BM25 over the verbatim text (per sub-query when the question is decomposed)."""
+    depth = pool_depth(request, limit)
     lists = [
-        request.store.lexical_search(terms, request.scope, request.filters, limit)
+        request.store.lexical_search(terms, request.scope, request.filters, depth)
         for terms in understanding_terms(request)
     ]
-    return merge_lists(lists, limit)
+    return keep_pool(request, "lexical", merge_lists(lists, depth), limit)
 
 
 def dense(request: SearchRequest, limit: int) -> list[Candidate]:
     """Cosine similarity between the question (or each sub-query) and each episode."""
+    depth = pool_depth(request, limit)
     lists = [
-        request.store.dense_search(request.vector_for(text), request.scope, request.filters, limit)
+        request.store.dense_search(request.vector_for(text), request.scope, request.filters, depth)
         for text in query_texts(request)
     ]
-    return merge_lists(lists, limit)
+    return keep_pool(request, "dense", merge_lists(lists, depth), limit)
 
 
 #: Every channel a configuration may name.
@@ -91,7 +93,9 @@ CHANNELS: dict[str, Channel] = {
 # read SearchRequest, so they are registered after it exists.
 from .candidates import (  # noqa: E402
     DERIVED_CHANNELS,
+    keep_pool,
     merge_lists,
+    pool_depth,
     query_texts,
     understanding_terms,
 )
