@@ -142,6 +142,29 @@ PRESETS.update(
                 "session": 2.0,
             },
         ),
+        # The logistic model bundled in anamnesis/data (fitted on the same A splits).
         "full-learned": _ALL_CHANNELS.with_(fusion="learned"),
+    }
+)
+
+
+def _without(*, channel: str | None = None, query: str | None = None) -> SearchConfig:
+    """``full`` with one channel or one query feature left out (leave-one-out rows)."""
+    full = PRESETS["full"]
+    channels = tuple(c for c in full.channels if c != channel)
+    return full.with_(
+        channels=channels,
+        weights={c: w for c, w in full.weights.items() if c in channels},
+        query=tuple(q for q in full.query if q != query),
+    )
+
+
+PRESETS.update(
+    {
+        "full-no-speakers": _without(channel="speaker_lexical", query="speakers"),
+        "full-no-decompose": _without(query="decompose"),
+        "full-no-prf": _without(channel="prf"),
+        "full-no-neighbours": _without(channel="neighbours"),
+        "full-no-session": _without(channel="session"),
     }
 )
