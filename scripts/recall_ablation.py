@@ -23,7 +23,8 @@ from pathlib import Path
 import numpy as np
 
 #: The ablation rows, in order: the baseline, each candidate stage added alone on top
-#: of the speaker-aware hybrid, then everything with RRF and with learned fusion.
+#: of the speaker-aware hybrid, everything with RRF (equal and swept weights) and with
+#: learned fusion, then ``full`` with one stage left out.
 CONFIGS = (
     "hybrid",
     "hybrid-speakers",
@@ -35,6 +36,11 @@ CONFIGS = (
     "full-equal",
     "full",
     "full-learned",
+    "full-no-speakers",
+    "full-no-decompose",
+    "full-no-prf",
+    "full-no-neighbours",
+    "full-no-session",
 )
 DATASETS = {
     "locomo": "locomo10.json.gz",
