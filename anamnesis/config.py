@@ -168,3 +168,11 @@ PRESETS.update(
         "full-no-session": _without(channel="session"),
     }
 )
+#: ``full`` without the two stages that its leave-one-out rows showed to be neutral or
+#: harmful on the dev halves (LoCoMo and BEAM split A: neighbours, decompose), and that
+#: without PRF as well, the variant inside the 50 ms search budget at 10k episodes.
+PRESETS["full-lean"] = PRESETS["full-no-neighbours"].with_(query=("speakers",))
+PRESETS["full-fast"] = PRESETS["full-lean"].with_(
+    channels=tuple(c for c in PRESETS["full-lean"].channels if c != "prf"),
+    weights={c: w for c, w in PRESETS["full-lean"].weights.items() if c != "prf"},
+)

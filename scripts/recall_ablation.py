@@ -41,6 +41,8 @@ CONFIGS = (
     "full-no-prf",
     "full-no-neighbours",
     "full-no-session",
+    "full-lean",
+    "full-fast",
 )
 DATASETS = {
     "locomo": "locomo10.json.gz",
