@@ -238,6 +238,31 @@ def test_neighbours_are_the_surrounding_turns_of_the_same_session(store):
     assert store.neighbours([s1[2]], window=0) == {s1[2].id: ()}
 
 
+def test_turn_info_and_adjacent_turns_stay_in_scope_and_filters(store):
+    s1 = [
+        make_episode(
+            f"s1 turn {i}", scope=Scope("alice", None, "s1"), turn_index=i, speaker="Caroline"
+        )
+        for i in range(5)
+    ]
+    bob = [make_episode("bob turn", scope=Scope("bob", None, "s1"), turn_index=3)]
+    loose = make_episode("no session")
+    add(store, [*s1, *bob, loose])
+    info = store.turn_info([s1[2].id, bob[0].id, loose.id], ALICE)
+    assert info == {s1[2].id: ("s1", 2, "Caroline"), loose.id: (None, None, None)}
+    around = store.adjacent_turns([s1[2].id, s1[4].id, bob[0].id], ALICE, Filters(), 1)
+    assert around == {
+        s1[2].id: [(s1[1].id, -1), (s1[3].id, 1)],
+        s1[4].id: [(s1[3].id, -1)],
+    }
+    wide = store.adjacent_turns([s1[2].id], ALICE, Filters(), 2)[s1[2].id]
+    assert wide == [(s1[1].id, -1), (s1[3].id, 1), (s1[0].id, -2), (s1[4].id, 2)]
+    # A filter hides neighbours (here: turns dated after the question).
+    before = Filters(event_before=s1[3].event_time)
+    assert store.adjacent_turns([s1[2].id], ALICE, before, 1) == {s1[2].id: [(s1[1].id, -1)]}
+    assert store.adjacent_turns([s1[2].id], ALICE, Filters(), 0) == {}
+
+
 # -- lexical search -------------------------------------------------------------------------------
 def test_lexical_search_ranks_more_matching_terms_first_and_respects_scope(store):
     episodes = [

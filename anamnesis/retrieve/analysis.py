@@ -8,6 +8,7 @@ from typing import Any
 
 from .query import search_terms
 from .time_intent import TimeIntent, time_intent
+from .understanding import decompose, names, question_type
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,11 +43,21 @@ class QueryAnalysis:
 
 
 def analyse(text: str, now: datetime | None = None) -> QueryAnalysis:
-    """Analyse ``text`` as asked at ``now`` (default: the present, UTC)."""
+    """Analyse ``text`` as asked at ``now`` (default: the present, UTC).
+
+    Features: ``question_type`` (``understanding.question_type``), ``names`` (the
+    capitalised names in the question) and ``subqueries`` (its rule-based
+    decomposition, empty for a single question).
+    """
     when = now if now is not None else datetime.now(UTC)
     return QueryAnalysis(
         text=text,
         terms=tuple(search_terms(text)),
         now=when,
         time=time_intent(text, when),
+        features={
+            "question_type": question_type(text),
+            "names": names(text),
+            "subqueries": decompose(text),
+        },
     )

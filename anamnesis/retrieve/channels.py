@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -39,6 +40,9 @@ class SearchRequest:
     resources: StageResources = field(default_factory=StageResources)
     _vector: np.ndarray | None = field(default=None, repr=False)
     _episodes: dict[str, Episode] = field(default_factory=dict, repr=False)
+    #: Results shared between channels and stages of this one search (e.g. a channel's
+    #: list that a derived channel expands), keyed by who computed them.
+    memo: dict[Any, Any] = field(default_factory=dict, repr=False)
 
     @property
     def query_vector(self) -> np.ndarray:
@@ -59,20 +63,44 @@ class SearchRequest:
         """The configured options of one post-fusion stage (empty when none are set)."""
         return dict(self.config.stage_options.get(stage, {}))
 
+    def vector_for(self, text: str) -> np.ndarray:
+        """The embedding of ``text`` (the question itself or one of its sub-queries)."""
+        if text == self.analysis.text:
+            return self.query_vector
+        key = ("vector", text)
+        if key not in self.memo:
+            self.memo[key] = self.embedder.embed_query(text)
+        return self.memo[key]
+
+    def channel(self, name: str, limit: int) -> list[Candidate]:
+        """Channel ``name``'s candidates, computed once per search and shared."""
+        key = ("channel", name, limit)
+        if key not in self.memo:
+            self.memo[key] = CHANNELS[name](self, limit)
+        return self.memo[key]
+
 
 Channel = Callable[[SearchRequest, int], list[Candidate]]
 
 
 def lexical(request: SearchRequest, limit: int) -> list[Candidate]:
-    """BM25 over the verbatim text."""
-    return request.store.lexical_search(
-        request.analysis.terms, request.scope, request.filters, limit
-    )
+    """BM25 over the verbatim text (per sub-query when the question is decomposed)."""
+    depth = pool_depth(request, limit)
+    lists = [
+        request.store.lexical_search(terms, request.scope, request.filters, depth)
+        for terms in understanding_terms(request)
+    ]
+    return keep_pool(request, "lexical", merge_lists(lists, depth), limit)
 
 
 def dense(request: SearchRequest, limit: int) -> list[Candidate]:
-    """Cosine similarity between the question and each episode's embedding."""
-    return request.store.dense_search(request.query_vector, request.scope, request.filters, limit)
+    """Cosine similarity between the question (or each sub-query) and each episode."""
+    depth = pool_depth(request, limit)
+    lists = [
+        request.store.dense_search(request.vector_for(text), request.scope, request.filters, depth)
+        for text in query_texts(request)
+    ]
+    return keep_pool(request, "dense", merge_lists(lists, depth), limit)
 
 
 def temporal(request: SearchRequest, limit: int) -> list[Candidate]:
@@ -132,3 +160,16 @@ CHANNELS: dict[str, Channel] = {
     "temporal": temporal,
     "facts": facts,
 }
+
+# The derived channels (speaker, entity, pseudo-relevance feedback, session, neighbours)
+# read SearchRequest, so they are registered after it exists.
+from .candidates import (  # noqa: E402
+    DERIVED_CHANNELS,
+    keep_pool,
+    merge_lists,
+    pool_depth,
+    query_texts,
+    understanding_terms,
+)
+
+CHANNELS.update(DERIVED_CHANNELS)

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
 
+import numpy as np
+
+from ..errors import InvalidInputError
 from ..store.base import Candidate
 from ..types import ChannelScore
 
@@ -41,3 +48,100 @@ def weighted_rrf(
             entry.score += weight / (k + rank)
             entry.channels[name] = ChannelScore(rank=rank, score=candidate.score)
     return sorted(fused.values(), key=lambda f: f.score, reverse=True)
+
+
+@dataclass(frozen=True, slots=True)
+class LogisticFusion:
+    """A logistic model over each candidate's channel ranks and scores.
+
+    For every channel ``c`` in ``channels`` a candidate has two features: its
+    reciprocal rank ``k / (k + rank_c)`` (0 when ``c`` did not propose it) and its
+    score relative to ``c``'s best score (0 when absent). Features are standardised
+    with ``mean``/``scale`` and combined with ``coef``; the fused score is the
+    logit. Trained by ``scripts/fusion_sweep.py`` on one split, evaluated on others.
+    """
+
+    channels: tuple[str, ...]
+    mean: tuple[float, ...]
+    scale: tuple[float, ...]
+    coef: tuple[float, ...]
+    intercept: float
+    k: float = DEFAULT_RRF_K
+    trained_on: str = ""
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, object]) -> LogisticFusion:
+        """The model from its JSON form (see ``to_dict``)."""
+        return cls(
+            channels=tuple(data["channels"]),  # type: ignore[arg-type]
+            mean=tuple(data["mean"]),  # type: ignore[arg-type]
+            scale=tuple(data["scale"]),  # type: ignore[arg-type]
+            coef=tuple(data["coef"]),  # type: ignore[arg-type]
+            intercept=float(data["intercept"]),  # type: ignore[arg-type]
+            k=float(data.get("k", DEFAULT_RRF_K)),  # type: ignore[arg-type]
+            trained_on=str(data.get("trained_on", "")),
+        )
+
+    def to_dict(self) -> dict[str, object]:
+        """A JSON-friendly form."""
+        return {
+            "channels": list(self.channels),
+            "mean": list(self.mean),
+            "scale": list(self.scale),
+            "coef": list(self.coef),
+            "intercept": self.intercept,
+            "k": self.k,
+            "trained_on": self.trained_on,
+        }
+
+
+def channel_features(
+    channels: Mapping[str, Sequence[Candidate]], names: Sequence[str], k: float
+) -> tuple[list[str], list[list[float]]]:
+    """Candidate ids (in first-proposed order) and their feature rows for ``names``."""
+    ids: dict[str, int] = {}
+    for candidates in channels.values():
+        for c in candidates:
+            ids.setdefault(c.episode_id, len(ids))
+    rows = [[0.0] * (2 * len(names)) for _ in ids]
+    for j, name in enumerate(names):
+        candidates = channels.get(name, ())
+        if not candidates:
+            continue
+        top = max(abs(candidates[0].score), 1e-9)
+        for rank, c in enumerate(candidates, start=1):
+            row = rows[ids[c.episode_id]]
+            row[2 * j] = k / (k + rank)
+            row[2 * j + 1] = c.score / top
+    return list(ids), rows
+
+
+def learned_fusion(
+    channels: Mapping[str, Sequence[Candidate]], model: LogisticFusion
+) -> list[Fused]:
+    """Fuse ranked lists with a logistic model, best first (ties: first proposed)."""
+    ids, rows = channel_features(channels, model.channels, model.k)
+    if not ids:
+        return []
+    x = (np.asarray(rows) - np.asarray(model.mean)) / np.asarray(model.scale)
+    logits = x @ np.asarray(model.coef) + model.intercept
+    fused = [Fused(i, float(s)) for i, s in zip(ids, logits, strict=True)]
+    by_id = {f.episode_id: f for f in fused}
+    for name, candidates in channels.items():
+        for rank, c in enumerate(candidates, start=1):
+            by_id[c.episode_id].channels[name] = ChannelScore(rank=rank, score=c.score)
+    return sorted(fused, key=lambda f: f.score, reverse=True)
+
+
+@lru_cache(maxsize=8)
+def load_fusion_model(name: str) -> LogisticFusion:
+    """A logistic fusion model: a path to a JSON file, or a file in ``anamnesis/data``."""
+    path = Path(name)
+    try:
+        if path.is_file():
+            text = path.read_text(encoding="utf-8")
+        else:
+            text = resources.files("anamnesis.data").joinpath(name).read_text(encoding="utf-8")
+        return LogisticFusion.from_dict(json.loads(text))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise InvalidInputError(f"cannot load fusion model {name!r}: {exc}") from exc

@@ -12,7 +12,8 @@ from ..store.base import Candidate, Filters, Store
 from ..types import Hit, Scope
 from .analysis import analyse
 from .channels import CHANNELS, SearchRequest
-from .fusion import Fused, weighted_rrf
+from .fusion import Fused, learned_fusion, load_fusion_model, weighted_rrf
+from .hyde import client as hyde_client
 from .resources import StageResources
 from .stages import STAGES
 
@@ -33,6 +34,14 @@ class Retriever:
     def __post_init__(self) -> None:
         _check_names("search channel", self.config.channels, CHANNELS)
         _check_names("search stage", self.config.stages, STAGES)
+        if self.config.fusion not in ("rrf", "learned"):
+            raise InvalidInputError(
+                f"unknown fusion {self.config.fusion!r}; use 'rrf' or 'learned'"
+            )
+        if self.config.fusion == "learned":
+            load_fusion_model(self.config.fusion_model)  # fail now, not at the first search
+        if "hyde" in self.config.channels:
+            hyde_client()  # InvalidInputError now when no LLM endpoint is configured
 
     def request(
         self,
@@ -57,11 +66,15 @@ class Retriever:
     def candidates(self, request: SearchRequest) -> dict[str, list[Candidate]]:
         """Each enabled channel's ranked candidates."""
         limit = self.config.candidates
-        return {name: CHANNELS[name](request, limit) for name in self.config.channels}
+        return {name: request.channel(name, limit) for name in self.config.channels}
 
     def rank(self, request: SearchRequest) -> list[Fused]:
         """Fused candidates after every post-fusion stage, best first (not truncated)."""
-        fused = weighted_rrf(self.candidates(request), self.config.weights, self.config.rrf_k)
+        lists = self.candidates(request)
+        if self.config.fusion == "learned":
+            fused = learned_fusion(lists, load_fusion_model(self.config.fusion_model))
+        else:
+            fused = weighted_rrf(lists, self.config.weights, self.config.rrf_k)
         for name in self.config.stages:
             fused = STAGES[name](request, fused)
         return fused

@@ -272,6 +272,21 @@ class Store(Protocol):
         """For each episode, the turns within ``window`` positions of it in its session."""
         ...
 
+    def turn_info(
+        self, episode_ids: Sequence[str], scope: Scope
+    ) -> dict[str, tuple[str | None, int | None, str | None]]:
+        """``(session_id, turn_index, speaker)`` of each episode in ``scope`` (others are
+        left out): a light lookup for channels that reason about positions and speakers."""
+        ...
+
+    def adjacent_turns(
+        self, episode_ids: Sequence[str], scope: Scope, filters: Filters, window: int
+    ) -> dict[str, list[tuple[str, int]]]:
+        """For each episode, the ids of the turns within ``window`` positions of it in its
+        session that satisfy ``filters``, with their signed offset (``-1`` = the turn
+        before), nearest first. Only ids inside ``scope`` appear, on both sides."""
+        ...
+
     def lexical_search(
         self, terms: Sequence[str], scope: Scope, filters: Filters, limit: int
     ) -> list[Candidate]:

@@ -654,6 +654,51 @@ class PostgresStore(PostgresFacts):
             result[row[0]].append(episode(row[1:]))
         return {k: tuple(v) for k, v in result.items()}
 
+    def turn_info(
+        self, episode_ids: Sequence[str], scope: Scope
+    ) -> dict[str, tuple[str | None, int | None, str | None]]:
+        if not episode_ids:
+            return {}
+        where, params = scope_sql(scope)
+        with self._transaction() as conn:
+            rows = conn.execute(
+                f"SELECT e.id, e.session_id, e.turn_index, e.speaker FROM episodes e "
+                f"WHERE e.id = ANY(%s) AND {where}",
+                [list(dict.fromkeys(episode_ids)), *params],
+            ).fetchall()
+        return {r[0]: (r[1], r[2], r[3]) for r in rows}
+
+    def adjacent_turns(
+        self, episode_ids: Sequence[str], scope: Scope, filters: Filters, window: int
+    ) -> dict[str, list[tuple[str, int]]]:
+        result: dict[str, list[tuple[str, int]]] = {}
+        if window <= 0 or not episode_ids:
+            return result
+        where_h, params_h = scope_sql(scope, "h")
+        where_e, params_e = scope_sql(scope)
+        extra, extra_params = filters_sql(filters)
+        with self._transaction() as conn:
+            rows = conn.execute(
+                f"""SELECT h.id, e.id, e.turn_index - h.turn_index FROM episodes h
+                    JOIN episodes e ON e.user_id = h.user_id AND e.session_id = h.session_id
+                     AND e.turn_index BETWEEN h.turn_index - %s AND h.turn_index + %s
+                     AND e.id <> h.id
+                    WHERE h.id = ANY(%s) AND {where_h} AND {where_e} AND {extra}""",
+                [
+                    window,
+                    window,
+                    list(dict.fromkeys(episode_ids)),
+                    *params_h,
+                    *params_e,
+                    *extra_params,
+                ],
+            ).fetchall()
+        for source, other, offset in rows:
+            result.setdefault(source, []).append((other, int(offset)))
+        for pairs in result.values():
+            pairs.sort(key=lambda pair: (abs(pair[1]), pair[1]))
+        return result
+
     def lexical_search(
         self, terms: Sequence[str], scope: Scope, filters: Filters, limit: int
     ) -> list[Candidate]:

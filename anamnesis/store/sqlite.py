@@ -560,6 +560,50 @@ class SQLiteStore(SQLiteFacts):
             )
         return result
 
+    def turn_info(
+        self, episode_ids: Sequence[str], scope: Scope
+    ) -> dict[str, tuple[str | None, int | None, str | None]]:
+        where, params = scope_sql(scope, by_key=True)
+        found: dict[str, tuple[str | None, int | None, str | None]] = {}
+        unique = list(dict.fromkeys(episode_ids))
+        for start in range(0, len(unique), 500):
+            chunk = unique[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            for episode_id, session_id, turn, speaker in self._read(
+                f"SELECT e.id, e.session_id, e.turn_index, e.speaker FROM episodes e "
+                f"WHERE e.id IN ({marks}) AND {where}",
+                [*chunk, *params],
+            ):
+                found[episode_id] = (session_id, turn, speaker)
+        return found
+
+    def adjacent_turns(
+        self, episode_ids: Sequence[str], scope: Scope, filters: Filters, window: int
+    ) -> dict[str, list[tuple[str, int]]]:
+        result: dict[str, list[tuple[str, int]]] = {}
+        unique = list(dict.fromkeys(episode_ids))
+        if window <= 0 or not unique:
+            return result
+        where_h, params_h = scope_sql(scope, "h", by_key=True)
+        where_e, params_e = scope_sql(scope, by_key=True)  # the join drives e, not scope
+        extra, extra_params = filters_sql(filters)
+        for start in range(0, len(unique), 500):
+            chunk = unique[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            rows = self._read(
+                f"""SELECT h.id, e.id, e.turn_index - h.turn_index FROM episodes h
+                    JOIN episodes e ON e.user_id = h.user_id AND e.session_id = h.session_id
+                     AND e.turn_index BETWEEN h.turn_index - ? AND h.turn_index + ?
+                     AND e.rowid <> h.rowid
+                    WHERE h.id IN ({marks}) AND {where_h} AND {where_e} AND {extra}""",
+                [window, window, *chunk, *params_h, *params_e, *extra_params],
+            )
+            for source, other, offset in rows:
+                result.setdefault(source, []).append((other, int(offset)))
+        for pairs in result.values():
+            pairs.sort(key=lambda pair: (abs(pair[1]), pair[1]))
+        return result
+
     def lexical_search(
         self, terms: Sequence[str], scope: Scope, filters: Filters, limit: int
     ) -> list[Candidate]:

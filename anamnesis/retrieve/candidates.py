@@ -1,0 +1,293 @@
+"""Derived candidate channels and the query understanding the basic channels use.
+
+- ``speaker_lexical`` / ``speaker_dense``: BM25 / cosine restricted to the turns of the
+  speakers the question names ("What did Caroline paint?" searches Caroline's turns),
+  one list per named speaker, interleaved.
+- ``entity``: BM25 over only the capitalised names of the question that are not
+  speakers (places, titles, other people).
+- ``prf``: BM25 over the question's terms plus pseudo-relevance-feedback terms taken
+  from the best lexical hits (``expansion.feedback_terms``).
+- ``neighbours``: the turns adjacent to the best seed hits (an answer often sits in
+  the reply), each inheriting a discounted share of its seed's score.
+- ``session``: sessions scored by their best seed hits; the turns of the best sessions
+  ranked by cosine inside each.
+
+The seed ranking is the weighted RRF of the configured ``seed_channels``, computed
+once per search and shared (``SearchRequest.memo``).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from ..store.base import Candidate
+from ..types import Scope
+from .expansion import feedback_terms
+from .fusion import weighted_rrf
+from .hyde import hyde
+from .query import search_terms, words
+from .understanding import decompose, named_speakers, names, strip_names
+
+if TYPE_CHECKING:
+    from .channels import SearchRequest
+
+#: RRF constant used to merge one channel's per-sub-query or per-speaker lists.
+_MERGE_K = 60
+#: Sub-queries beyond this many are ignored (each costs a search per channel).
+MAX_SUBQUERIES = 4
+#: Named speakers beyond this many are ignored by the speaker channels.
+MAX_SPEAKERS = 3
+#: The speaker channels filter their base channel's list taken this many times deeper.
+SPEAKER_POOL = 4
+
+
+def merge_lists(lists: Sequence[Sequence[Candidate]], limit: int) -> list[Candidate]:
+    """One ranked list from several (sub-query or per-speaker) lists of one channel.
+
+    Ordered by plain RRF over the lists; each episode keeps its best raw score. A
+    single list is returned as it is.
+    """
+    if len(lists) == 1:
+        return list(lists[0][:limit])
+    score: dict[str, float] = defaultdict(float)
+    raw: dict[str, float] = {}
+    for candidates in lists:
+        for rank, c in enumerate(candidates, start=1):
+            score[c.episode_id] += 1.0 / (_MERGE_K + rank)
+            raw[c.episode_id] = max(raw.get(c.episode_id, c.score), c.score)
+    order = sorted(score, key=lambda i: -score[i])[:limit]
+    return [Candidate(i, raw[i]) for i in order]
+
+
+def turn_info(request: SearchRequest, ids: Sequence[str]) -> dict[str, tuple]:
+    """``(session_id, turn_index, speaker)`` of episodes, looked up once per search."""
+    cache: dict[str, tuple] = request.memo.setdefault("turn_info", {})
+    missing = [i for i in dict.fromkeys(ids) if i not in cache]
+    if missing:
+        cache.update(request.store.turn_info(missing, request.scope))
+    return cache
+
+
+def pool_depth(request: SearchRequest, limit: int) -> int:
+    """How deep the lexical and dense channels search: ``SPEAKER_POOL`` times ``limit``
+    when a speaker channel will filter their rankings (one search serves both)."""
+    speakers = {"speaker_lexical", "speaker_dense"} & set(request.config.channels)
+    return SPEAKER_POOL * limit if speakers else limit
+
+
+def keep_pool(
+    request: SearchRequest, name: str, ranked: list[Candidate], limit: int
+) -> list[Candidate]:
+    """Remember a base channel's deep ranking for the speaker channels; return its top."""
+    request.memo[("pool", name)] = ranked
+    return ranked[:limit]
+
+
+def _pool(request: SearchRequest, name: str) -> list[Candidate]:
+    """The deep ranking of base channel ``name`` (lexical or dense) for this search."""
+    request.channel(name, request.config.candidates)
+    return request.memo[("pool", name)]
+
+
+def _speaker_pool(request: SearchRequest) -> list[Candidate]:
+    """The dense ranking, ``SPEAKER_POOL`` times deeper than the channel depth: where
+    the speaker channels find the named speakers and their turns."""
+    return _pool(request, "dense")
+
+
+def speakers_named(request: SearchRequest) -> list[str]:
+    """Speakers the question names, first named first.
+
+    Known speakers are those of the question's nearest turns (the dense pool): a
+    person the question is about speaks in them (turns are embedded as
+    ``"Speaker: text"``), and this costs one lookup by id instead of a scan of the
+    whole scope.
+    """
+    key = "speakers_named"
+    if key not in request.memo:
+        pool = _speaker_pool(request)
+        info = turn_info(request, [c.episode_id for c in pool])
+        known = dict.fromkeys(
+            info[c.episode_id][2] for c in pool if c.episode_id in info and info[c.episode_id][2]
+        )
+        request.memo[key] = named_speakers(request.analysis.text, known)[:MAX_SPEAKERS]
+    return request.memo[key]
+
+
+def query_texts(request: SearchRequest) -> list[str]:
+    """The question, followed by its sub-queries when ``"decompose"`` is configured."""
+    texts = [request.analysis.text]
+    if "decompose" in request.config.query:
+        subqueries = request.analysis.features.get("subqueries")
+        if subqueries is None:
+            subqueries = decompose(request.analysis.text)
+        texts += list(subqueries)[:MAX_SUBQUERIES]
+    return texts
+
+
+def _terms(request: SearchRequest, text: str) -> list[str]:
+    terms = search_terms(text)
+    if "speakers" in request.config.query:
+        terms = strip_names(terms, speakers_named(request))
+    return terms
+
+
+def understanding_terms(request: SearchRequest) -> list[list[str]]:
+    """Lexical terms of each query text (speaker names dropped when configured)."""
+    out = []
+    for text in query_texts(request):
+        terms = (
+            list(request.analysis.terms) if text == request.analysis.text else search_terms(text)
+        )
+        if "speakers" in request.config.query:
+            terms = strip_names(terms, speakers_named(request))
+        if terms:
+            out.append(terms)
+    return out
+
+
+def _per_speaker(request: SearchRequest, pool: Sequence[Candidate], limit: int) -> list[Candidate]:
+    """``pool`` restricted to the named speakers' turns, speakers interleaved."""
+    if request.filters.speaker is not None:
+        return []  # the caller already restricted every channel to one speaker
+    named = speakers_named(request)
+    if not named:
+        return []
+    info = turn_info(request, [c.episode_id for c in pool])
+    lists: list[list[Candidate]] = [[] for _ in named]
+    for c in pool:
+        speaker = info.get(c.episode_id, (None, None, None))[2]
+        if speaker in named:
+            lists[named.index(speaker)].append(c)
+    # Interleave, so that every named speaker is represented near the top.
+    merged: list[Candidate] = []
+    for rank in range(max(len(c) for c in lists)):
+        merged.extend(c[rank] for c in lists if rank < len(c))
+    return merged[:limit]
+
+
+def speaker_lexical(request: SearchRequest, limit: int) -> list[Candidate]:
+    """BM25 over the named speakers' own turns (the lexical ranking, ``SPEAKER_POOL``
+    times deeper, filtered to them)."""
+    if not speakers_named(request):
+        return []
+    terms = _terms(request, request.analysis.text)
+    if not terms:
+        return []
+    pool = request.store.lexical_search(terms, request.scope, request.filters, SPEAKER_POOL * limit)
+    return _per_speaker(request, pool, limit)
+
+
+def speaker_dense(request: SearchRequest, limit: int) -> list[Candidate]:
+    """Cosine over the named speakers' own turns (the dense ranking, ``SPEAKER_POOL``
+    times deeper, filtered to them)."""
+    return _per_speaker(request, _speaker_pool(request), limit)
+
+
+def entity(request: SearchRequest, limit: int) -> list[Candidate]:
+    """BM25 over only the question's capitalised names that are not known speakers."""
+    speaker_words = {w for s in speakers_named(request) for w in words(s)}
+    terms = [
+        t
+        for name in names(request.analysis.text)
+        for t in search_terms(name)
+        if t not in speaker_words
+    ]
+    if not terms:
+        return []
+    return request.store.lexical_search(
+        list(dict.fromkeys(terms)), request.scope, request.filters, limit
+    )
+
+
+def prf(request: SearchRequest, limit: int) -> list[Candidate]:
+    """BM25 over the question's terms plus feedback terms from the best lexical hits."""
+    config = request.config
+    terms = _terms(request, request.analysis.text)
+    if not terms:
+        return []
+    seeds = request.channel("lexical", limit)[: config.prf_docs]
+    if not seeds:
+        return []
+    episodes = request.store.get_episodes([c.episode_id for c in seeds], request.scope)
+    speaker_words = [w for s in speakers_named(request) for w in words(s)]
+    extra = feedback_terms(
+        terms, [e.content for e in episodes], config.prf_terms, exclude=speaker_words
+    )
+    return request.store.lexical_search([*terms, *extra], request.scope, request.filters, limit)
+
+
+def seed_ranking(request: SearchRequest) -> list[tuple[str, float]]:
+    """The weighted RRF of the configured seed channels, best first (memoised)."""
+    key = "seed_ranking"
+    if key not in request.memo:
+        config = request.config
+        names_ = [n for n in config.seed_channels if n in config.channels]
+        lists = {n: request.channel(n, config.candidates) for n in names_}
+        fused = weighted_rrf(lists, config.weights, config.rrf_k)
+        request.memo[key] = [(f.episode_id, f.score) for f in fused]
+    return request.memo[key]
+
+
+def neighbours(request: SearchRequest, limit: int) -> list[Candidate]:
+    """Turns next to the best seed hits; each inherits ``decay ** distance`` of its
+    seed's fused score, summed over seeds. Seeds themselves are not proposed."""
+    config = request.config
+    seeds = seed_ranking(request)[: config.seeds]
+    if not seeds:
+        return []
+    seed_score = dict(seeds)
+    adjacent = request.store.adjacent_turns(
+        [i for i, _ in seeds], request.scope, request.filters, 1
+    )
+    inherited: dict[str, float] = defaultdict(float)
+    for source, pairs in adjacent.items():
+        for other, offset in pairs:
+            if other not in seed_score:
+                inherited[other] += seed_score[source] * config.neighbour_decay ** abs(offset)
+    order = sorted(inherited, key=lambda i: -inherited[i])[:limit]
+    return [Candidate(i, inherited[i]) for i in order]
+
+
+def session(request: SearchRequest, limit: int) -> list[Candidate]:
+    """Turns of the best sessions: a session scores the sum of its three best seed
+    scores; inside each of the ``sessions`` best, turns rank by cosine, and a turn's
+    score is its session's score (best = 1) times its cosine."""
+    config = request.config
+    seeds = seed_ranking(request)[: config.candidates]
+    if not seeds:
+        return []
+    where = turn_info(request, [i for i, _ in seeds])
+    per_session: dict[str, list[float]] = defaultdict(list)
+    for episode_id, score in seeds:
+        session_id = where.get(episode_id, (None, None, None))[0]
+        if session_id is not None:
+            per_session[session_id].append(score)
+    if not per_session:
+        return []
+    totals = {s: sum(sorted(v, reverse=True)[:3]) for s, v in per_session.items()}
+    best = sorted(totals, key=lambda s: (-totals[s], s))[: config.sessions]
+    top = totals[best[0]]
+    scored: dict[str, float] = {}
+    for session_id in best:
+        scope = Scope(request.scope.user_id, request.scope.agent_id, session_id)
+        for c in request.store.dense_search(request.query_vector, scope, request.filters, limit):
+            scored[c.episode_id] = max(
+                scored.get(c.episode_id, 0.0), totals[session_id] / top * c.score
+            )
+    order = sorted(scored, key=lambda i: -scored[i])[:limit]
+    return [Candidate(i, scored[i]) for i in order]
+
+
+#: The channels this module adds to ``channels.CHANNELS``.
+DERIVED_CHANNELS: dict[str, Callable[[SearchRequest, int], list[Candidate]]] = {
+    "hyde": hyde,
+    "speaker_lexical": speaker_lexical,
+    "speaker_dense": speaker_dense,
+    "entity": entity,
+    "prf": prf,
+    "neighbours": neighbours,
+    "session": session,
+}

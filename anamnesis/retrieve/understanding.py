@@ -1,0 +1,165 @@
+"""Rule-based query understanding: question type, names, speakers, sub-queries.
+
+Everything here is a pure function of the question text (and, for speakers, the
+names the store knows), offline and deterministic. ``analysis.analyse`` records the
+results as features; the channels in ``candidates`` act on them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+
+from .query import STOPWORDS, search_terms, words
+
+#: Question types, recognised by their opening words (first match wins).
+_TYPES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("when", re.compile(r"^\s*(when|what (year|month|date|day|time)|how long ago|since when)\b")),
+    ("how-many", re.compile(r"^\s*how (many|much|often|long)\b")),
+    ("where", re.compile(r"^\s*(where|in which (city|country|place|state))\b")),
+    ("who", re.compile(r"^\s*(who|whom|whose|with whom)\b")),
+    ("why", re.compile(r"^\s*why\b")),
+    ("how", re.compile(r"^\s*how\b")),
+    ("which", re.compile(r"^\s*which\b")),
+    ("what", re.compile(r"^\s*what\b")),
+    (
+        "yes-no",
+        re.compile(r"^\s*(is|are|was|were|do|does|did|has|have|had|can|could|would|will|should)\b"),
+    ),
+)
+
+_NAME = re.compile(r"\b[A-Z][\w'’.-]*(?:\s+(?:of\s+|the\s+)?[A-Z][\w'’.-]*)*")
+#: Capitalised words that open questions or are otherwise not names.
+_NOT_NAMES = STOPWORDS | {
+    "what",
+    "when",
+    "where",
+    "who",
+    "why",
+    "how",
+    "which",
+    "would",
+    "could",
+    "should",
+    "did",
+    "does",
+    "do",
+    "is",
+    "are",
+    "was",
+    "were",
+    "has",
+    "have",
+    "can",
+    "will",
+    "in",
+    "on",
+    "the",
+    "a",
+    "an",
+    "i",
+    "if",
+    "besides",
+    "apart",
+    "according",
+    "based",
+    "given",
+    "considering",
+}
+
+
+def question_type(text: str) -> str:
+    """``when``, ``how-many``, ``where``, ``who``, ``why``, ``how``, ``which``, ``what``,
+    ``yes-no`` or ``other``, from the question's opening words."""
+    lowered = text.lower().lstrip("\"'( ")
+    for name, pattern in _TYPES:
+        if pattern.match(lowered):
+            return name
+    return "other"
+
+
+def names(text: str) -> list[str]:
+    """Capitalised names in ``text`` (people, places, titles), in order, deduplicated.
+
+    A run of capitalised words is one name ("New York", "Little Women"); question words
+    and other function words that happen to be capitalised are not names. Possessives
+    are cut ("Caroline's" -> "Caroline").
+    """
+    found: dict[str, None] = {}
+    for match in _NAME.finditer(text):
+        parts = [re.sub(r"['’]s?$", "", p).strip(".-") for p in match.group(0).split()]
+        while parts and parts[0].lower() in _NOT_NAMES:
+            parts.pop(0)
+        if parts:
+            found.setdefault(" ".join(parts), None)
+    return list(found)
+
+
+def named_speakers(text: str, speakers: Iterable[str]) -> list[str]:
+    """The known ``speakers`` that ``text`` names, in the order it names them.
+
+    A speaker is named by their full name or by its first word ("Caroline" for
+    "Caroline Smith"), case-insensitively, possessives included.
+    """
+    tokens = [w.split("'")[0] for w in words(text)]
+    positions = {t: i for i, t in reversed(list(enumerate(tokens)))}
+    hits: list[tuple[int, str]] = []
+    for speaker in speakers:
+        parts = [w.split("'")[0] for w in words(speaker)]
+        if not parts:
+            continue
+        first = positions.get(parts[0])
+        if first is not None:
+            hits.append((first, speaker))
+    return [speaker for _, speaker in sorted(hits)]
+
+
+def strip_names(terms: Sequence[str], speakers: Iterable[str]) -> list[str]:
+    """``terms`` without the words of the given speaker names.
+
+    Turns are stored without their speaker's name in the text, so a name in the
+    question matches only turns that *address* that person (the other party's), which
+    is the wrong way round; speaker-aware channels use the name as a filter instead.
+    """
+    drop = {w.split("'")[0] for s in speakers for w in words(s)}
+    kept = [t for t in terms if t not in drop]
+    return kept or list(terms)
+
+
+_COORDINATED = re.compile(
+    r"\b(?P<a>[A-Z][\w'’-]+)\s*(?:,\s*[A-Z][\w'’-]+\s*)*(?:,\s*)?\s+(?:and|&)\s+"
+    r"(?P<b>[A-Z][\w'’-]+)\b"
+)
+
+
+def decompose(text: str, speakers: Iterable[str] = ()) -> list[str]:
+    """Sub-queries of a multi-part question, or ``[]`` when it is one question.
+
+    Rules, applied in order:
+    - several questions in one (``"Where did she go? What did she buy?"``): each one;
+    - coordinated names (``"What do Jon and Gina both like?"``): one sub-query per
+      name, the others removed (``"What do Jon like?"``, ``"What do Gina like?"``),
+      when at least one of the names is a known speaker or both are capitalised names;
+    - two clauses joined by ``and`` each opening with a question word
+      (``"When did X move and where did she live?"``): each clause.
+    """
+    parts = [p.strip() for p in re.split(r"(?<=\?)\s+", text.strip()) if p.strip()]
+    if len(parts) > 1:
+        return parts
+    match = _COORDINATED.search(text)
+    if match:
+        listed = re.findall(r"[A-Z][\w'’-]+", match.group(0))
+        listed = [n for n in listed if n.lower() not in _NOT_NAMES]
+        if len(listed) >= 2:
+            out = []
+            for name in listed:
+                sub = text[: match.start()] + name + text[match.end() :]
+                sub = re.sub(r"\b(both|all|each|together)\s+", "", sub)
+                out.append(re.sub(r"\s+", " ", sub).strip())
+            return out
+    clauses = re.split(
+        r",?\s+and\s+(?=(?:what|when|where|who|why|how|which)\b)", text, flags=re.IGNORECASE
+    )
+    if len(clauses) > 1 and all(search_terms(c) for c in clauses):
+        return [c.strip() for c in clauses]
+    return []

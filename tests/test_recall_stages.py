@@ -1,0 +1,351 @@
+"""Candidate-side stages of the read path (issue 5): query understanding, the derived
+channels (speaker, entity, pseudo-relevance feedback, neighbours, session) and learned
+fusion, on a real LoCoMo slice (see fixtures/README.md) with the real MiniLM."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from anamnesis import Memory
+from anamnesis.config import PRESETS, SearchConfig
+from anamnesis.errors import InvalidInputError
+from anamnesis.retrieve.candidates import seed_ranking, speakers_named
+from anamnesis.retrieve.expansion import feedback_terms
+from anamnesis.retrieve.fusion import LogisticFusion, learned_fusion, load_fusion_model
+from anamnesis.retrieve.pipeline import Retriever
+from anamnesis.retrieve.understanding import (
+    decompose,
+    named_speakers,
+    names,
+    question_type,
+    strip_names,
+)
+from anamnesis.store.base import Candidate, Filters
+from anamnesis.types import Scope
+
+FIXTURE = Path(__file__).parent / "fixtures" / "locomo_conv26_sessions1-4.json"
+USER = Scope("conv-26")
+
+
+# -- query understanding (pure) ------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("question", "kind"),
+    [
+        ("When did Caroline go to the LGBTQ support group?", "when"),
+        ("How many times has Melanie gone to the beach?", "how-many"),
+        ("Where did Caroline move from 4 years ago?", "where"),
+        ("Would Caroline likely have Dr. Seuss books on her bookshelf?", "yes-no"),
+        ("What is Caroline's identity?", "what"),
+        ("Caroline's plans for the summer", "other"),
+    ],
+)
+def test_question_type_comes_from_the_opening_words(question, kind):
+    assert question_type(question) == kind
+
+
+def test_names_are_capitalised_runs_without_question_words_or_possessives():
+    assert names("What did Caroline's friends say about Little Women in New York?") == [
+        "Caroline",
+        "Little Women",
+        "New York",
+    ]
+    assert names("What is the best way to relax?") == []
+
+
+def test_named_speakers_are_the_known_speakers_the_question_mentions_in_order():
+    known = ["Melanie", "Caroline"]
+    assert named_speakers("What did Caroline's mother give Melanie?", known) == [
+        "Caroline",
+        "Melanie",
+    ]
+    assert named_speakers("What did caroline paint?", known) == ["Caroline"]
+    assert named_speakers("What did Jon paint?", known) == []
+    assert named_speakers("Where does Caroline live?", ["Caroline Smith"]) == ["Caroline Smith"]
+
+
+def test_speaker_names_are_dropped_from_lexical_terms_but_never_all_terms():
+    assert strip_names(["caroline", "research"], ["Caroline"]) == ["research"]
+    assert strip_names(["caroline"], ["Caroline"]) == ["caroline"]
+
+
+def test_decomposition_splits_coordinated_names_several_questions_and_clauses():
+    assert decompose("What do Jon and Gina both have in common?") == [
+        "What do Jon have in common?",
+        "What do Gina have in common?",
+    ]
+    assert decompose("Where did she go? What did she buy?") == [
+        "Where did she go?",
+        "What did she buy?",
+    ]
+    assert decompose("When did Nate move and where did he live before?") == [
+        "When did Nate move",
+        "where did he live before?",
+    ]
+    assert decompose("What did Caroline research?") == []
+    assert decompose("Did Caroline and Melanie's friends come?")  # names still coordinate
+
+
+def test_feedback_terms_favour_words_shared_by_the_best_hits():
+    hits = [
+        "I went to a pottery class and made a bowl",
+        "The pottery workshop was fun, I made a mug",
+        "We talked about the weather",
+    ]
+    extra = feedback_terms(["class"], hits, 2, exclude=["melanie"])
+    assert extra == ["made", "pottery"]
+    assert feedback_terms(["class"], hits, 0) == []
+    assert feedback_terms(["class"], [], 3) == []
+
+
+# -- channels on a real conversation -------------------------------------------------------------
+@pytest.fixture(scope="module")
+def conversation(tmp_path_factory, embedder):
+    data = json.loads(FIXTURE.read_text())
+    conv = data["conversation"]
+    path = tmp_path_factory.mktemp("recall") / "conv26.db"
+    with Memory(path=path, embedder=embedder) as memory:
+        n = 1
+        while f"session_{n}" in conv:
+            when = datetime.strptime(conv[f"session_{n}_date_time"], "%I:%M %p on %d %B, %Y")
+            memory.add_many(
+                [
+                    {
+                        "speaker": turn["speaker"],
+                        "content": turn["text"],
+                        "event_time": when,
+                        "metadata": {"dia_id": turn["dia_id"]},
+                    }
+                    for turn in conv[f"session_{n}"]
+                ],
+                user_id=USER.user_id,
+                session_id=f"session_{n}",
+            )
+            n += 1
+        # Another tenant who talks about the same people: never a candidate for USER.
+        memory.add_many(
+            [
+                {"speaker": "Caroline", "content": "I researched adoption agencies."},
+                {"speaker": "Melanie", "content": "Caroline told me about her research."},
+            ],
+            user_id="someone-else",
+            session_id="session_1",
+        )
+    return path, data["qa"]
+
+
+@pytest.fixture
+def open_memory(conversation, embedder):
+    path, _ = conversation
+    with Memory(path=path, embedder=embedder) as memory:
+        yield memory
+
+
+def _request(memory, config: SearchConfig, question: str, filters: Filters | None = None):
+    retriever = Retriever(memory.store, memory.embedder, config)
+    return retriever, retriever.request(question, USER, filters or Filters())
+
+
+def _episodes(memory, candidates):
+    return memory.store.get_episodes([c.episode_id for c in candidates], USER)
+
+
+def test_speaker_channels_search_only_the_named_speakers_turns(open_memory):
+    config = PRESETS["full"]
+    _, request = _request(open_memory, config, "What did Caroline research?")
+    assert speakers_named(request) == ["Caroline"]
+    for name in ("speaker_lexical", "speaker_dense"):
+        found = _episodes(open_memory, request.channel(name, 20))
+        assert found and {e.speaker for e in found} == {"Caroline"}
+    # The answer (D2:8, Caroline on adoption agencies) comes first among her turns.
+    top = _episodes(open_memory, request.channel("speaker_lexical", 5))
+    assert "D2:8" in [e.metadata["dia_id"] for e in top]
+
+
+def test_speaker_channels_cover_every_named_speaker_and_stay_in_scope(open_memory):
+    _, request = _request(open_memory, PRESETS["full"], "What do Caroline and Melanie both like?")
+    for name in ("speaker_lexical", "speaker_dense"):
+        candidates = request.channel(name, 10)
+        found = _episodes(open_memory, candidates)
+        assert len(found) == len(candidates)  # every candidate is inside USER's scope
+        assert {e.speaker for e in found[:2]} == {"Caroline", "Melanie"}
+
+
+def test_speaker_channels_are_silent_without_a_named_speaker_or_under_a_speaker_filter(
+    open_memory,
+):
+    _, request = _request(open_memory, PRESETS["full"], "Who went camping?")
+    assert request.channel("speaker_dense", 10) == []
+    _, request = _request(
+        open_memory, PRESETS["full"], "What did Caroline research?", Filters(speaker="Melanie")
+    )
+    assert request.channel("speaker_lexical", 10) == []
+
+
+def test_the_speakers_feature_drops_speaker_names_from_the_lexical_query(open_memory):
+    retriever, request = _request(open_memory, PRESETS["full"], "What did Caroline research?")
+    plain_retriever, plain = _request(open_memory, PRESETS["hybrid"], "What did Caroline research?")
+    lexical = _episodes(open_memory, request.channel("lexical", 50))
+    assert all("research" in e.content.lower() for e in lexical)
+    assert len(plain.channel("lexical", 50)) > len(lexical)  # "caroline" matched more turns
+
+
+def test_neighbours_are_adjacent_turns_of_the_best_seeds_and_never_seeds(open_memory):
+    config = PRESETS["full"]
+    _, request = _request(open_memory, config, "What did Caroline research?")
+    seeds = [i for i, _ in seed_ranking(request)[: config.seeds]]
+    proposed = request.channel("neighbours", 50)
+    assert proposed and not set(seeds) & {c.episode_id for c in proposed}
+    seed_episodes = {e.id: e for e in open_memory.store.get_episodes(seeds, USER)}
+    for episode in _episodes(open_memory, proposed):
+        assert any(
+            s.session_id == episode.session_id and abs(s.turn_index - episode.turn_index) == 1
+            for s in seed_episodes.values()
+        )
+    scores = [c.score for c in proposed]
+    assert scores == sorted(scores, reverse=True)
+
+
+def test_neighbours_respect_the_filters_of_the_search(open_memory):
+    config = PRESETS["full"].with_(seeds=3)
+    session_2 = open_memory.store.list_episodes(
+        Scope(USER.user_id, None, "session_2"), limit=1, offset=0
+    )[0][0]
+    before_session_2 = Filters(event_before=session_2.event_time)
+    _, request = _request(open_memory, config, "What did Caroline research?", before_session_2)
+    found = _episodes(open_memory, request.channel("neighbours", 50))
+    assert found and {e.session_id for e in found} == {"session_1"}
+
+
+def test_session_channel_returns_turns_of_the_best_sessions_only(open_memory):
+    config = PRESETS["full"].with_(sessions=2)
+    _, request = _request(open_memory, config, "When did Melanie paint a sunrise?")
+    found = _episodes(open_memory, request.channel("session", 50))
+    assert found and len({e.session_id for e in found}) <= 2
+    assert "D1:12" in [e.metadata["dia_id"] for e in found]  # the answer's session
+
+
+def test_prf_expands_the_query_with_terms_from_the_best_lexical_hits(open_memory):
+    _, request = _request(open_memory, PRESETS["full"], "What did Melanie paint?")
+    expanded = request.channel("prf", 50)
+    lexical = request.channel("lexical", 50)
+    assert expanded and {c.episode_id for c in expanded} != {c.episode_id for c in lexical}
+
+
+def test_entity_channel_matches_non_speaker_names_only(open_memory):
+    _, request = _request(
+        open_memory, PRESETS["full"], "When did Caroline go to the LGBTQ support group?"
+    )
+    found = _episodes(open_memory, request.channel("entity", 50))
+    assert found and all("lgbtq" in e.content.lower() for e in found)
+    _, request = _request(open_memory, PRESETS["full"], "What did Caroline research?")
+    assert request.channel("entity", 50) == []
+
+
+def test_decomposed_questions_run_each_subquery_through_dense(open_memory):
+    config = PRESETS["hybrid"].with_(query=("decompose",))
+    _, request = _request(open_memory, config, "What do Caroline and Melanie both paint?")
+    request.channel("dense", 10)
+    assert [k for k in request.memo if k[0] == "vector"] == [
+        ("vector", "What do Caroline paint?"),
+        ("vector", "What do Melanie paint?"),
+    ]
+
+
+def _recall(memory, preset, qa, k=10):
+    retriever = Retriever(memory.store, memory.embedder, PRESETS[preset])
+    found = total = 0
+    for item in qa:
+        hits = retriever.search(item["question"], USER, Filters(), k, False)
+        found += len(set(item["evidence"]) & {h.episode.metadata["dia_id"] for h in hits})
+        total += len(item["evidence"])
+    return found / total
+
+
+def test_the_full_preset_finds_more_evidence_than_hybrid_on_the_slice(conversation, open_memory):
+    _, qa = conversation
+    hybrid = _recall(open_memory, "hybrid", qa)
+    full = _recall(open_memory, "full", qa)
+    assert full >= hybrid
+    assert _recall(open_memory, "full", qa, 50) >= 0.9
+
+
+# -- learned fusion ----------------------------------------------------------------------------
+def test_logistic_fusion_scores_with_its_coefficients_and_round_trips():
+    model = LogisticFusion(
+        channels=("lexical", "dense"),
+        mean=(0.0, 0.0, 0.0, 0.0),
+        scale=(1.0, 1.0, 1.0, 1.0),
+        coef=(0.0, 0.0, 1.0, 0.0),  # only the dense reciprocal rank counts
+        intercept=0.0,
+    )
+    lists = {
+        "lexical": [Candidate("a", 9.0), Candidate("b", 3.0)],
+        "dense": [Candidate("b", 0.8), Candidate("a", 0.5)],
+    }
+    fused = learned_fusion(lists, model)
+    assert [f.episode_id for f in fused] == ["b", "a"]
+    assert fused[0].channels["lexical"].rank == 2
+    assert LogisticFusion.from_dict(json.loads(json.dumps(model.to_dict()))) == model
+
+
+def test_the_bundled_fusion_model_loads_and_an_unknown_fusion_is_refused(open_memory):
+    model = load_fusion_model(PRESETS["full"].fusion_model)
+    assert len(model.coef) == 2 * len(model.channels)
+    with pytest.raises(InvalidInputError):
+        Retriever(open_memory.store, open_memory.embedder, SearchConfig(fusion="magic"))
+    with pytest.raises(InvalidInputError):
+        Retriever(
+            open_memory.store,
+            open_memory.embedder,
+            SearchConfig(fusion="learned", fusion_model="no-such-model.json"),
+        )
+
+
+# -- HyDE (LLM only) -----------------------------------------------------------------------------
+def test_hyde_needs_a_configured_llm(open_memory, monkeypatch):
+    from anamnesis.bench import qa
+
+    monkeypatch.delenv(qa.BASE_URL_ENV, raising=False)
+    with pytest.raises(InvalidInputError, match="ANAMNESIS_LLM_BASE_URL"):
+        Retriever(open_memory.store, open_memory.embedder, SearchConfig(channels=("hyde",)))
+
+
+def test_hyde_searches_with_the_llms_hypothetical_answer(open_memory, monkeypatch):
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from anamnesis.bench import qa
+
+    asked = []
+
+    class Writer(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            asked.append(body["messages"][-1]["content"])
+            reply = "I've been looking into adoption agencies, it's a big step for me."
+            data = json.dumps({"choices": [{"message": {"content": reply}}]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Writer)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        monkeypatch.setenv(qa.BASE_URL_ENV, f"http://127.0.0.1:{server.server_address[1]}/v1")
+        monkeypatch.setenv(qa.MODEL_ENV, "fake-model")
+        config = SearchConfig(channels=("hyde",))
+        _, request = _request(open_memory, config, "What did Caroline research?")
+        top = _episodes(open_memory, request.channel("hyde", 3))
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert len(asked) == 1 and "What did Caroline research?" in asked[0]
+    assert "D2:8" in [e.metadata["dia_id"] for e in top]
