@@ -209,3 +209,10 @@ PRESETS["full-fast"] = PRESETS["full-lean"].with_(
     channels=tuple(c for c in PRESETS["full-lean"].channels if c != "prf"),
     weights={c: w for c, w in PRESETS["full-lean"].weights.items() if c != "prf"},
 )
+#: ``full-lean`` plus event time: the ``temporal`` channel at half weight and the
+#: ``time_match`` boost, as in the ``temporal`` preset.
+PRESETS["full-temporal"] = PRESETS["full-lean"].with_(
+    channels=(*PRESETS["full-lean"].channels, "temporal"),
+    weights={**PRESETS["full-lean"].weights, "temporal": 0.5},
+    stages=("time_match",),
+)
