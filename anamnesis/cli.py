@@ -17,7 +17,7 @@ from rich.table import Table
 from . import __version__
 from .bench.cli import bench
 from .cli_errors import errors, handled
-from .config import PRESETS, default_path
+from .config import DEFAULT_PRESET, PRESETS, default_path
 from .context import DEFAULT_BUDGET_TOKENS
 from .errors import InvalidInputError
 from .memory import Memory
@@ -88,7 +88,7 @@ def with_scope(func: F) -> F:
 @click.option(
     "--config",
     type=click.Choice(sorted(PRESETS)),
-    default="hybrid",
+    default=DEFAULT_PRESET,
     show_default=True,
     help="Search pipeline preset.",
 )

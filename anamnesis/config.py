@@ -216,3 +216,8 @@ PRESETS["full-temporal"] = PRESETS["full-lean"].with_(
     weights={**PRESETS["full-lean"].weights, "temporal": 0.5},
     stages=("time_match",),
 )
+
+#: The preset ``Memory`` and the CLI use when none is named: the best measured
+#: configuration (BENCHMARKS.md, "Headline").
+DEFAULT_PRESET = "full-temporal"
+PRESETS["default"] = PRESETS[DEFAULT_PRESET]

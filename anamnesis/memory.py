@@ -16,7 +16,7 @@ from typing import IO, Any
 
 import numpy as np
 
-from .config import DEFAULT_USER, URL_ENV, SearchConfig, default_path
+from .config import DEFAULT_PRESET, DEFAULT_USER, PRESETS, URL_ENV, SearchConfig, default_path
 from .context import DEFAULT_BUDGET_TOKENS, DEFAULT_NEIGHBOUR_HITS
 from .embed import Embedder, get_embedder
 from .errors import AnamnesisError, EmbedderMismatchError, InvalidInputError
@@ -83,6 +83,8 @@ class Memory(FactVerbs):
     name (``"minilm"``, ``"edge"``, ``"openai:MODEL"``) or an Embedder. A store remembers
     its embedder: opening it with another raises EmbedderMismatchError unless
     ``reindex=True``, which re-embeds every episode from its stored text.
+    ``config`` is the search pipeline (default: ``PRESETS[DEFAULT_PRESET]``, the best
+    measured one; ``PRESETS["hybrid"]`` is plain BM25 + dense fusion).
     ``warm=True`` loads the model and the vector index in a background thread at open,
     so the first search is fast; pass False for short-lived processes that only write.
     ``llm`` is an optional OpenAI-compatible client for fact extraction and ambiguous
@@ -109,7 +111,7 @@ class Memory(FactVerbs):
         self.llm = llm
         self._embedder = get_embedder(embedder)
         self._store = _open_store(path, url, self._embedder.dim)
-        self.config = config or SearchConfig()
+        self.config = config or PRESETS[DEFAULT_PRESET]
         self._retriever = Retriever(self._store, self._embedder, self.config)
         self._tokens: TokenCounter | None = None
         self._check_embedder(reindex)

@@ -120,7 +120,7 @@ def test_chronological_orders_only_the_returned_hits_oldest_first(db_path, embed
 
 def test_spread_lets_order_questions_cover_more_days(db_path, embedder):
     day_one = ["I worked on the app login", "I worked on the app menu", "I worked on the app icons"]
-    with Memory(path=db_path, embedder=embedder) as memory:
+    with Memory(path=db_path, embedder=embedder, config=PRESETS["hybrid"]) as memory:
         memory.add(day_one, event_time="2024-03-01T10:00:00Z", user_id="u")
         memory.add("Later the app database", event_time="2024-03-05T10:00:00Z", user_id="u")
         question = "In what order did I work on the app?"
