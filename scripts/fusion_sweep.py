@@ -50,16 +50,7 @@ from anamnesis.store.base import Candidate, Filters
 from anamnesis.types import Scope
 
 #: The channels dumped (every candidate channel of issue 5), seeded as in ``full``.
-SWEEP_CHANNELS = (
-    "lexical",
-    "dense",
-    "speaker_lexical",
-    "speaker_dense",
-    "entity",
-    "prf",
-    "neighbours",
-    "session",
-)
+SWEEP_CHANNELS = PRESETS["full-equal"].channels
 #: Candidates per channel in the dump (the sweep cuts them to ``--depth``).
 DUMP_DEPTH = 100
 #: Weight grid of the coordinate ascent (0 switches a channel off).

@@ -5,10 +5,9 @@ fusion, on a real LoCoMo slice (see fixtures/README.md) with the real MiniLM."""
 from __future__ import annotations
 
 import json
-from datetime import datetime
-from pathlib import Path
 
 import pytest
+from locomo_slice import load_slice
 
 from anamnesis import Memory
 from anamnesis.config import PRESETS, SearchConfig
@@ -27,7 +26,6 @@ from anamnesis.retrieve.understanding import (
 from anamnesis.store.base import Candidate, Filters
 from anamnesis.types import Scope
 
-FIXTURE = Path(__file__).parent / "fixtures" / "locomo_conv26_sessions1-4.json"
 USER = Scope("conv-26")
 
 
@@ -104,27 +102,9 @@ def test_feedback_terms_favour_words_shared_by_the_best_hits():
 # -- channels on a real conversation -------------------------------------------------------------
 @pytest.fixture(scope="module")
 def conversation(tmp_path_factory, embedder):
-    data = json.loads(FIXTURE.read_text())
-    conv = data["conversation"]
     path = tmp_path_factory.mktemp("recall") / "conv26.db"
     with Memory(path=path, embedder=embedder) as memory:
-        n = 1
-        while f"session_{n}" in conv:
-            when = datetime.strptime(conv[f"session_{n}_date_time"], "%I:%M %p on %d %B, %Y")
-            memory.add_many(
-                [
-                    {
-                        "speaker": turn["speaker"],
-                        "content": turn["text"],
-                        "event_time": when,
-                        "metadata": {"dia_id": turn["dia_id"]},
-                    }
-                    for turn in conv[f"session_{n}"]
-                ],
-                user_id=USER.user_id,
-                session_id=f"session_{n}",
-            )
-            n += 1
+        qa = load_slice(memory, USER.user_id)
         # Another tenant who talks about the same people: never a candidate for USER.
         memory.add_many(
             [
@@ -134,7 +114,7 @@ def conversation(tmp_path_factory, embedder):
             user_id="someone-else",
             session_id="session_1",
         )
-    return path, data["qa"]
+    return path, qa
 
 
 @pytest.fixture

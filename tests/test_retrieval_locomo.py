@@ -2,42 +2,19 @@
 
 from __future__ import annotations
 
-import json
-from datetime import datetime
-from pathlib import Path
-
 import pytest
+from locomo_slice import load_slice
 
 from anamnesis import Memory
 from anamnesis.config import PRESETS
 
-FIXTURE = Path(__file__).parent / "fixtures" / "locomo_conv26_sessions1-4.json"
-
 
 @pytest.fixture(scope="module")
 def conversation(tmp_path_factory, embedder):
-    data = json.loads(FIXTURE.read_text())
-    conv = data["conversation"]
     path = tmp_path_factory.mktemp("locomo") / "conv26.db"
     with Memory(path=path, embedder=embedder) as memory:
-        n = 1
-        while f"session_{n}" in conv:
-            when = datetime.strptime(conv[f"session_{n}_date_time"], "%I:%M %p on %d %B, %Y")
-            memory.add_many(
-                [
-                    {
-                        "speaker": turn["speaker"],
-                        "content": turn["text"],
-                        "event_time": when,
-                        "metadata": {"dia_id": turn["dia_id"]},
-                    }
-                    for turn in conv[f"session_{n}"]
-                ],
-                user_id="conv-26",
-                session_id=f"session_{n}",
-            )
-            n += 1
-    return path, data["qa"]
+        qa = load_slice(memory, "conv-26")
+    return path, qa
 
 
 def _recall_at(path, embedder, qa, preset: str, k: int) -> float:
