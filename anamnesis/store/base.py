@@ -7,7 +7,7 @@ in the backend's query language, so no path can cross tenants.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -63,6 +63,17 @@ def scope_clauses(
             clauses.append(f"{prefix}{alias}.{column} = {placeholder}")
             params.append(value)
     return " AND ".join(clauses), params
+
+
+def adjacent_by_episode(rows: Iterable[Sequence[Any]]) -> dict[str, list[tuple[str, int]]]:
+    """``(episode_id, other_id, offset)`` rows as ``Store.adjacent_turns`` returns them:
+    grouped by episode, nearest first (at equal distance, the turn before first)."""
+    result: dict[str, list[tuple[str, int]]] = {}
+    for source, other, offset in rows:
+        result.setdefault(source, []).append((other, int(offset)))
+    for pairs in result.values():
+        pairs.sort(key=lambda pair: (abs(pair[1]), pair[1]))
+    return result
 
 
 def fact_scope(scope: Scope) -> Scope:

@@ -10,9 +10,10 @@ export carries none of it; an import recomputes it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from ..ingest.timeparse import TimeMention, resolve
 
@@ -44,3 +45,22 @@ class EpisodeTimes:
 def mentions_of(content: str, event_time: datetime) -> list[TimeMention]:
     """The time expressions in ``content`` resolved against ``event_time``."""
     return resolve(content, event_time)[:MAX_MENTIONS]
+
+
+def times_by_episode(
+    rows: Iterable[Sequence[Any]], to_datetime: Callable[[Any], datetime]
+) -> dict[str, EpisodeTimes]:
+    """``EpisodeTimes`` per episode from ``(episode_id, event_time, start, end,
+    granularity, expression)`` rows in mention order (``start`` is None for an episode
+    without mentions); ``to_datetime`` converts the backend's stored times."""
+    found: dict[str, tuple[Any, list[TimeMention]]] = {}
+    for episode_id, event_time, start, end, granularity, expression in rows:
+        entry = found.setdefault(episode_id, (event_time, []))
+        if start is not None:
+            entry[1].append(
+                TimeMention(expression, to_datetime(start), to_datetime(end), granularity)
+            )
+    return {
+        episode_id: EpisodeTimes(to_datetime(event_time), tuple(mentions))
+        for episode_id, (event_time, mentions) in found.items()
+    }

@@ -14,6 +14,7 @@ Every statement carries the caller's scope in its WHERE clause.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -320,12 +321,11 @@ class FactSQL:
         deleted = 0
         for fact_id in fact_ids:
             row = conn.execute(
-                f"SELECT f.supersedes, f.superseded_by, f.valid_from FROM facts f WHERE f.id = {p}",
-                [fact_id],
+                f"SELECT f.supersedes, f.superseded_by FROM facts f WHERE f.id = {p}", [fact_id]
             ).fetchone()
             if row is None:
                 continue
-            older, newer, _ = row
+            older, newer = row
             if newer is not None:
                 newer_start = conn.execute(
                     f"SELECT f.valid_from FROM facts f WHERE f.id = {p}", [newer]
@@ -358,3 +358,31 @@ class FactSQL:
                 r[0] for r in conn.execute(f"SELECT f.id FROM facts f WHERE {sql}", values)
             )
         return found
+
+
+class FactReads:
+    """The fact reads both stores answer alike: one ``FactSQL`` call inside the store's
+    read transaction (``_fact_snapshot``). Mixed into ``SQLiteFacts`` and ``PostgresFacts``."""
+
+    _facts: FactSQL
+
+    def _fact_snapshot(self) -> AbstractContextManager[Conn]:  # pragma: no cover
+        raise NotImplementedError
+
+    def find_facts(self, scope: Scope, query: FactQuery) -> list[Fact]:
+        with self._fact_snapshot() as conn:
+            return self._facts.find(conn, scope, query)
+
+    def fact_episodes(
+        self, fact_ids: Sequence[str], scope: Scope, filters: Filters
+    ) -> dict[str, list[str]]:
+        with self._fact_snapshot() as conn:
+            return self._facts.fact_episodes(conn, fact_ids, scope, filters)
+
+    def unconsolidated_episodes(self, scope: Scope, limit: int) -> list[Episode]:
+        with self._fact_snapshot() as conn:
+            return self._facts.unconsolidated(conn, scope, limit)
+
+    def existing_fact_ids(self, fact_ids: Sequence[str]) -> set[str]:
+        with self._fact_snapshot() as conn:
+            return self._facts.existing_ids(conn, list(fact_ids))

@@ -34,11 +34,10 @@ from ..errors import (
     StoreError,
     StoreLockedError,
 )
-from ..ingest.timeparse import TimeMention
 from ..types import DeleteCounts, Episode, EpisodeVersion, Scope, Session
 from . import postgres_search
-from .base import Candidate, Filters, fact_scope
-from .episode_times import EpisodeTimes, TimeRange
+from .base import Candidate, Filters, adjacent_by_episode, fact_scope
+from .episode_times import EpisodeTimes, TimeRange, times_by_episode
 from .postgres_facts import PostgresFacts
 from .postgres_lexical import (
     count_episodes,
@@ -671,9 +670,8 @@ class PostgresStore(PostgresFacts):
     def adjacent_turns(
         self, episode_ids: Sequence[str], scope: Scope, filters: Filters, window: int
     ) -> dict[str, list[tuple[str, int]]]:
-        result: dict[str, list[tuple[str, int]]] = {}
         if window <= 0 or not episode_ids:
-            return result
+            return {}
         where_h, params_h = scope_sql(scope, "h")
         where_e, params_e = scope_sql(scope)
         extra, extra_params = filters_sql(filters)
@@ -693,11 +691,7 @@ class PostgresStore(PostgresFacts):
                     *extra_params,
                 ],
             ).fetchall()
-        for source, other, offset in rows:
-            result.setdefault(source, []).append((other, int(offset)))
-        for pairs in result.values():
-            pairs.sort(key=lambda pair: (abs(pair[1]), pair[1]))
-        return result
+        return adjacent_by_episode(rows)
 
     def lexical_search(
         self, terms: Sequence[str], scope: Scope, filters: Filters, limit: int
@@ -746,15 +740,7 @@ class PostgresStore(PostgresFacts):
                     WHERE e.id = ANY(%s) AND {where} ORDER BY e.id, t.position""",
                 [list(episode_ids), *params],
             ).fetchall()
-        found: dict[str, tuple[datetime, list[TimeMention]]] = {}
-        for row in rows:
-            entry = found.setdefault(row[0], (row[1], []))
-            if row[2] is not None:
-                entry[1].append(TimeMention(row[5], row[2], row[3], row[4]))
-        return {
-            episode_id: EpisodeTimes(event_time, tuple(mentions))
-            for episode_id, (event_time, mentions) in found.items()
-        }
+        return times_by_episode(rows, lambda moment: moment)
 
     def iter_episodes(self, batch_size: int = 1000) -> Iterator[tuple[Episode, np.ndarray | None]]:
         last = 0

@@ -16,9 +16,9 @@ from typing import Any
 import numpy as np
 import psycopg
 
-from ..types import Episode, Fact, Scope
-from .base import FactChanges, FactQuery, Filters, fact_scope, fact_visibility
-from .facts_sql import FACT_COLUMNS, Dialect, FactSQL
+from ..types import Fact, Scope
+from .base import FactChanges, fact_scope, fact_visibility
+from .facts_sql import FACT_COLUMNS, Dialect, FactReads, FactSQL
 from .postgres_query import (
     EPISODE_COLUMNS,
     MAX_QUERY_TERMS,
@@ -49,13 +49,16 @@ POSTGRES_DIALECT = Dialect(
 )
 
 
-class PostgresFacts:
+class PostgresFacts(FactReads):
     """Fact storage for ``PostgresStore`` (uses its pooled transactions)."""
 
     _facts = FactSQL(POSTGRES_DIALECT)
 
     def _transaction(self) -> AbstractContextManager[psycopg.Connection[Any]]:  # pragma: no cover
         raise NotImplementedError
+
+    def _fact_snapshot(self) -> AbstractContextManager[psycopg.Connection[Any]]:
+        return self._transaction()
 
     def write_facts(self, changes: FactChanges, scope: Scope) -> None:
         if changes.is_empty():
@@ -65,10 +68,6 @@ class PostgresFacts:
                 check_storable(value, what)
         with self._transaction() as conn:
             self._facts.write(conn, changes, scope)
-
-    def find_facts(self, scope: Scope, query: FactQuery) -> list[Fact]:
-        with self._transaction() as conn:
-            return self._facts.find(conn, scope, query)
 
     def lexical_fact_search(
         self, terms: Sequence[str], scope: Scope, as_of: datetime | None, limit: int
@@ -102,20 +101,6 @@ class PostgresFacts:
                 [query_vector, *params, *visible_params, limit],
             ).fetchall()
         return [(r[0], 1.0 - float(r[1])) for r in rows]
-
-    def fact_episodes(
-        self, fact_ids: Sequence[str], scope: Scope, filters: Filters
-    ) -> dict[str, list[str]]:
-        with self._transaction() as conn:
-            return self._facts.fact_episodes(conn, fact_ids, scope, filters)
-
-    def unconsolidated_episodes(self, scope: Scope, limit: int) -> list[Episode]:
-        with self._transaction() as conn:
-            return self._facts.unconsolidated(conn, scope, limit)
-
-    def existing_fact_ids(self, fact_ids: Sequence[str]) -> set[str]:
-        with self._transaction() as conn:
-            return self._facts.existing_ids(conn, list(fact_ids))
 
     def iter_facts(self) -> Iterator[tuple[Fact, np.ndarray | None]]:
         last = 0

@@ -28,11 +28,10 @@ from ..errors import (
     StoreError,
     StoreLockedError,
 )
-from ..ingest.timeparse import TimeMention
 from ..types import DeleteCounts, Episode, EpisodeVersion, Scope, Session
-from .base import Candidate, Filters, fact_scope
+from .base import Candidate, Filters, adjacent_by_episode, fact_scope
 from .dense_index import DenseIndex
-from .episode_times import EpisodeTimes, TimeRange
+from .episode_times import EpisodeTimes, TimeRange, times_by_episode
 from .sqlite_facts import SQLiteFacts
 from .sqlite_lexical import SQLiteLexical
 from .sqlite_schema import INSERT_TIMES, LATEST, MIGRATIONS, time_rows
@@ -580,17 +579,17 @@ class SQLiteStore(SQLiteFacts):
     def adjacent_turns(
         self, episode_ids: Sequence[str], scope: Scope, filters: Filters, window: int
     ) -> dict[str, list[tuple[str, int]]]:
-        result: dict[str, list[tuple[str, int]]] = {}
         unique = list(dict.fromkeys(episode_ids))
         if window <= 0 or not unique:
-            return result
+            return {}
         where_h, params_h = scope_sql(scope, "h", by_key=True)
         where_e, params_e = scope_sql(scope, by_key=True)  # the join drives e, not scope
         extra, extra_params = filters_sql(filters)
+        rows: list[tuple] = []
         for start in range(0, len(unique), 500):
             chunk = unique[start : start + 500]
             marks = ",".join("?" * len(chunk))
-            rows = self._read(
+            rows += self._read(
                 f"""SELECT h.id, e.id, e.turn_index - h.turn_index FROM episodes h
                     JOIN episodes e ON e.user_id = h.user_id AND e.session_id = h.session_id
                      AND e.turn_index BETWEEN h.turn_index - ? AND h.turn_index + ?
@@ -598,11 +597,7 @@ class SQLiteStore(SQLiteFacts):
                     WHERE h.id IN ({marks}) AND {where_h} AND {where_e} AND {extra}""",
                 [window, window, *chunk, *params_h, *params_e, *extra_params],
             )
-            for source, other, offset in rows:
-                result.setdefault(source, []).append((other, int(offset)))
-        for pairs in result.values():
-            pairs.sort(key=lambda pair: (abs(pair[1]), pair[1]))
-        return result
+        return adjacent_by_episode(rows)
 
     def lexical_search(
         self, terms: Sequence[str], scope: Scope, filters: Filters, limit: int
@@ -771,26 +766,18 @@ class SQLiteStore(SQLiteFacts):
         if not episode_ids:
             return {}
         where, params = scope_sql(scope, by_key=True)
-        found: dict[str, tuple[float, list[TimeMention]]] = {}
+        rows: list[tuple] = []
         for start in range(0, len(episode_ids), 500):
             chunk = list(episode_ids[start : start + 500])
             marks = ",".join("?" * len(chunk))
-            for row in self._read(
+            rows += self._read(
                 f"""SELECT e.id, e.event_time, t.start_time, t.end_time, t.granularity,
                            t.expression
                     FROM episodes e LEFT JOIN episode_times t ON t.episode_rowid = e.rowid
                     WHERE e.id IN ({marks}) AND {where} ORDER BY e.id, t.position""",
                 [*chunk, *params],
-            ):
-                entry = found.setdefault(row[0], (row[1], []))
-                if row[2] is not None:
-                    entry[1].append(
-                        TimeMention(row[5], from_epoch(row[2]), from_epoch(row[3]), row[4])
-                    )
-        return {
-            episode_id: EpisodeTimes(from_epoch(event_time), tuple(mentions))
-            for episode_id, (event_time, mentions) in found.items()
-        }
+            )
+        return times_by_episode(rows, from_epoch)
 
     def iter_episodes(self, batch_size: int = 1000) -> Iterator[tuple[Episode, np.ndarray | None]]:
         last = 0

@@ -16,9 +16,9 @@ from typing import Any
 import numpy as np
 
 from ..errors import StoreError
-from ..types import Episode, Fact, Scope
-from .base import FactChanges, FactQuery, Filters, fact_scope, fact_visibility
-from .facts_sql import FACT_COLUMNS, Dialect, FactSQL
+from ..types import Fact, Scope
+from .base import FactChanges, fact_scope, fact_visibility
+from .facts_sql import FACT_COLUMNS, Dialect, FactReads, FactSQL
 from .sqlite_sql import (
     EPISODE_COLUMNS,
     episode_from_row,
@@ -45,7 +45,7 @@ SQLITE_DIALECT = Dialect(
 )
 
 
-class SQLiteFacts:
+class SQLiteFacts(FactReads):
     """Fact storage for ``SQLiteStore`` (uses its connection, lock and transactions)."""
 
     _conn: sqlite3.Connection
@@ -60,7 +60,7 @@ class SQLiteFacts:
     _lock: Any
 
     @contextmanager
-    def _snapshot(self) -> Iterator[sqlite3.Connection]:
+    def _fact_snapshot(self) -> Iterator[sqlite3.Connection]:
         """A read transaction: several statements see one consistent state."""
         with self._lock:
             try:
@@ -79,10 +79,6 @@ class SQLiteFacts:
             return
         with self._write() as conn:
             self._facts.write(conn, changes, scope)
-
-    def find_facts(self, scope: Scope, query: FactQuery) -> list[Fact]:
-        with self._snapshot() as conn:
-            return self._facts.find(conn, scope, query)
 
     def lexical_fact_search(
         self, terms: Sequence[str], scope: Scope, as_of: datetime | None, limit: int
@@ -122,24 +118,10 @@ class SQLiteFacts:
         order = np.argsort(-scores, kind="stable")[:limit]
         return [(rows[i][0], float(scores[i])) for i in order]
 
-    def fact_episodes(
-        self, fact_ids: Sequence[str], scope: Scope, filters: Filters
-    ) -> dict[str, list[str]]:
-        with self._snapshot() as conn:
-            return self._facts.fact_episodes(conn, fact_ids, scope, filters)
-
-    def unconsolidated_episodes(self, scope: Scope, limit: int) -> list[Episode]:
-        with self._snapshot() as conn:
-            return self._facts.unconsolidated(conn, scope, limit)
-
-    def existing_fact_ids(self, fact_ids: Sequence[str]) -> set[str]:
-        with self._snapshot() as conn:
-            return self._facts.existing_ids(conn, list(fact_ids))
-
     def iter_facts(self) -> Iterator[tuple[Fact, np.ndarray | None]]:
         last = 0
         while True:
-            with self._snapshot() as conn:
+            with self._fact_snapshot() as conn:
                 rows = conn.execute(
                     f"""SELECT f.rowid, f.embedding, {FACT_COLUMNS} FROM facts f
                         WHERE f.rowid > ? ORDER BY f.rowid LIMIT 1000""",
