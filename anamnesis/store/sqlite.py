@@ -606,9 +606,10 @@ class SQLiteStore(SQLiteFacts):
             return []
         with self._lock:
             try:
-                allowed = self._allowed_rowids(scope, filters)
                 tokens = scope_terms(scope.user_id, scope.agent_id, scope.session_id).split()
-                ranked = self._lexical.search(self._conn, terms, tokens, allowed, limit)
+                ranked = self._lexical.search(
+                    self._conn, terms, tokens, lambda: self._allowed_rowids(scope, filters), limit
+                )
                 if ranked is not None:
                     return self._candidates(ranked, scope)
             except sqlite3.OperationalError as exc:

@@ -85,7 +85,8 @@ class SQLiteFacts(FactReads):
     ) -> list[tuple[str, float]]:
         if not terms:
             return []
-        where, params = scope_sql(fact_scope(scope), "f", by_key=True)
+        home = fact_scope(scope)
+        where, params = scope_sql(home, "f", by_key=True)
         visible, visible_params = fact_visibility("f", "?", as_of, False, to_epoch)
         rows = self._read(
             f"""SELECT f.id, bm25(facts_fts, 1.0, 0.0) AS rank FROM facts_fts
@@ -93,7 +94,7 @@ class SQLiteFacts(FactReads):
                 WHERE facts_fts MATCH ? AND {where} AND {visible}
                 ORDER BY rank LIMIT ?""",
             [
-                fts_query(terms, fact_scope(scope), column="text"),
+                fts_query(terms, home, column="text"),
                 *params,
                 *visible_params,
                 limit,

@@ -23,7 +23,7 @@ import sqlite3
 import threading
 import warnings
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -241,11 +241,13 @@ class SQLiteLexical:
         conn: sqlite3.Connection,
         terms: Sequence[str],
         scope_tokens: Sequence[str],
-        allowed_rowids: np.ndarray | None,
+        allowed_rowids: Callable[[], np.ndarray | None],
         limit: int,
     ) -> list[tuple[int, float]] | None:
         """Ranked ``(rowid, score)`` pairs, or None when FTS5 must answer this search
-        (index not current yet, or a term FTS5 would treat as a multi-word phrase)."""
+        (index not current yet, or a term FTS5 would treat as a multi-word phrase).
+        ``allowed_rowids`` gives the rows the filters let through (None: no filters); it
+        is called only when the index answers."""
         if not self._prepare(conn):
             return None
         work = self._plan(conn)
@@ -267,7 +269,7 @@ class SQLiteLexical:
         assert self._index is not None
         weights = Counter(t[0] for t in tokens[: len(terms)])
         scope = [t[0] for t in tokens[len(terms) :]]
-        return self._index.search(weights, scope, limit, allowed_rowids)
+        return self._index.search(weights, scope, limit, allowed_rowids())
 
     def warm_up(self) -> None:
         """Build or catch up the index now, on a connection of its own."""
