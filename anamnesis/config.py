@@ -75,26 +75,39 @@ class SearchConfig:
 
 _HYBRID = SearchConfig()
 
+
+def _plus(base: SearchConfig, channel: str, weight: float, **changes: object) -> SearchConfig:
+    """``base`` with one more channel, at RRF weight ``weight``."""
+    return base.with_(
+        channels=(*base.channels, channel), weights={**base.weights, channel: weight}, **changes
+    )
+
+
+def _without(
+    base: SearchConfig, *, channel: str | None = None, query: str | None = None
+) -> SearchConfig:
+    """``base`` with one channel (and its weight) or one query feature left out."""
+    channels = tuple(c for c in base.channels if c != channel)
+    return base.with_(
+        channels=channels,
+        weights={c: w for c, w in base.weights.items() if c in channels},
+        query=tuple(q for q in base.query if q != query),
+    )
+
+
 #: Named pipeline variants, used by the CLI and the benchmark harness. The ``rerank-*``
 #: presets are hybrid plus post-fusion stages (anamnesis/retrieve/stages.py), one
 #: ablation row each in BENCHMARKS.md.
 PRESETS: dict[str, SearchConfig] = {
     "bm25": SearchConfig(channels=("lexical",)),
     "dense": SearchConfig(channels=("dense",)),
-    "hybrid": SearchConfig(),
+    "hybrid": _HYBRID,
     # hybrid + event time: a channel for the times the question names, at half weight,
     # and a boost for candidates dated in them. Half weight kept LoCoMo's gain and lost
     # less LongMemEval recall than full weight (BENCHMARKS.md, "Event time").
-    "temporal": SearchConfig(
-        channels=("lexical", "dense", "temporal"),
-        weights={"lexical": 1.0, "dense": 1.0, "temporal": 0.5},
-        stages=("time_match",),
-    ),
+    "temporal": _plus(_HYBRID, "temporal", 0.5, stages=("time_match",)),
     # hybrid plus the bi-temporal fact layer (needs Memory.consolidate to have run).
-    "facts": SearchConfig(
-        channels=("lexical", "dense", "facts"),
-        weights={"lexical": 1.0, "dense": 1.0, "facts": 1.0},
-    ),
+    "facts": _plus(_HYBRID, "facts", 1.0),
     "rerank-memx": _HYBRID.with_(stages=("memx",)),
     "rerank-memx-raw": _HYBRID.with_(stages=("memx",), stage_options={"memx": {"semantic": "rrf"}}),
     "rerank-surprise": _HYBRID.with_(stages=("surprise",)),
@@ -103,14 +116,16 @@ PRESETS: dict[str, SearchConfig] = {
         stages=("dedup",), stage_options={"dedup": {"scope": "all"}}
     ),
     "rerank-abstain": _HYBRID.with_(stages=("abstain",)),
-    "rerank-abstain-cosine": _HYBRID.with_(
-        stages=("abstain",), stage_options={"abstain": {"rule": "cosine"}}
-    ),
     "rerank-e5": _HYBRID.with_(stages=("ensemble-e5",)),
     "rerank-ce": _HYBRID.with_(stages=("cross-encoder",)),
 }
 
-_SPEAKER_WEIGHTS = {"lexical": 1.0, "dense": 0.5, "speaker_lexical": 2.0, "speaker_dense": 1.0}
+#: Hybrid with the two speaker channels, names dropped from the lexical terms.
+_SPEAKERS = SearchConfig(
+    channels=("lexical", "dense", "speaker_lexical", "speaker_dense"),
+    weights={"lexical": 1.0, "dense": 0.5, "speaker_lexical": 2.0, "speaker_dense": 1.0},
+    query=("speakers",),
+)
 #: Every candidate channel of issue 5 with equal RRF weights.
 _ALL_CHANNELS = SearchConfig(
     channels=(
@@ -130,36 +145,12 @@ _ALL_CHANNELS = SearchConfig(
 #: hybrid, then everything (equal weights, swept weights, learned fusion).
 PRESETS.update(
     {
-        "hybrid-speakers": SearchConfig(
-            channels=("lexical", "dense", "speaker_lexical", "speaker_dense"),
-            weights=_SPEAKER_WEIGHTS,
-            query=("speakers",),
-        ),
-        "hybrid-neighbours": SearchConfig(
-            channels=("lexical", "dense", "speaker_lexical", "speaker_dense", "neighbours"),
-            weights={**_SPEAKER_WEIGHTS, "neighbours": 1.0},
-            query=("speakers",),
-        ),
-        "hybrid-session": SearchConfig(
-            channels=("lexical", "dense", "speaker_lexical", "speaker_dense", "session"),
-            weights={**_SPEAKER_WEIGHTS, "session": 1.0},
-            query=("speakers",),
-        ),
-        "hybrid-prf": SearchConfig(
-            channels=("lexical", "dense", "speaker_lexical", "speaker_dense", "prf"),
-            weights={**_SPEAKER_WEIGHTS, "prf": 1.0},
-            query=("speakers",),
-        ),
-        "hybrid-entity": SearchConfig(
-            channels=("lexical", "dense", "speaker_lexical", "speaker_dense", "entity"),
-            weights={**_SPEAKER_WEIGHTS, "entity": 0.5},
-            query=("speakers",),
-        ),
-        "hybrid-decompose": SearchConfig(
-            channels=("lexical", "dense", "speaker_lexical", "speaker_dense"),
-            weights=_SPEAKER_WEIGHTS,
-            query=("speakers", "decompose"),
-        ),
+        "hybrid-speakers": _SPEAKERS,
+        "hybrid-neighbours": _plus(_SPEAKERS, "neighbours", 1.0),
+        "hybrid-session": _plus(_SPEAKERS, "session", 1.0),
+        "hybrid-prf": _plus(_SPEAKERS, "prf", 1.0),
+        "hybrid-entity": _plus(_SPEAKERS, "entity", 0.5),
+        "hybrid-decompose": _SPEAKERS.with_(query=("speakers", "decompose")),
         "full-equal": _ALL_CHANNELS,
         # Weights from the coordinate-ascent sweep on the A splits (first half of the
         # cases) of LoCoMo and BEAM 128K together (scripts/fusion_sweep.py; the B splits
@@ -180,42 +171,25 @@ PRESETS.update(
     }
 )
 
-
-def _without(*, channel: str | None = None, query: str | None = None) -> SearchConfig:
-    """``full`` with one channel or one query feature left out (leave-one-out rows)."""
-    full = PRESETS["full"]
-    channels = tuple(c for c in full.channels if c != channel)
-    return full.with_(
-        channels=channels,
-        weights={c: w for c, w in full.weights.items() if c in channels},
-        query=tuple(q for q in full.query if q != query),
-    )
-
-
+# ``full`` with one channel or one query feature left out (leave-one-out rows).
+_FULL = PRESETS["full"]
 PRESETS.update(
     {
-        "full-no-speakers": _without(channel="speaker_lexical", query="speakers"),
-        "full-no-decompose": _without(query="decompose"),
-        "full-no-prf": _without(channel="prf"),
-        "full-no-neighbours": _without(channel="neighbours"),
-        "full-no-session": _without(channel="session"),
+        "full-no-speakers": _without(_FULL, channel="speaker_lexical", query="speakers"),
+        "full-no-decompose": _without(_FULL, query="decompose"),
+        "full-no-prf": _without(_FULL, channel="prf"),
+        "full-no-neighbours": _without(_FULL, channel="neighbours"),
+        "full-no-session": _without(_FULL, channel="session"),
     }
 )
 #: ``full`` without the two stages that its leave-one-out rows showed to be neutral or
 #: harmful on the dev halves (LoCoMo and BEAM split A: neighbours, decompose), and that
 #: without PRF as well, the variant inside the 50 ms search budget at 10k episodes.
 PRESETS["full-lean"] = PRESETS["full-no-neighbours"].with_(query=("speakers",))
-PRESETS["full-fast"] = PRESETS["full-lean"].with_(
-    channels=tuple(c for c in PRESETS["full-lean"].channels if c != "prf"),
-    weights={c: w for c, w in PRESETS["full-lean"].weights.items() if c != "prf"},
-)
+PRESETS["full-fast"] = _without(PRESETS["full-lean"], channel="prf")
 #: ``full-lean`` plus event time: the ``temporal`` channel at half weight and the
 #: ``time_match`` boost, as in the ``temporal`` preset.
-PRESETS["full-temporal"] = PRESETS["full-lean"].with_(
-    channels=(*PRESETS["full-lean"].channels, "temporal"),
-    weights={**PRESETS["full-lean"].weights, "temporal": 0.5},
-    stages=("time_match",),
-)
+PRESETS["full-temporal"] = _plus(PRESETS["full-lean"], "temporal", 0.5, stages=("time_match",))
 
 #: The preset ``Memory`` and the CLI use when none is named: the best measured
 #: configuration (BENCHMARKS.md, "Headline").

@@ -9,16 +9,20 @@ all a context budget needs.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import islice
 from pathlib import Path
 
 _VOCAB = Path(__file__).resolve().parent / "data" / "bert-base-uncased-vocab.txt"
 
 #: What reports say about how tokens were counted.
 TOKENIZER_NAME = "bert-base-uncased WordPiece (MiniLM vocabulary), no special tokens"
+#: Counts a ``TokenCounter`` keeps; the oldest are forgotten beyond this, so a
+#: long-lived ``Memory`` answering ``context`` calls does not grow without bound.
+CACHE_SIZE = 100_000
 
 
 class TokenCounter:
-    """Counts WordPiece tokens, caching by text."""
+    """Counts WordPiece tokens, caching by text (the latest ``CACHE_SIZE`` texts)."""
 
     def __init__(self) -> None:
         from tokenizers import BertWordPieceTokenizer
@@ -32,7 +36,10 @@ class TokenCounter:
         if todo:
             encodings = self._tokenizer.encode_batch(todo, add_special_tokens=False)
             self._cache.update(zip(todo, (len(e.ids) for e in encodings), strict=True))
-        return [self._cache[t] for t in texts]
+        counts = [self._cache[t] for t in texts]
+        for stale in list(islice(self._cache, max(0, len(self._cache) - CACHE_SIZE))):
+            del self._cache[stale]
+        return counts
 
     def clear(self) -> None:
         """Forget cached counts (between cases, to bound memory)."""

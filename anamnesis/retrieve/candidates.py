@@ -63,11 +63,7 @@ def merge_lists(lists: Sequence[Sequence[Candidate]], limit: int) -> list[Candid
 
 def turn_info(request: SearchRequest, ids: Sequence[str]) -> dict[str, tuple]:
     """``(session_id, turn_index, speaker)`` of episodes, looked up once per search."""
-    cache: dict[str, tuple] = request.memo.setdefault("turn_info", {})
-    missing = [i for i in dict.fromkeys(ids) if i not in cache]
-    if missing:
-        cache.update(request.store.turn_info(missing, request.scope))
-    return cache
+    return request.lookup("turn_info", ids, request.store.turn_info)
 
 
 def pool_depth(request: SearchRequest, limit: int) -> int:
@@ -211,10 +207,10 @@ def prf(request: SearchRequest, limit: int) -> list[Candidate]:
     seeds = request.channel("lexical", limit)[: config.prf_docs]
     if not seeds:
         return []
-    episodes = request.store.get_episodes([c.episode_id for c in seeds], request.scope)
+    episodes = request.episodes([c.episode_id for c in seeds])
     speaker_words = [w for s in speakers_named(request) for w in words(s)]
     extra = feedback_terms(
-        terms, [e.content for e in episodes], config.prf_terms, exclude=speaker_words
+        terms, [e.content for e in episodes.values()], config.prf_terms, exclude=speaker_words
     )
     return request.store.lexical_search([*terms, *extra], request.scope, request.filters, limit)
 

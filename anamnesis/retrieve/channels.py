@@ -3,23 +3,36 @@
 A channel is a function ``(request, limit) -> list[Candidate]`` registered in
 ``CHANNELS`` under the name that ``SearchConfig.channels`` and fusion weights use.
 Channels read the shared ``SearchRequest`` (analysis, scope, filters, store,
-embedder) and never write.
+embedder); what they write is per-search: its caches (``memo``), and, for the
+``facts`` channel, the supporting facts and the question's fact intent.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
 from ..config import SearchConfig
 from ..embed.base import Embedder
+from ..facts.search import fact_intent, matching_facts, order_facts
 from ..store.base import Candidate, Filters, Store
+from ..store.episode_times import EpisodeTimes
 from ..types import Episode, Fact, Scope
 from .analysis import QueryAnalysis
+from .candidates import (
+    DERIVED_CHANNELS,
+    keep_pool,
+    merge_lists,
+    pool_depth,
+    query_texts,
+    understanding_terms,
+)
 from .resources import StageResources
+
+T = TypeVar("T")
 
 
 @dataclass(slots=True)
@@ -39,9 +52,9 @@ class SearchRequest:
     facts: dict[str, list[Fact]] = field(default_factory=dict)
     resources: StageResources = field(default_factory=StageResources)
     _vector: np.ndarray | None = field(default=None, repr=False)
-    _episodes: dict[str, Episode] = field(default_factory=dict, repr=False)
     #: Results shared between channels and stages of this one search (e.g. a channel's
-    #: list that a derived channel expands), keyed by who computed them.
+    #: list that a derived channel expands, episodes looked up by id), keyed by who
+    #: computed them.
     memo: dict[Any, Any] = field(default_factory=dict, repr=False)
 
     @property
@@ -51,13 +64,33 @@ class SearchRequest:
             self._vector = self.embedder.embed_query(self.analysis.text)
         return self._vector
 
+    def lookup(
+        self,
+        kind: str,
+        episode_ids: Sequence[str],
+        fetch: Callable[[list[str], Scope], Mapping[str, T]],
+    ) -> dict[str, T]:
+        """What ``fetch`` returns for the in-scope episodes among ``episode_ids``, by id.
+
+        Each id is fetched once per search: the answers are kept under ``kind``, so
+        channels and stages that ask again for the same episodes share one query.
+        """
+        cache: dict[str, T] = self.memo.setdefault(("lookup", kind), {})
+        missing = [i for i in dict.fromkeys(episode_ids) if i not in cache]
+        if missing:
+            cache.update(fetch(missing, self.scope))
+        return {i: cache[i] for i in episode_ids if i in cache}
+
     def episodes(self, episode_ids: Sequence[str]) -> dict[str, Episode]:
         """The in-scope episodes with these ids, fetched once per search and shared."""
-        missing = [i for i in dict.fromkeys(episode_ids) if i not in self._episodes]
-        if missing:
-            for episode in self.store.get_episodes(missing, self.scope):
-                self._episodes[episode.id] = episode
-        return {i: self._episodes[i] for i in episode_ids if i in self._episodes}
+        return self.lookup("episodes", episode_ids, self._get_episodes)
+
+    def episode_times(self, episode_ids: Sequence[str]) -> dict[str, EpisodeTimes]:
+        """Event time and time mentions of these episodes, fetched once per search."""
+        return self.lookup("episode_times", episode_ids, self.store.episode_times)
+
+    def _get_episodes(self, episode_ids: list[str], scope: Scope) -> dict[str, Episode]:
+        return {e.id: e for e in self.store.get_episodes(episode_ids, scope)}
 
     def options(self, stage: str) -> dict[str, object]:
         """The configured options of one post-fusion stage (empty when none are set)."""
@@ -127,9 +160,9 @@ def facts(request: SearchRequest, limit: int) -> list[Candidate]:
     its provenance episodes that pass the scope and filters. The facts are kept on
     the request, so hits can carry them.
     """
-    from ..facts.search import fact_intent, matching_facts, order_facts
-
     as_of = request.filters.recorded_before
+    # The facts' own reading, not ``analysis.time``: it takes a bare "before", "past"
+    # or "earlier" as asking for history ("What companies did I work at before?").
     intent = fact_intent(request.analysis.text)
     request.analysis.features["fact_intent"] = intent
     ranked = matching_facts(
@@ -153,23 +186,12 @@ def facts(request: SearchRequest, limit: int) -> list[Candidate]:
     return out[:limit]
 
 
-#: Every channel a configuration may name.
+#: Every channel a configuration may name: the basic ones above and the derived ones
+#: (speaker, entity, pseudo-relevance feedback, neighbours, session; ``candidates``).
 CHANNELS: dict[str, Channel] = {
     "lexical": lexical,
     "dense": dense,
     "temporal": temporal,
     "facts": facts,
+    **DERIVED_CHANNELS,
 }
-
-# The derived channels (speaker, entity, pseudo-relevance feedback, session, neighbours)
-# read SearchRequest, so they are registered after it exists.
-from .candidates import (  # noqa: E402
-    DERIVED_CHANNELS,
-    keep_pool,
-    merge_lists,
-    pool_depth,
-    query_texts,
-    understanding_terms,
-)
-
-CHANNELS.update(DERIVED_CHANNELS)

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..llm import ChatClient
 from ..store.base import Candidate
 
 if TYPE_CHECKING:
-    from ..bench.qa import ChatClient
     from .channels import SearchRequest
 
 #: The one prompt used to write a hypothetical memory.
@@ -30,8 +30,6 @@ MAX_TOKENS = 80
 
 def client() -> ChatClient:
     """The endpoint HyDE uses, from ``ANAMNESIS_LLM_*`` (InvalidInputError when unset)."""
-    from ..bench.qa import ChatClient  # the bench package imports the read path
-
     return ChatClient.from_env()
 
 

@@ -12,7 +12,7 @@ from ..store.base import Candidate, Filters, Store
 from ..types import Hit, Scope
 from .analysis import analyse
 from .channels import CHANNELS, SearchRequest
-from .fusion import Fused, learned_fusion, load_fusion_model, weighted_rrf
+from .fusion import Fused, LogisticFusion, learned_fusion, load_fusion_model, weighted_rrf
 from .hyde import client as hyde_client
 from .resources import StageResources
 from .stages import STAGES
@@ -30,6 +30,7 @@ class Retriever:
     embedder: Embedder
     config: SearchConfig
     resources: StageResources = field(default_factory=StageResources)
+    _fusion_model: LogisticFusion | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         _check_names("search channel", self.config.channels, CHANNELS)
@@ -39,7 +40,8 @@ class Retriever:
                 f"unknown fusion {self.config.fusion!r}; use 'rrf' or 'learned'"
             )
         if self.config.fusion == "learned":
-            load_fusion_model(self.config.fusion_model)  # fail now, not at the first search
+            # Loaded now, so a bad model fails here rather than at the first search.
+            self._fusion_model = load_fusion_model(self.config.fusion_model)
         if "hyde" in self.config.channels:
             hyde_client()  # InvalidInputError now when no LLM endpoint is configured
 
@@ -71,8 +73,8 @@ class Retriever:
     def rank(self, request: SearchRequest) -> list[Fused]:
         """Fused candidates after every post-fusion stage, best first (not truncated)."""
         lists = self.candidates(request)
-        if self.config.fusion == "learned":
-            fused = learned_fusion(lists, load_fusion_model(self.config.fusion_model))
+        if self._fusion_model is not None:
+            fused = learned_fusion(lists, self._fusion_model)
         else:
             fused = weighted_rrf(lists, self.config.weights, self.config.rrf_k)
         for name in self.config.stages:
@@ -95,9 +97,8 @@ class Retriever:
         """
         request = self.request(query, scope, filters, now, limit)
         fused = self.rank(request)[:limit]
-        episodes = self.store.get_episodes([f.episode_id for f in fused], scope)
-        by_id = {e.id: e for e in episodes}
-        context = self.store.neighbours(episodes, self.config.neighbour_window)
+        by_id = request.episodes([f.episode_id for f in fused])
+        context = self.store.neighbours(list(by_id.values()), self.config.neighbour_window)
         as_of = filters.recorded_before
         analysis = request.analysis.to_dict() if explain else {}
         return [

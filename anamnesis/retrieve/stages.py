@@ -57,7 +57,7 @@ def time_match(request: SearchRequest, fused: list[Fused]) -> list[Fused]:
     windows = request.analysis.time.windows
     if not windows or not fused:
         return fused
-    times = request.store.episode_times([f.episode_id for f in fused], request.scope)
+    times = request.episode_times([f.episode_id for f in fused])
     for candidate in fused:
         found = times.get(candidate.episode_id)
         if found is not None and found.overlaps(windows):
@@ -69,7 +69,7 @@ def dated(request: SearchRequest, fused: list[Fused]) -> list[Fused]:
     """For "when" and "how long" questions, boost candidates whose text mentions a time."""
     if not request.analysis.time.dating or not fused:
         return fused
-    times = request.store.episode_times([f.episode_id for f in fused], request.scope)
+    times = request.episode_times([f.episode_id for f in fused])
     for candidate in fused:
         found = times.get(candidate.episode_id)
         if found is not None and found.mentions:
@@ -95,7 +95,7 @@ def spread(request: SearchRequest, fused: list[Fused]) -> list[Fused]:
     """
     if "order" not in request.analysis.time.asks or not fused:
         return fused
-    times = request.store.episode_times([f.episode_id for f in fused], request.scope)
+    times = request.episode_times([f.episode_id for f in fused])
     seen: dict[object, int] = {}
     for candidate in fused:
         found = times.get(candidate.episode_id)
@@ -118,7 +118,7 @@ def chronological(request: SearchRequest, fused: list[Fused]) -> list[Fused]:
         return fused
     keep = len(fused) if request.limit is None else request.limit
     head, tail = fused[:keep], fused[keep:]
-    times = request.store.episode_times([f.episode_id for f in head], request.scope)
+    times = request.episode_times([f.episode_id for f in head])
     head.sort(
         key=lambda f: (
             (times[f.episode_id].event_time, -f.score)
