@@ -60,9 +60,11 @@ def _progress() -> Progress:
     )
 
 
+user_option = click.option("--user", "user_id", default=None, help="User id (default: 'default').")
+agent_option = click.option("--agent", "agent_id", default=None, help="Agent id.")
 scope_options = [
-    click.option("--user", "user_id", default=None, help="User id (default: 'default')."),
-    click.option("--agent", "agent_id", default=None, help="Agent id."),
+    user_option,
+    agent_option,
     click.option("--session", "session_id", default=None, help="Session id."),
 ]
 
@@ -516,8 +518,8 @@ def consolidate(
 
 
 @main.command()
-@click.option("--user", "user_id", default=None, help="User id (default: 'default').")
-@click.option("--agent", "agent_id", default=None, help="Agent id.")
+@user_option
+@agent_option
 @click.option("--subject", default=None, help="Whose facts ('user' includes the user's name).")
 @click.option("--predicate", default=None, help="Which slot (lives_in, works_at, likes, ...).")
 @click.option("--as-of", "as_of", default=None, help="As the memory stood then (ISO-8601).")

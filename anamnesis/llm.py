@@ -11,8 +11,6 @@ import json
 import os
 import threading
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 
 from .errors import AnamnesisError, InvalidInputError
@@ -71,6 +69,11 @@ class ChatClient:
         self, messages: list[dict[str, str]], *, max_tokens: int, temperature: float = 0.0
     ) -> tuple[str, dict[str, int]]:
         """The reply text and this call's token usage. Raises LLMError after retries."""
+        # Imported here: urllib.request pulls in ssl and http.client (~20 ms), which
+        # `import anamnesis` should not pay when no LLM is used.
+        import urllib.error
+        import urllib.request
+
         body = json.dumps(
             {
                 "model": self.model,

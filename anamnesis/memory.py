@@ -17,7 +17,7 @@ from typing import IO, Any
 import numpy as np
 
 from .config import DEFAULT_PRESET, DEFAULT_USER, PRESETS, URL_ENV, SearchConfig, default_path
-from .context import DEFAULT_BUDGET_TOKENS, DEFAULT_NEIGHBOUR_HITS
+from .context import DEFAULT_BUDGET_TOKENS, DEFAULT_NEIGHBOUR_HITS, assemble, facts_of
 from .embed import Embedder, get_embedder
 from .errors import AnamnesisError, EmbedderMismatchError, InvalidInputError
 from .facts.predicates import embedding_text as fact_embedding_text
@@ -466,9 +466,7 @@ class Memory(FactVerbs):
         history or the current state, and the time ranges it names, resolved against
         ``now``. ``.to_dict()`` is JSON-friendly.
         """
-        return analyse(
-            check_text(query, "query"), parse_time(now, "now") if now is not None else None
-        )
+        return analyse(check_text(query, "query"), parse_time(now, "now"))
 
     def context(
         self,
@@ -492,14 +490,12 @@ class Memory(FactVerbs):
         (format: docs/context-format.md). ``facts`` are placed first; by default they
         are the facts the hits carry (the ``facts`` channel of the ``facts`` preset).
         """
-        from .context import assemble, facts_of
-
         query = check_text(query, "query")
         _check_limit(limit)
         if not isinstance(neighbour_hits, int) or neighbour_hits < 0:
             raise InvalidInputError("neighbour_hits must be a non-negative integer")
         scope = self._scope(user_id, agent_id, session_id)
-        when = parse_time(now, "now") if now is not None else None
+        when = parse_time(now, "now")
         hits = self._retriever.search(query, scope, to_filters(filters), limit, False, when)
         if self._tokens is None:
             self._tokens = TokenCounter()

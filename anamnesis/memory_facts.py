@@ -76,7 +76,7 @@ class FactVerbs:
         if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
             raise InvalidInputError(f"limit must be a positive integer, got {limit!r}")
         scope = fact_scope(self._scope(user_id, agent_id, None))
-        when = parse_time(as_of, "as_of") if as_of is not None else None
+        when = parse_time(as_of, "as_of")
         return self._store.find_facts(
             scope,
             FactQuery(
@@ -104,7 +104,7 @@ class FactVerbs:
         from .facts.search import history
 
         scope = fact_scope(self._scope(user_id, agent_id, None))
-        when = parse_time(as_of, "as_of") if as_of is not None else None
+        when = parse_time(as_of, "as_of")
         return history(self._store, scope, self._aliases(scope, subject), predicate, when)
 
     def _aliases(self, scope: Scope, subject: str) -> tuple[str, ...]:

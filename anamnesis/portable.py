@@ -109,11 +109,7 @@ def export_jsonl(
                 }
                 for v in versions
             ],
-            "embedding": (
-                base64.b64encode(np.asarray(vector, dtype="<f4").tobytes()).decode()
-                if vector is not None
-                else None
-            ),
+            "embedding": _vector_text(vector),
         }
         out.write(json.dumps(record, ensure_ascii=False) + "\n")
         count += 1
@@ -223,14 +219,11 @@ def _import(
         nonlocal imported, undecided
         existing = store.existing_ids([e.id for e, _, _ in batch])
         fresh = [item for item in batch if item[0].id not in existing]
-        missing = [i for i, (_, _, v) in enumerate(fresh) if v is None]
-        vectors = [v for _, _, v in fresh]
-        if missing:
-            embedded = embedder.embed_documents(
-                [embedding_text(fresh[i][0].content, fresh[i][0].speaker) for i in missing]
-            )
-            for i, vector in zip(missing, embedded, strict=True):
-                vectors[i] = vector
+        vectors = _with_missing_embedded(
+            embedder,
+            [v for _, _, v in fresh],
+            [embedding_text(e.content, e.speaker) for e, _, _ in fresh],
+        )
         matrix = np.stack(vectors) if fresh else np.zeros((0, embedder.dim), dtype=np.float32)
         store.insert_episodes(
             [e for e, _, _ in fresh],
@@ -283,6 +276,15 @@ def _import(
     return imported
 
 
+def _with_missing_embedded(
+    embedder: Embedder, vectors: list[np.ndarray | None], texts: list[str]
+) -> list[np.ndarray]:
+    """``vectors`` with each None replaced by the embedding of the matching text."""
+    missing = [text for text, v in zip(texts, vectors, strict=True) if v is None]
+    embedded = iter(embedder.embed_documents(missing) if missing else ())
+    return [v if v is not None else next(embedded) for v in vectors]
+
+
 def _import_facts(
     store: Store,
     embedder: Embedder,
@@ -299,16 +301,11 @@ def _import_facts(
     for (user_id, agent_id), items in by_scope.items():
         for start in range(0, len(items), _IMPORT_BATCH):
             chunk = items[start : start + _IMPORT_BATCH]
-            missing = [i for i, (_, v) in enumerate(chunk) if v is None]
-            vectors = [v for _, v in chunk]
-            if missing:
-                fresh = embedder.embed_documents(
-                    [fact_embedding_text(chunk[i][0]) for i in missing]
-                )
-                for i, vector in zip(missing, fresh, strict=True):
-                    vectors[i] = vector
+            vectors = _with_missing_embedded(
+                embedder, [v for _, v in chunk], [fact_embedding_text(f) for f, _ in chunk]
+            )
             store.write_facts(
-                FactChanges(added=[f for f, _ in chunk], vectors=vectors),  # type: ignore[arg-type]
+                FactChanges(added=[f for f, _ in chunk], vectors=vectors),
                 Scope(user_id, agent_id),
             )
     for mark in marks:
@@ -352,12 +349,7 @@ def _fact(record: dict[str, Any], reuse: bool, dim: int) -> tuple[Fact, np.ndarr
         metadata=record.get("metadata") or {},
         provenance=tuple(record.get("provenance") or ()),
     )
-    vector = None
-    if reuse and record.get("embedding"):
-        vector = np.frombuffer(base64.b64decode(record["embedding"]), dtype="<f4")
-        if vector.shape != (dim,):
-            raise ValueError(f"fact embedding has {vector.size} values, expected {dim}")
-    return fact, vector
+    return fact, _vector(record, reuse, dim, "fact embedding")
 
 
 def _episode(
@@ -389,9 +381,14 @@ def _episode(
         )
         for v in record.get("versions") or []
     ]
-    vector = None
-    if reuse and record.get("embedding"):
-        vector = np.frombuffer(base64.b64decode(record["embedding"]), dtype="<f4")
-        if vector.shape != (dim,):
-            raise ValueError(f"embedding has {vector.size} values, expected {dim}")
-    return episode, versions, vector
+    return episode, versions, _vector(record, reuse, dim, "embedding")
+
+
+def _vector(record: dict[str, Any], reuse: bool, dim: int, what: str) -> np.ndarray | None:
+    """The record's stored vector when it can be reused (same embedder), else None."""
+    if not reuse or not record.get("embedding"):
+        return None
+    vector = np.frombuffer(base64.b64decode(record["embedding"]), dtype="<f4")
+    if vector.shape != (dim,):
+        raise ValueError(f"{what} has {vector.size} values, expected {dim}")
+    return vector

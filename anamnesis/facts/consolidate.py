@@ -12,6 +12,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Literal
 
+import numpy as np
+
 from ..embed.base import Embedder
 from ..errors import InvalidInputError, StoreError
 from ..llm import ChatClient
@@ -54,6 +56,7 @@ def consolidate(
         raise InvalidInputError(f"unknown extractor {chosen!r}; choose 'rules' or 'llm'")
     report = ConsolidationReport(extractor=chosen)
     judge = LLMJudge(llm) if llm is not None else None
+    labels: dict[str, np.ndarray] = {}
     remaining = limit
     previous: str | None = None
     while remaining is None or remaining > 0:
@@ -66,7 +69,7 @@ def consolidate(
         previous = episodes[0].id
         for agent_id, group in _by_agent(episodes).items():
             home = Scope(scope.user_id, agent_id)
-            resolver = Resolver(store, embedder, home, report, judge)
+            resolver = Resolver(store, embedder, home, report, judge, labels)
             if chosen == "llm":
                 assert llm is not None
                 reader = LLMExtractor(llm, store, embedder, home)

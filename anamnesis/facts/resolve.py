@@ -66,7 +66,10 @@ class Resolver:
         scope: Scope,
         report: ConsolidationReport,
         judge: Judge | None = None,
+        labels: dict[str, np.ndarray] | None = None,
     ) -> None:
+        """``labels`` caches predicate-label vectors; pass one dict to the resolvers of
+        one consolidation so each predicate is embedded once."""
         self.store = store
         self.embedder = embedder
         self.scope = fact_scope(scope)
@@ -74,8 +77,7 @@ class Resolver:
         self.judge = judge
         self.changes = FactChanges()
         self._slots: dict[tuple[str, str], list[Fact]] = {}
-        self._labels: dict[str, np.ndarray] = {}
-        self._pending_vectors: list[str] = []
+        self._labels = labels if labels is not None else {}
 
     # -- the working view of the store ------------------------------------------------
     def _slot(self, subject: str, predicate: str) -> list[Fact]:

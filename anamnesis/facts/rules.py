@@ -337,10 +337,6 @@ class RuleExtractor:
                 )
         return list(drafts.values())
 
-    def extract_many(self, episodes: Iterable[Episode]) -> list[Draft]:
-        """Drafts of several episodes, in their order."""
-        return [draft for episode in episodes for draft in self.extract(episode)]
-
     @staticmethod
     def _matches(sentence: str, episode: Episode) -> Iterable[tuple[str, str, object]]:
         mentions = None
