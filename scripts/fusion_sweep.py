@@ -33,15 +33,15 @@ import argparse
 import gzip
 import json
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from anamnesis.bench import datasets
+from anamnesis.bench.metrics import recall_at_k
 from anamnesis.bench.runner import fresh_memory
-from anamnesis.bench.tokens import CachingEmbedder, VectorFile
+from anamnesis.bench.tokens import CachingEmbedder
 from anamnesis.config import PRESETS, SearchConfig
 from anamnesis.embed import get_embedder
 from anamnesis.retrieve.fusion import LogisticFusion, channel_features
@@ -59,16 +59,14 @@ GRID = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0)
 
 def sweep_config() -> SearchConfig:
     """The dump configuration: every channel, seeded like the ``full`` preset."""
-    base = PRESETS["full"] if "full" in PRESETS else SearchConfig()
-    return base.with_(channels=SWEEP_CHANNELS, candidates=DUMP_DEPTH, fusion="rrf")
+    return PRESETS["full"].with_(channels=SWEEP_CHANNELS, candidates=DUMP_DEPTH, fusion="rrf")
 
 
 def dump(name: str, data: Path, out: Path, cache_dir: Path | None, limit: int | None) -> None:
     """Write one JSON line per scored question with every channel's candidates."""
     dataset = datasets.load(name, data, limit=limit)
     embedder = get_embedder("minilm")
-    disk = VectorFile(cache_dir, embedder.name, embedder.dim) if cache_dir else None
-    caching = CachingEmbedder(embedder, disk)
+    caching = CachingEmbedder.with_cache_dir(embedder, cache_dir)
     config = sweep_config()
     out.parent.mkdir(parents=True, exist_ok=True)
     with gzip.open(out, "wt", encoding="utf-8") as handle:
@@ -106,10 +104,6 @@ def load_dump(path: Path) -> list[dict[str, Any]]:
         return [json.loads(line) for line in handle]
 
 
-def recall_at(ranked: Sequence[str], evidence: Sequence[str], k: int) -> float:
-    return len(set(ranked[:k]) & set(evidence)) / len(set(evidence))
-
-
 def rrf_rank(record: dict[str, Any], weights: dict[str, float], k: float, depth: int) -> list[str]:
     score: dict[str, float] = {}
     for name, items in record["channels"].items():
@@ -127,7 +121,7 @@ def evaluate(records, rank, ks=(10, 20, 50)) -> dict[str, Any]:
     rows = []
     for r in records:
         ranked = rank(r)
-        values = [recall_at(ranked, r["evidence"], k) for k in ks]
+        values = [recall_at_k(ranked, r["evidence"], k) for k in ks]
         rows.append(values)
         per_cat.setdefault(r["category"], []).append(values[0])
     arr = np.array(rows)
@@ -175,7 +169,8 @@ def features(record, channels, k, depth):
         for name, items in record["channels"].items()
     }
     ids, rows = channel_features(lists, channels, k)
-    labels = [1.0 if i in set(record["evidence"]) else 0.0 for i in ids]
+    evidence = set(record["evidence"])
+    labels = [1.0 if i in evidence else 0.0 for i in ids]
     return ids, np.asarray(rows, dtype=float), np.asarray(labels)
 
 

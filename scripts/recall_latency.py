@@ -22,7 +22,7 @@ from pathlib import Path
 
 from anamnesis import Memory
 from anamnesis.bench import datasets
-from anamnesis.bench.tokens import CachingEmbedder, VectorFile
+from anamnesis.bench.tokens import CachingEmbedder
 from anamnesis.config import PRESETS
 from anamnesis.embed import get_embedder
 from anamnesis.retrieve.pipeline import Retriever
@@ -40,12 +40,7 @@ def main() -> None:
     args = parser.parse_args()
     dataset = datasets.load("locomo", args.data)
     embedder = get_embedder("minilm")
-    disk = (
-        VectorFile(args.embedding_cache_dir, embedder.name, embedder.dim)
-        if args.embedding_cache_dir
-        else None
-    )
-    caching = CachingEmbedder(embedder, disk)
+    caching = CachingEmbedder.with_cache_dir(embedder, args.embedding_cache_dir)
     questions = [q.text for c in dataset.cases for q in c.questions][: args.queries]
     with (
         tempfile.TemporaryDirectory() as tmp,

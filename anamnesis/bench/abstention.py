@@ -32,6 +32,11 @@ class SweepRow:
     unanswerable: int
 
 
+def headline_metric(dataset: str) -> str:
+    """The recall the sweep reports by default: ``dataset``'s headline metric."""
+    return HEADLINE.get(dataset, ("recall@10",))[0]
+
+
 def sweep(
     records: Sequence[dict[str, Any]],
     config: str,
@@ -42,7 +47,7 @@ def sweep(
     metric: str | None = None,
 ) -> list[SweepRow]:
     """The effect of each threshold on ``config``'s records (which must carry signals)."""
-    metric = metric or HEADLINE.get(dataset, ("recall@10",))[0]
+    metric = metric or headline_metric(dataset)
     chosen = [r for r in records if r["config"] == config and "signals" in r]
     if not chosen:
         raise ValueError(f"no records of config {config!r} with abstention signals")

@@ -26,6 +26,8 @@ from .runner import DEFAULT_DEPTH, BenchOptions
 from .scoring import DEFAULT_BUDGETS
 
 console = Console()
+#: A finished (or interrupted) results folder, as ``bench report`` and ``abstention`` take.
+_RESULTS_FOLDER = click.Path(exists=True, file_okay=False, path_type=Path)
 
 
 def _ints(value: str, what: str) -> tuple[int, ...]:
@@ -410,12 +412,12 @@ def scale_command(
 
 
 @bench.command(name="report")
-@click.argument("results", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument("results", type=_RESULTS_FOLDER)
 @click.option(
     "--merge",
     "merge",
     multiple=True,
-    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    type=_RESULTS_FOLDER,
     help="Add the cases of another results folder (a run started with --skip).",
 )
 def report_command(results: Path, merge: tuple[Path, ...]) -> None:
@@ -431,7 +433,7 @@ def report_command(results: Path, merge: tuple[Path, ...]) -> None:
 
 
 @bench.command(name="abstention")
-@click.argument("results", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument("results", type=_RESULTS_FOLDER)
 @click.option("--config", "config", default="hybrid", show_default=True, help="Config to sweep.")
 @click.option(
     "--thresholds",
@@ -450,8 +452,7 @@ def abstention_command(results: Path, config: str, thresholds: str, rule: str) -
     """Sweep the abstention threshold over a finished run (no search is re-run)."""
     import json
 
-    from .abstention import markdown, sweep
-    from .scoring import HEADLINE
+    from .abstention import headline_metric, markdown, sweep
 
     try:
         values = tuple(float(v) for v in thresholds.split(",") if v.strip())
@@ -462,7 +463,7 @@ def abstention_command(results: Path, config: str, thresholds: str, rule: str) -
         dataset = summary["dataset"]
         with open(results / "records.jsonl", encoding="utf-8") as handle:
             records = [json.loads(line) for line in handle]
-        metric = HEADLINE.get(dataset, ("recall@10",))[0]
+        metric = headline_metric(dataset)
         try:
             rows = sweep(records, config, values, dataset=dataset, rule=rule)
         except ValueError as exc:

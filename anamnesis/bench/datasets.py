@@ -451,7 +451,7 @@ def load_beam(path: Path, *, limit: int | None = None, skip: int = 0) -> Dataset
     _expect(data, "chat", path, "BEAM")
     notes: Counter[str] = Counter()
     cases = []
-    for position, conversation in enumerate(_limited(data, limit, skip)):
+    for position, conversation in enumerate(_limited(data, limit, skip), start=skip):
         conv_id = str(conversation.get("conversation_id", position))
         messages = _beam_messages(conversation["chat"], notes)
         session_of = {m["metadata"]["message_id"]: m["session_id"] for m in messages}

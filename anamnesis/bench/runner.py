@@ -39,7 +39,7 @@ from ..types import Hit, Scope
 from .datasets import Case, Dataset
 from .qa import DEFAULT_QA_BUDGET, QAGrader, build_context, format_message
 from .scoring import DEFAULT_BUDGETS, DEFAULT_KS, LONGMEMEVAL_KS, CorpusStats, score
-from .tokens import TOKENIZER_NAME, CachingEmbedder, TokenCounter, VectorFile
+from .tokens import TOKENIZER_NAME, CachingEmbedder, TokenCounter
 
 #: Name of the baseline that hands the answerer the whole conversation.
 FULL_CONTEXT = "full-context"
@@ -409,10 +409,7 @@ def run(
     embedder = get_embedder(options.embedder)
     caching = None
     if options.cache_embeddings or options.embedding_cache_dir is not None:
-        disk = None
-        if options.embedding_cache_dir is not None:
-            disk = VectorFile(options.embedding_cache_dir, embedder.name, embedder.dim)
-        caching = CachingEmbedder(embedder, disk)
+        caching = CachingEmbedder.with_cache_dir(embedder, options.embedding_cache_dir)
     counter = TokenCounter()
     resources = StageResources(vector_cache_dir=options.embedding_cache_dir)
     grader = make_grader(dataset.name, options) if options.qa else None
@@ -448,7 +445,8 @@ def run(
     resources.close()
     result.seconds = time.perf_counter() - begin
     result.peak_rss_bytes = peak_rss_bytes()
-    result.environment = environment(embedder.name, caching)
+    if caching is not None:
+        result.environment["embedding_cache"] = _cache_counts(caching)
     if grader is not None:
         result.qa_usage = {
             "reader_model": grader.reader.model,
@@ -488,12 +486,12 @@ def environment(embedder_name: str, caching: CachingEmbedder | None) -> dict[str
         "git_commit": _git_commit(),
     }
     if caching is not None:
-        env["embedding_cache"] = {
-            "embedded": caching.embedded,
-            "reused": caching.reused,
-            "from_disk": caching.from_disk,
-        }
+        env["embedding_cache"] = _cache_counts(caching)
     return env
+
+
+def _cache_counts(caching: CachingEmbedder) -> dict[str, int]:
+    return {"embedded": caching.embedded, "reused": caching.reused, "from_disk": caching.from_disk}
 
 
 def _git_commit() -> str | None:

@@ -1,12 +1,13 @@
 """Counting tokens of retrieved text, and an embedder wrapper that remembers vectors.
 
-``TokenCounter`` and ``VectorFile`` live in the core package (context assembly counts
-tokens too); they are re-exported here for the harness.
+``TokenCounter`` lives in the core package (context assembly counts tokens too); it is
+re-exported here for the harness.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 
@@ -14,7 +15,7 @@ from ..embed.base import Embedder
 from ..embed.vector_file import VectorFile
 from ..tokens import TOKENIZER_NAME, TokenCounter
 
-__all__ = ["TOKENIZER_NAME", "CachingEmbedder", "TokenCounter", "VectorFile"]
+__all__ = ["TOKENIZER_NAME", "CachingEmbedder", "TokenCounter"]
 
 
 class CachingEmbedder:
@@ -36,6 +37,12 @@ class CachingEmbedder:
         self.embedded = 0
         self.reused = 0
         self.from_disk = 0
+
+    @classmethod
+    def with_cache_dir(cls, inner: Embedder, cache_dir: Path | None) -> CachingEmbedder:
+        """``inner`` with vectors cached in memory and, when ``cache_dir`` is given, on disk."""
+        disk = VectorFile(cache_dir, inner.name, inner.dim) if cache_dir is not None else None
+        return cls(inner, disk)
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
         """Vectors for ``texts``, embedding only those not seen before."""

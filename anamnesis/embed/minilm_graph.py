@@ -6,10 +6,11 @@ CPU fusions handle badly. ``build_session`` rebuilds the same network once, from
 weights, as a graph of onnxruntime's fused operators, caches it keyed by the source
 file's sha256, and opens it. Variants:
 
-- ``int8_rowwise`` (default): activations quantised per token (symmetric int8) and
-  multiplied with the model's own int8 weights by MatMulInteger. An embedding does not
-  depend on which texts share its batch. Cosine to the packaged model's vectors: mean
-  0.996 (LoCoMo turns), 0.997 (LongMemEval turns); LoCoMo evidence recall@10 unchanged.
+- ``int8_rowwise`` (``build_session``'s default; ``MiniLMEmbedder`` defaults to
+  ``fp32``): activations quantised per token (symmetric int8) and multiplied with the
+  model's own int8 weights by MatMulInteger. An embedding does not depend on which
+  texts share its batch. Cosine to the packaged model's vectors: mean 0.996 (LoCoMo
+  turns), 0.997 (LongMemEval turns); LoCoMo evidence recall@10 unchanged.
 - ``fp32``: the same fused graph in float32 (cosine 1.0000 to the packaged model).
 
 Measured on the 2-core development machine, texts per CPU-second (LoCoMo turns /
@@ -25,6 +26,7 @@ The graph takes ``input_ids`` and ``attention_mask`` (int64, right-padded) and r
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import tempfile
@@ -41,8 +43,10 @@ _MS = "com.microsoft"
 _DISABLED = ["SkipLayerNormFusion"]
 
 
-def _sha256(path: Path) -> str:
-    """Hex SHA-256 of a file, read in 1 MiB chunks."""
+@functools.lru_cache(maxsize=8)
+def _sha256(path: Path, size: int, mtime_ns: int) -> str:
+    """Hex SHA-256 of a file, read in 1 MiB chunks; remembered per size and mtime, so
+    each new embedder in a process does not re-read the model file."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
@@ -305,7 +309,9 @@ def build_session(
         raise ValueError(f"unknown MiniLM graph variant {variant!r}; choose from {VARIANTS}")
     model_path = Path(model_path)
     cache_dir = Path(cache_dir)
-    key = f"{_sha256(model_path)[:16]}-{variant}-v{BUILDER_VERSION}-ort{ort.__version__}"
+    stat = model_path.stat()
+    digest = _sha256(model_path, stat.st_size, stat.st_mtime_ns)
+    key = f"{digest[:16]}-{variant}-v{BUILDER_VERSION}-ort{ort.__version__}"
     dst = cache_dir / f"minilm-{key}.onnx"
     if not dst.exists():
         cache_dir.mkdir(parents=True, exist_ok=True)
