@@ -116,6 +116,9 @@ PRESETS: dict[str, SearchConfig] = {
         stages=("dedup",), stage_options={"dedup": {"scope": "all"}}
     ),
     "rerank-abstain": _HYBRID.with_(stages=("abstain",)),
+    "rerank-abstain-cosine": _HYBRID.with_(
+        stages=("abstain",), stage_options={"abstain": {"rule": "cosine"}}
+    ),
     "rerank-e5": _HYBRID.with_(stages=("ensemble-e5",)),
     "rerank-ce": _HYBRID.with_(stages=("cross-encoder",)),
 }
