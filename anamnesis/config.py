@@ -194,6 +194,17 @@ PRESETS["full-fast"] = _without(PRESETS["full-lean"], channel="prf")
 #: ``time_match`` boost, as in the ``temporal`` preset.
 PRESETS["full-temporal"] = _plus(PRESETS["full-lean"], "temporal", 0.5, stages=("time_match",))
 
+#: ``full-temporal`` plus the chat-role channels: BM25 and cosine over the turns of the
+#: role the question addresses (the user's own turns unless it asks what the assistant
+#: said), also seeding the session channel. Stores without roles are unaffected.
+PRESETS["full-role"] = _plus(
+    _plus(PRESETS["full-temporal"], "role_lexical", 2.0), "role_dense", 2.0
+).with_(seed_channels=(*_HYBRID.seed_channels, "role_lexical", "role_dense"))
+#: ``full-temporal`` with off-role turns scaled down after fusion instead (ablation).
+PRESETS["rerank-role"] = PRESETS["full-temporal"].with_(
+    stages=(*PRESETS["full-temporal"].stages, "role_prior")
+)
+
 #: The preset ``Memory`` and the CLI use when none is named: the best measured
 #: configuration (BENCHMARKS.md, "Headline").
 DEFAULT_PRESET = "full-temporal"

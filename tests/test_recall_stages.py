@@ -6,17 +6,21 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 from locomo_slice import load_slice
 
 from anamnesis import Memory
-from anamnesis.config import PRESETS, SearchConfig
+from anamnesis.config import PRESETS, SearchConfig, _plus
 from anamnesis.errors import InvalidInputError
 from anamnesis.retrieve.candidates import seed_ranking, speakers_named
 from anamnesis.retrieve.expansion import feedback_terms
-from anamnesis.retrieve.fusion import LogisticFusion, learned_fusion, load_fusion_model
+from anamnesis.retrieve.contextual import CONTEXT_WEIGHT
+from anamnesis.retrieve.fusion import Fused, LogisticFusion, learned_fusion, load_fusion_model
 from anamnesis.retrieve.pipeline import Retriever
+from anamnesis.retrieve.stages import STAGES
 from anamnesis.retrieve.understanding import (
+    addressed_role,
     decompose,
     named_speakers,
     names,
@@ -43,6 +47,23 @@ USER = Scope("conv-26")
 )
 def test_question_type_comes_from_the_opening_words(question, kind):
     assert question_type(question) == kind
+
+
+@pytest.mark.parametrize(
+    ("question", "role"),
+    [
+        # LongMemEval-S and BEAM questions: the user's own turns hold the answer ...
+        ("How many days passed between when I obtained my API key and the wireframe?", "user"),
+        ("Could you show me how to implement a login feature?", "user"),
+        ("Can you list the order in which I brought up aspects of my budget tracker?", "user"),
+        # ... unless the question is about what the assistant said.
+        ("Can you remind me of the Mayo Clinic video you recommended?", "assistant"),
+        ("I'm going back to our previous chat about the Lost Temple one-shot.", "assistant"),
+        ("What sealant did you suggest in your last answer?", "assistant"),
+    ],
+)
+def test_the_addressed_role_is_the_user_unless_asked_what_the_assistant_said(question, role):
+    assert addressed_role(question) == role
 
 
 def test_names_are_capitalised_runs_without_question_words_or_possessives():
@@ -171,6 +192,74 @@ def test_the_speakers_feature_drops_speaker_names_from_the_lexical_query(open_me
     lexical = _episodes(open_memory, request.channel("lexical", 50))
     assert all("research" in e.content.lower() for e in lexical)
     assert len(plain.channel("lexical", 50)) > len(lexical)  # "caroline" matched more turns
+
+
+def test_role_channels_search_the_addressed_roles_turns_in_scope(tmp_path, embedder):
+    chat = [
+        {"role": "user", "content": "My sister recommended a hotel called the Grand Lisboa."},
+        {"role": "assistant", "content": "For Lisbon I recommend the Hotel Avenida Palace."},
+        {"role": "user", "content": "Thanks, which hotel has a pool?"},
+    ]
+    config = PRESETS["full-role"]
+    with Memory(path=tmp_path / "chat.db", embedder=embedder) as memory:
+        memory.add_many(chat, user_id=USER.user_id, session_id="s1")
+        memory.add_many(chat, user_id="someone-else", session_id="s1")
+        for question, role in [
+            ("Which hotel did my sister recommend?", "user"),
+            ("Which hotel did you recommend for Lisbon?", "assistant"),
+        ]:
+            _, request = _request(memory, config, question)
+            for name in ("role_lexical", "role_dense"):
+                found = _episodes(memory, request.channel(name, 10))
+                assert found and {e.role for e in found} == {role}
+                assert len(found) == len(request.channel(name, 10))  # all in USER's scope
+        # A search the caller already restricted to a role leaves the channels silent.
+        _, request = _request(memory, config, "Which hotel?", Filters(role="assistant"))
+        assert request.channel("role_dense", 10) == []
+
+        # The role_prior stage scales the other role's turns down (here by half).
+        _, request = _request(memory, PRESETS["rerank-role"], "Which hotel did my sister pick?")
+        found = memory.store.get_episodes(
+            [c.episode_id for c in request.channel("dense", 10)], USER
+        )
+        roles = {e.id: e.role for e in found}
+        fused = STAGES["role_prior"](request, [Fused(i, 1.0) for i in roles])
+        assert {f.score for f in fused if roles[f.episode_id] == "user"} == {1.0}
+        assert {f.score for f in fused if roles[f.episode_id] == "assistant"} == {0.5}
+        assert [roles[f.episode_id] for f in fused] == ["user", "user", "assistant"]
+
+
+def test_dense_context_scores_each_turn_with_its_neighbours_vectors(tmp_path, embedder):
+    chat = [
+        {"speaker": "Jolene", "content": "I finally finished the quilt for my sister."},
+        {"speaker": "Jolene", "content": "Where did you meet your new neighbour Anna?"},
+        {"speaker": "Deborah", "content": "It happened at yoga in the park."},
+        {"speaker": "Jolene", "content": "My car needs new tyres before winter."},
+    ]
+    with Memory(path=tmp_path / "chat.db", embedder=embedder) as memory:
+        added = memory.add_many(chat, user_id=USER.user_id, session_id="s1")
+        ids = [e.id for e in added]
+        config = _plus(PRESETS["hybrid"], "dense_context", 1.0)
+        _, request = _request(memory, config, "Where did Deborah meet her neighbour Anna?")
+        found = request.channel("dense_context", 10)
+        assert len(found) == len(chat)
+        # The reply is read with the question it answers, so it scores above its plain
+        # cosine and comes next to that question.
+        plain = {c.episode_id: c.score for c in request.channel("dense", 10)}
+        scores = {c.episode_id: c.score for c in found}
+        assert scores[ids[2]] > plain[ids[2]]
+        assert {c.episode_id for c in found[:2]} == {ids[1], ids[2]}
+        # Its score is the cosine of (own + w * previous + w * next), renormalised.
+        vectors = memory.store.vectors_for_hashes([e.content_hash for e in added])
+        v = [vectors[e.content_hash] for e in added]
+        expected = v[2] + CONTEXT_WEIGHT * (v[1] + v[3])
+        expected = float(expected @ request.query_vector / np.linalg.norm(expected))
+        assert scores[ids[2]] == pytest.approx(expected)
+
+
+def test_role_channels_are_empty_where_episodes_carry_no_role(open_memory):
+    _, request = _request(open_memory, PRESETS["full-role"], "What did Caroline research?")
+    assert request.channel("role_lexical", 10) == request.channel("role_dense", 10) == []
 
 
 def test_neighbours_are_adjacent_turns_of_the_best_seeds_and_never_seeds(open_memory):

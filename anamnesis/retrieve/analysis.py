@@ -8,7 +8,7 @@ from typing import Any
 
 from .query import search_terms
 from .time_intent import TimeIntent, time_intent
-from .understanding import decompose, names, question_type
+from .understanding import addressed_role, decompose, names, question_type
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,8 +46,9 @@ def analyse(text: str, now: datetime | None = None) -> QueryAnalysis:
     """Analyse ``text`` as asked at ``now`` (default: the present, UTC).
 
     Features: ``question_type`` (``understanding.question_type``), ``names`` (the
-    capitalised names in the question) and ``subqueries`` (its rule-based
-    decomposition, empty for a single question).
+    capitalised names in the question), ``role`` (the chat role whose turns should
+    hold the answer, ``understanding.addressed_role``) and ``subqueries`` (its
+    rule-based decomposition, empty for a single question).
     """
     when = now if now is not None else datetime.now(UTC)
     return QueryAnalysis(
@@ -58,6 +59,7 @@ def analyse(text: str, now: datetime | None = None) -> QueryAnalysis:
         features={
             "question_type": question_type(text),
             "names": names(text),
+            "role": addressed_role(text),
             "subqueries": decompose(text),
         },
     )

@@ -3,6 +3,9 @@
 - ``speaker_lexical`` / ``speaker_dense``: BM25 / cosine restricted to the turns of the
   speakers the question names ("What did Caroline paint?" searches Caroline's turns),
   one list per named speaker, interleaved.
+- ``role_lexical`` / ``role_dense``: BM25 / cosine restricted to the turns of the chat
+  role the question addresses (the user's own turns, or the assistant's for "what did
+  you recommend?"); nothing in stores whose episodes carry no role.
 - ``entity``: BM25 over only the capitalised names of the question that are not
   speakers (places, titles, other people).
 - ``prf``: BM25 over the question's terms plus pseudo-relevance-feedback terms taken
@@ -20,15 +23,16 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from ..store.base import Candidate
+from ..store.base import Candidate, Filters
 from ..types import Scope
 from .expansion import feedback_terms
 from .fusion import weighted_rrf
 from .hyde import hyde
 from .query import search_terms, words
-from .understanding import decompose, named_speakers, names, strip_names
+from .understanding import addressed_role, decompose, named_speakers, names, strip_names
 
 if TYPE_CHECKING:
     from .channels import SearchRequest
@@ -87,9 +91,10 @@ def _pool(request: SearchRequest, name: str) -> list[Candidate]:
     return request.memo[("pool", name)]
 
 
-def _speaker_pool(request: SearchRequest) -> list[Candidate]:
-    """The dense ranking, ``SPEAKER_POOL`` times deeper than the channel depth: where
-    the speaker channels find the named speakers and their turns."""
+def dense_pool(request: SearchRequest) -> list[Candidate]:
+    """The dense ranking, ``SPEAKER_POOL`` times deeper than the channel depth when a
+    speaker channel is configured: where the speaker channels find the named speakers
+    and their turns, and ``dense_context`` its candidates."""
     return _pool(request, "dense")
 
 
@@ -103,7 +108,7 @@ def speakers_named(request: SearchRequest) -> list[str]:
     """
     key = "speakers_named"
     if key not in request.memo:
-        pool = _speaker_pool(request)
+        pool = dense_pool(request)
         info = turn_info(request, [c.episode_id for c in pool])
         known = dict.fromkeys(
             info[c.episode_id][2] for c in pool if c.episode_id in info and info[c.episode_id][2]
@@ -179,7 +184,33 @@ def speaker_lexical(request: SearchRequest, limit: int) -> list[Candidate]:
 def speaker_dense(request: SearchRequest, limit: int) -> list[Candidate]:
     """Cosine over the named speakers' own turns (the dense ranking, ``SPEAKER_POOL``
     times deeper, filtered to them)."""
-    return _per_speaker(request, _speaker_pool(request), limit)
+    return _per_speaker(request, dense_pool(request), limit)
+
+
+def _role_filters(request: SearchRequest) -> Filters | None:
+    """The request's filters narrowed to the role the question addresses, or None when
+    the caller already chose a role."""
+    if request.filters.role is not None:
+        return None
+    role = request.analysis.features.get("role") or addressed_role(request.analysis.text)
+    return replace(request.filters, role=role)
+
+
+def role_lexical(request: SearchRequest, limit: int) -> list[Candidate]:
+    """BM25 over the turns of the role the question addresses (``addressed_role``)."""
+    filters = _role_filters(request)
+    terms = _terms(request, request.analysis.text)
+    if filters is None or not terms:
+        return []
+    return request.store.lexical_search(terms, request.scope, filters, limit)
+
+
+def role_dense(request: SearchRequest, limit: int) -> list[Candidate]:
+    """Cosine over the turns of the role the question addresses (``addressed_role``)."""
+    filters = _role_filters(request)
+    if filters is None:
+        return []
+    return request.store.dense_search(request.query_vector, request.scope, filters, limit)
 
 
 def entity(request: SearchRequest, limit: int) -> list[Candidate]:
@@ -282,6 +313,8 @@ DERIVED_CHANNELS: dict[str, Callable[[SearchRequest, int], list[Candidate]]] = {
     "hyde": hyde,
     "speaker_lexical": speaker_lexical,
     "speaker_dense": speaker_dense,
+    "role_lexical": role_lexical,
+    "role_dense": role_dense,
     "entity": entity,
     "prf": prf,
     "neighbours": neighbours,

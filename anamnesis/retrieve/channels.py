@@ -30,6 +30,7 @@ from .candidates import (
     query_texts,
     understanding_terms,
 )
+from .contextual import dense_context
 from .resources import StageResources
 
 T = TypeVar("T")
@@ -187,11 +188,13 @@ def facts(request: SearchRequest, limit: int) -> list[Candidate]:
 
 
 #: Every channel a configuration may name: the basic ones above and the derived ones
-#: (speaker, entity, pseudo-relevance feedback, neighbours, session; ``candidates``).
+#: (speaker, role, entity, pseudo-relevance feedback, neighbours, session;
+#: ``candidates``) and turns read in context (``contextual``).
 CHANNELS: dict[str, Channel] = {
     "lexical": lexical,
     "dense": dense,
     "temporal": temporal,
     "facts": facts,
+    "dense_context": dense_context,
     **DERIVED_CHANNELS,
 }

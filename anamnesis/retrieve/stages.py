@@ -106,6 +106,31 @@ def spread(request: SearchRequest, fused: list[Fused]) -> list[Fused]:
     return _rescored(fused)
 
 
+#: Default multiplier of the ``role_prior`` stage for turns of the other chat role.
+ROLE_PRIOR = 0.5
+
+
+def role_prior(request: SearchRequest, fused: list[Fused]) -> list[Fused]:
+    """Scale down turns of the chat role the question does not address.
+
+    ``understanding.addressed_role`` names the role whose turns hold the answer (the
+    user's own, unless the question asks what the assistant said); turns of the other
+    role keep ``stage_options["role_prior"]["factor"]`` (default ``ROLE_PRIOR``) of
+    their score. Episodes without a role, and searches already filtered to a role,
+    are left alone.
+    """
+    role = request.analysis.features.get("role")
+    if role is None or request.filters.role is not None or not fused:
+        return fused
+    factor = float(request.options("role_prior").get("factor", ROLE_PRIOR))
+    episodes = request.episodes([f.episode_id for f in fused])
+    for candidate in fused:
+        episode = episodes.get(candidate.episode_id)
+        if episode is not None and episode.role is not None and episode.role != role:
+            candidate.score *= factor
+    return _rescored(fused)
+
+
 def chronological(request: SearchRequest, fused: list[Fused]) -> list[Fused]:
     """For order / first / last questions, return the hits oldest first.
 
@@ -135,6 +160,7 @@ STAGES: dict[str, Stage] = {
     "dated": dated,
     "spread": spread,
     "chronological": chronological,
+    "role_prior": role_prior,
     "memx": memx,
     "surprise": surprise_stage,
     "dedup": dedup,

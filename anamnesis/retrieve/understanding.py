@@ -1,4 +1,5 @@
-"""Rule-based query understanding: question type, names, speakers, sub-queries.
+"""Rule-based query understanding: question type, names, speakers, addressed role,
+sub-queries.
 
 Everything here is a pure function of the question text (and, for speakers, the
 names the store knows), offline and deterministic. ``analysis.analyse`` records the
@@ -112,6 +113,36 @@ def named_speakers(text: str, speakers: Iterable[str]) -> list[str]:
         if first is not None:
             hits.append((first, speaker))
     return [speaker for _, speaker in sorted(hits)]
+
+
+#: A question about what the assistant said: "you mentioned", "our previous chat",
+#: "your recommendation".
+_ASSISTANT_CUES = re.compile(
+    r"\byou\s+(?:had\s+|have\s+)?(?:said|told|mentioned|recommended|suggested|provided|gave"
+    r"|given|listed|shared|described|explained|proposed|wrote|advised|showed|offered"
+    r"|came up with)\b"
+    r"|\bdid\s+you\s+(?:say|tell|mention|recommend|suggest|provide|give|list|share|describe"
+    r"|explain|propose|write|advise|show|offer)\b"
+    r"|\bour\s+(?:previous|last|earlier|past|prior)\s+(?:conversation|chat|discussion"
+    r"|exchange)s?\b"
+    r"|\byour\s+(?:previous\s+|last\s+|earlier\s+)?(?:answer|response|reply|suggestion"
+    r"|recommendation|advice)s?\b",
+    re.IGNORECASE,
+)
+
+
+def addressed_role(text: str) -> str:
+    """The chat role whose turns hold the answer: ``"assistant"`` for questions about
+    what the assistant said ("Can you remind me of the hotel you recommended?", "what
+    did you suggest?"; not "what do you suggest?", which asks for new advice),
+    otherwise ``"user"``.
+
+    In a user-assistant chat the user's life, plans, preferences and instructions are
+    in the user's own turns; the assistant's (longer, more varied) turns hold its own
+    answers. On LongMemEval-S dev this reading names the role of an evidence turn
+    for 239 of the 242 questions that have evidence turns.
+    """
+    return "assistant" if _ASSISTANT_CUES.search(text) else "user"
 
 
 def strip_names(terms: Sequence[str], speakers: Iterable[str]) -> list[str]:
