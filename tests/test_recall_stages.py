@@ -14,8 +14,8 @@ from anamnesis import Memory
 from anamnesis.config import PRESETS, SearchConfig, _plus
 from anamnesis.errors import InvalidInputError
 from anamnesis.retrieve.candidates import seed_ranking, speakers_named
-from anamnesis.retrieve.expansion import feedback_terms
 from anamnesis.retrieve.contextual import CONTEXT_WEIGHT
+from anamnesis.retrieve.expansion import feedback_terms
 from anamnesis.retrieve.fusion import Fused, LogisticFusion, learned_fusion, load_fusion_model
 from anamnesis.retrieve.pipeline import Retriever
 from anamnesis.retrieve.stages import STAGES
