@@ -74,6 +74,18 @@ def test_the_questions_own_times_resolve_against_now_and_are_widened() -> None:
     assert ago.mention.start == datetime(2023, 4, 17, tzinfo=UTC)
 
 
+def test_a_time_after_since_opens_a_range_up_to_now() -> None:
+    (since,) = analyse("What have I bought since March 2023?", ASKED).time.ranges
+    assert since.start == datetime(2023, 2, 22, tzinfo=UTC)  # March, less a week of slack
+    assert since.end == datetime(2023, 5, 27, 12, tzinfo=UTC)  # now, plus the slack
+    # "since Christmas" asked in May is the Christmas before, not the one to come.
+    (christmas,) = analyse("What books have I read since Christmas?", ASKED).time.ranges
+    assert christmas.start.date() == datetime(2022, 12, 24).date()
+    assert christmas.end.date() == datetime(2023, 5, 21).date()
+    (plain,) = analyse("What did I buy in March 2023?", ASKED).time.ranges
+    assert plain.end == datetime(2023, 4, 8, tzinfo=UTC)
+
+
 def test_now_defaults_to_the_present() -> None:
     before = datetime.now(UTC)
     assert analyse("what happened yesterday?").now >= before

@@ -12,7 +12,9 @@
 - ``current``: it asks for the present state ("current", "now", "latest");
 - ``ranges``: the time expressions in the question, resolved against ``now`` with
   ``anamnesis.ingest.timeparse`` and widened by ``RANGE_SLACK`` (people date events
-  loosely: "a month ago" is rarely the calendar month).
+  loosely: "a month ago" is rarely the calendar month). A time after "since" opens a
+  range that runs up to ``now``, and it is the latest such time not after ``now``
+  ("since Christmas" asked in November is last year's Christmas).
 
 Keywords are matched after the resolved time expressions are taken out of the text, so
 "last week" is a range, not a "last" question.
@@ -26,6 +28,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ..ingest.timeparse import TimeMention, resolve
+
+#: "since" right before (or opening) a time expression.
+_SINCE = re.compile(r"\bsince\s*$", re.IGNORECASE)
 
 #: How far each resolved question range is widened on both sides, by granularity.
 #: Chosen by hand, not tuned: about half a unit for weeks, a week for a month, and
@@ -140,17 +145,22 @@ def time_intent(text: str, now: datetime) -> TimeIntent:
     asks = [kind for kind, pattern in _ASK_PATTERNS.items() if pattern.search(rest)]
     if mentions:
         asks.append("range")
-    ranges = tuple(
-        QueryRange(
-            m,
-            m.start - RANGE_SLACK[m.granularity],
-            m.end + RANGE_SLACK[m.granularity],
-        )
-        for m in mentions
-    )
     return TimeIntent(
         asks=tuple(asks),
         history=_HISTORY_PATTERN.search(text) is not None,
         current=_CURRENT_PATTERN.search(rest) is not None,
-        ranges=ranges,
+        ranges=tuple(_query_range(text, m, now) for m in mentions),
     )
+
+
+def _query_range(text: str, mention: TimeMention, now: datetime) -> QueryRange:
+    """The search window of one resolved expression (see the module docstring)."""
+    slack = RANGE_SLACK[mention.granularity]
+    at = text.find(mention.expression)
+    opening = mention.expression.lower().startswith("since ")
+    if not (opening or (at > 0 and _SINCE.search(text[:at]))):
+        return QueryRange(mention, mention.start - slack, mention.end + slack)
+    start, end = mention.start, max(now, mention.end)
+    while start > now and start.year > 1:  # "since May" asked in April: last May
+        start, end = start.replace(year=start.year - 1), now
+    return QueryRange(mention, start - slack, end + slack)
