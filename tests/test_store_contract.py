@@ -192,6 +192,8 @@ def test_list_episodes_pages_in_event_time_order(store):
         (Filters(metadata={"topic": "work"}), {"a", "c"}),
         (Filters(metadata={"topic": "work", "n": 1}), {"a"}),
         (Filters(role="user", metadata={"topic": "work"}), {"a", "c"}),
+        (Filters(role="user", event_before=T0 + timedelta(hours=3)), {"a", "c"}),
+        (Filters(role="system"), set()),
     ],
 )
 def test_filters_apply_to_every_channel(store, filters, expected):

@@ -30,7 +30,7 @@ from ..errors import (
 )
 from ..types import DeleteCounts, Episode, EpisodeVersion, Scope, Session
 from .base import Candidate, Filters, adjacent_by_episode, fact_scope
-from .dense_index import DenseIndex
+from .dense_index import DenseIndex, RowFilter
 from .episode_times import EpisodeTimes, TimeRange, times_by_episode
 from .sqlite_facts import SQLiteFacts
 from .sqlite_lexical import SQLiteLexical
@@ -649,9 +649,16 @@ class SQLiteStore(SQLiteFacts):
         self._lexical.warm_up()
 
     def _allowed_rowids(self, scope: Scope, filters: Filters) -> np.ndarray | None:
-        """Rowids in ``scope`` passing ``filters``; None when there are no filters."""
+        """Rowids in ``scope`` passing ``filters``, ascending; None when there are no
+        filters. Read off the dense index's columns (every episode has a row there),
+        except for metadata filters, which SQL evaluates."""
         if filters.is_empty():
             return None
+        if not filters.metadata:
+            self._refresh_dense()
+            return self._dense.rowids_where(
+                scope.user_id, scope.agent_id, scope.session_id, row_filter(filters)
+            )
         where, params = scope_sql(scope)
         extra, extra_params = filters_sql(filters)
         return self._rowids(
@@ -690,7 +697,8 @@ class SQLiteStore(SQLiteFacts):
             return
         self._dense.reserve(pending)
         cursor = self._conn.execute(
-            """SELECT e.rowid, e.user_id, e.agent_id, e.session_id, v.embedding
+            """SELECT e.rowid, e.user_id, e.agent_id, e.session_id, e.role, e.speaker,
+                      e.modality, e.event_time, e.recorded_at, v.embedding
                FROM vectors v JOIN episodes e ON e.rowid = v.episode_rowid
                WHERE v.episode_rowid > ? ORDER BY v.episode_rowid""",
             (self._dense.max_rowid,),
@@ -850,3 +858,19 @@ class SQLiteStore(SQLiteFacts):
             "first_event": from_epoch(first).isoformat() if first is not None else None,
             "last_event": from_epoch(last).isoformat() if last is not None else None,
         }
+
+
+def row_filter(filters: Filters) -> RowFilter:
+    """``filters`` (without metadata) as the dense index evaluates them."""
+
+    def epoch(moment: datetime | None) -> float | None:
+        return None if moment is None else to_epoch(moment)
+
+    return RowFilter(
+        role=filters.role,
+        speaker=filters.speaker,
+        modality=filters.modality,
+        event_after=epoch(filters.event_after),
+        event_before=epoch(filters.event_before),
+        recorded_before=epoch(filters.recorded_before),
+    )
