@@ -207,5 +207,5 @@ PRESETS["rerank-role"] = PRESETS["full-temporal"].with_(
 
 #: The preset ``Memory`` and the CLI use when none is named: the best measured
 #: configuration (BENCHMARKS.md, "Headline").
-DEFAULT_PRESET = "full-temporal"
+DEFAULT_PRESET = "full-role"
 PRESETS["default"] = PRESETS[DEFAULT_PRESET]

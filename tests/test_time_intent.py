@@ -57,11 +57,16 @@ def test_a_named_time_is_a_range_not_a_last_question() -> None:
         ("Where do I live now?", False, True),
         ("What is the latest version of my resume?", False, True),
         ("Where did I get my guitar serviced?", False, False),
+        # A bare closing "before" asks for history; "before" with a time names a range.
+        ("What companies did I work at before?", True, False),
+        ("What did I cook before Christmas?", False, False),
+        ("Where was I originally from?", True, False),
     ],
 )
 def test_history_and_current_state_intents(question, history, current) -> None:
     intent = analyse(question, ASKED).time
     assert (intent.history, intent.current) == (history, current)
+    assert intent.wants_history == (history and not current)
 
 
 def test_the_questions_own_times_resolve_against_now_and_are_widened() -> None:

@@ -5,12 +5,12 @@ memory held them at ``as_of``. ``order_facts`` then applies the question's inten
 a *current-state* question ("where do I live now?") gets current values before the
 ones they replaced; a *history* question ("what were my previous jobs?") gets each
 matched slot's whole supersession chain, oldest first. The ``facts`` search channel
-(``retrieve.channels``) turns the ordered facts into their provenance episodes.
+(``retrieve.channels``) turns the ordered facts into their provenance episodes; the
+intent is the question analysis's (``TimeIntent.wants_history``).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Literal
@@ -30,24 +30,6 @@ FACT_CANDIDATES = 20
 #: must not push unrelated facts' episodes into the fused list. 0.35 separates
 #: questions from facts about other attributes in tests/test_facts_search.py.
 DENSE_FACT_FLOOR = 0.35
-
-_HISTORY = re.compile(
-    r"\b(?:previous(?:ly)?|used to|formerly|former|before|past|history|changed?|"
-    r"originally|earlier|all (?:the|my)\b.*\b(?:i've|i have) had|over the years|"
-    r"prior|old)\b",
-    re.IGNORECASE,
-)
-_CURRENT = re.compile(
-    r"\b(?:current(?:ly)?|now|latest|these days|at the moment|most recent(?:ly)?|still)\b",
-    re.IGNORECASE,
-)
-
-
-def fact_intent(question: str) -> Intent:
-    """``history`` when the question asks about earlier values, else ``current``."""
-    if _HISTORY.search(question) and not _CURRENT.search(question):
-        return "history"
-    return "current"
 
 
 def current_at(fact: Fact, as_of: datetime | None) -> bool:

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..config import SearchConfig
 from ..embed.base import Embedder
-from ..facts.search import fact_intent, matching_facts, order_facts
+from ..facts.search import matching_facts, order_facts
 from ..store.base import Candidate, Filters, Store
 from ..store.episode_times import EpisodeTimes
 from ..types import Episode, Fact, Scope
@@ -162,9 +162,7 @@ def facts(request: SearchRequest, limit: int) -> list[Candidate]:
     the request, so hits can carry them.
     """
     as_of = request.filters.recorded_before
-    # The facts' own reading, not ``analysis.time``: it takes a bare "before", "past"
-    # or "earlier" as asking for history ("What companies did I work at before?").
-    intent = fact_intent(request.analysis.text)
+    intent = "history" if request.analysis.time.wants_history else "current"
     request.analysis.features["fact_intent"] = intent
     ranked = matching_facts(
         request.store, request.scope, request.analysis.terms, request.query_vector, as_of

@@ -63,6 +63,10 @@ _HISTORY = (
     r"|\bhistory\b|\bover time\b|\bover the years\b"
     r"|\bbefore (?:i|you|we) (?:got|had|switched|moved)\b"
     r"|\ball (?:the|of the|my)\b.*\b(?:i've|i have|i had|i've ever)\b"
+    r"|\boriginal(?:ly)?\b|\bin the past\b|\bmy old\b"
+    # A bare "before" / "earlier" / "prior" closing the question ("What companies did I
+    # work at before?"); "before Christmas" names a time instead.
+    r"|\b(?:before|earlier|prior)\s*[?.!]*\s*$"
 )
 _CURRENT = (
     r"\bcurrent(?:ly)?\b|\bnow\b|\bright now\b|\blatest\b|\bthese days\b|\bat the moment\b"
@@ -119,6 +123,12 @@ class TimeIntent:
     def dating(self) -> bool:
         """Whether the answer is a date or a span of time (when, how long)."""
         return bool(DATING.intersection(self.asks))
+
+    @property
+    def wants_history(self) -> bool:
+        """Whether a fact question wants the whole history of a value rather than the
+        standing one: history markers and no current-state marker."""
+        return self.history and not self.current
 
     @property
     def windows(self) -> list[tuple[datetime, datetime]]:
