@@ -48,3 +48,7 @@ class EmbedderUnavailableError(AnamnesisError):
 
 class BackendUnavailableError(AnamnesisError):
     """The requested storage backend cannot be used (driver or server missing)."""
+
+
+class ConsolidationError(AnamnesisError):
+    """The background consolidation worker stopped on an error (``__cause__`` is it)."""

@@ -133,7 +133,9 @@ class Memory(FactVerbs):
 
     # -- lifecycle ---------------------------------------------------------------------------
     def close(self) -> None:
-        """Close the store. The Memory cannot be used afterwards."""
+        """Stop background consolidation and close the store. The Memory cannot be used
+        afterwards."""
+        self._stop_consolidation()
         self._retriever.resources.close()
         self._store.close()
 
@@ -166,6 +168,7 @@ class Memory(FactVerbs):
             "search_stages": list(self.config.stages),
             "llm": self.llm.model if self.llm is not None else None,
             "fact_extractor": "llm" if self.llm is not None else "rules",
+            "consolidation": self._worker.state if self._worker is not None else "manual",
         }
 
     def _check_embedder(self, reindex: bool) -> None:
@@ -271,6 +274,8 @@ class Memory(FactVerbs):
             vectors = self._embed(chunk)
             self._store.insert_episodes(chunk, vectors, sessions if start == 0 else ())
             written += len(chunk)
+            if self._worker is not None:
+                self._worker.notify(scope)
             if progress is not None:
                 progress(written)
         return episodes

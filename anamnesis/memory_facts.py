@@ -11,6 +11,7 @@ from datetime import datetime
 from .embed.base import Embedder
 from .errors import InvalidInputError
 from .facts.types import ConsolidationReport
+from .facts.worker import ConsolidationWorker
 from .ingest.normalise import check_text, parse_time
 from .llm import ChatClient
 from .store.base import FactQuery, Store, fact_scope
@@ -23,6 +24,7 @@ class FactVerbs:
     _store: Store
     _embedder: Embedder
     llm: ChatClient | None
+    _worker: ConsolidationWorker | None = None
 
     def _scope(self, user_id: str | None, agent_id: str | None, session_id: str | None) -> Scope:
         raise NotImplementedError  # pragma: no cover - provided by Memory
@@ -54,6 +56,36 @@ class FactVerbs:
             extractor=extractor,  # type: ignore[arg-type]
             limit=limit,
         )
+
+    def start_consolidation(
+        self, *, interval: float = 60.0, extractor: str | None = None
+    ) -> ConsolidationWorker:
+        """Consolidate in the background: every ``interval`` seconds, a thread runs
+        ``consolidate`` on each user/agent scope that received episodes since (and, on
+        the first cycle, on every scope with episodes not yet consolidated). ``add`` stays as fast.
+
+        Returns the worker (``drain()`` to catch up now, ``stop()``); ``close()`` stops
+        it. A failure stops the worker with a warning, shows in
+        ``capabilities["consolidation"]`` and is raised by ``stop()``.
+        """
+        if self._worker is not None and self._worker.state == "running":
+            raise InvalidInputError("a background consolidation is already running")
+        if not isinstance(interval, (int, float)) or interval <= 0:
+            raise InvalidInputError("interval must be a positive number of seconds")
+        self._worker = ConsolidationWorker(
+            lambda scope: self.consolidate(
+                user_id=scope.user_id, agent_id=scope.agent_id, extractor=extractor
+            ),
+            interval=float(interval),
+            scopes=self._store.unconsolidated_scopes(),
+        )
+        return self._worker
+
+    def _stop_consolidation(self) -> None:
+        """Stop the background worker, if any (its error, if any, was already warned)."""
+        if self._worker is not None:
+            worker, self._worker = self._worker, None
+            worker.stop(raise_error=False)
 
     def facts(
         self,

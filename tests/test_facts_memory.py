@@ -12,6 +12,7 @@ import pytest
 
 from anamnesis import Memory
 from anamnesis.config import PRESETS
+from anamnesis.errors import ConsolidationError, InvalidInputError
 from anamnesis.store.base import Filters
 from anamnesis.types import Scope
 
@@ -191,3 +192,44 @@ def test_reindex_re_embeds_facts(memory):
     memory.reindex()
     after = {f.id: v for f, v in memory.store.iter_facts()}
     assert all(abs(float(after[i] @ before[i]) - 1.0) < 1e-4 for i in before)
+
+
+# -- background consolidation -------------------------------------------------------------------
+def test_background_consolidation_extracts_facts_of_the_scopes_written_to(memory):
+    memory.add(MOVES[:1])  # before the worker starts: its first cycle reads it too
+    worker = memory.start_consolidation(interval=3600)
+    assert memory.capabilities["consolidation"] == "running"
+    memory.add(JOBS, user_id="bob")
+    assert worker.drain(timeout=60)
+    assert objects(memory.facts(predicate="lives_in")) == ["Boston"]
+    assert "Stripe" in objects(memory.facts(user_id="bob"))
+    memory.add(MOVES[2:3])
+    assert worker.drain(timeout=60)
+    assert objects(memory.facts(predicate="lives_in")) == ["Denver"]
+    worker.stop()
+    assert memory.capabilities["consolidation"] == "stopped"
+
+
+def test_a_failing_background_consolidation_warns_and_raises_on_stop(memory, monkeypatch):
+    def broken(*args, **kwargs):
+        raise RuntimeError("extractor crashed")
+
+    monkeypatch.setattr(type(memory), "consolidate", broken)
+    memory.add(MOVES[:1])
+    worker = memory.start_consolidation(interval=3600)
+    with pytest.warns(RuntimeWarning, match="extractor crashed"):
+        with pytest.raises(ConsolidationError, match="extractor crashed"):
+            worker.drain(timeout=60)
+    assert memory.capabilities["consolidation"].startswith("failed: ")
+    with pytest.raises(ConsolidationError):
+        worker.stop()
+    assert memory.facts() == []  # nothing half-written; the episodes are intact
+    assert memory.stats()["episodes"] == 1
+
+
+def test_start_consolidation_refuses_bad_intervals_and_a_second_worker(memory):
+    with pytest.raises(InvalidInputError):
+        memory.start_consolidation(interval=0)
+    memory.start_consolidation(interval=3600)
+    with pytest.raises(InvalidInputError):
+        memory.start_consolidation(interval=3600)

@@ -235,9 +235,15 @@ def test_unconsolidated_episodes_in_event_order(store):
     store.write_facts(FactChanges(consolidated=[first], consolidated_at=T0), ALICE)
     store.write_facts(FactChanges(consolidated=[second], consolidated_at=T0), BOB)  # not Bob's
     assert [e.id for e in store.unconsolidated_episodes(ALICE, 10)] == [second]
-    assert [(u, e) for u, e, _ in store.iter_consolidated()] == [("alice", first)]
+    assert store.unconsolidated_scopes() == [Scope("alice"), Scope("bob")]
+    store.write_facts(FactChanges(consolidated=[second], consolidated_at=T0), ALICE)
+    assert store.unconsolidated_scopes() == [Scope("bob")]
+    assert [(u, e) for u, e, _ in store.iter_consolidated()] == [
+        ("alice", first),
+        ("alice", second),
+    ]
     store.delete_episode(first, ALICE)
-    assert list(store.iter_consolidated()) == []
+    assert [(u, e) for u, e, _ in store.iter_consolidated()] == [("alice", second)]
 
 
 def test_iter_facts_and_vector_replacement(store):

@@ -377,6 +377,10 @@ class Store(Protocol):
         """Episodes in ``scope`` that no consolidation has read yet, in event-time order."""
         ...
 
+    def unconsolidated_scopes(self) -> list[Scope]:
+        """The fact scopes (user, agent; no session) holding unconsolidated episodes."""
+        ...
+
     def existing_fact_ids(self, fact_ids: Sequence[str]) -> set[str]:
         """Which of these fact ids are already stored (in any scope)."""
         ...

@@ -272,6 +272,14 @@ class FactSQL:
         ).fetchall()
         return [self.d.episode_from_row(r) for r in rows]
 
+    def unconsolidated_scopes(self, conn: Conn) -> list[Scope]:
+        """The fact scopes (user, agent) holding episodes no consolidation has read."""
+        rows = conn.execute(
+            """SELECT DISTINCT e.user_id, e.agent_id FROM episodes e WHERE NOT EXISTS
+                 (SELECT 1 FROM consolidated_episodes c WHERE c.episode_id = e.id)"""
+        ).fetchall()
+        return sorted((Scope(user, agent, None) for user, agent in rows), key=repr)
+
     # -- deletes ------------------------------------------------------------------------
     def forget_episodes(self, conn: Conn, where: str, params: list[Any]) -> int:
         """Before episodes ``e`` matching ``where`` are deleted: drop them as sources and
@@ -382,6 +390,10 @@ class FactReads:
     def unconsolidated_episodes(self, scope: Scope, limit: int) -> list[Episode]:
         with self._fact_snapshot() as conn:
             return self._facts.unconsolidated(conn, scope, limit)
+
+    def unconsolidated_scopes(self) -> list[Scope]:
+        with self._fact_snapshot() as conn:
+            return self._facts.unconsolidated_scopes(conn)
 
     def existing_fact_ids(self, fact_ids: Sequence[str]) -> set[str]:
         with self._fact_snapshot() as conn:
