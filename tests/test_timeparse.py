@@ -50,6 +50,13 @@ CASES = [
      "2022-01-01", "2023-01-01", "year"),
     ("We had the party the week before Christmas", "2023-01-10",
      "the week before Christmas", "2022-12-18", "2022-12-25", "week"),
+    # Offsets anchored on a date (the "two weeks before Aug 11" kind).
+    ("I booked the flights two weeks before Aug 11", "2023-09-01",
+     "two weeks before Aug 11", "2023-07-24", "2023-07-31", "week"),
+    ("We met again 3 days after Christmas", "2024-01-10",
+     "3 days after Christmas", "2023-12-28", "2023-12-29", "day"),
+    ("A month after 5 May 2023 I quit", "2023-09-01",
+     "A month after 5 May 2023", "2023-06-01", "2023-07-01", "month"),
     ("We moved to Berlin in May 2022", "2023-05-02", "in May 2022", "2022-05-01", "2022-06-01", "month"),
     ("I visited my grandma in March", "2023-05-02", "in March", "2023-03-01", "2023-04-01", "month"),
     ("The concert is on 3 March, 2024", "2023-05-02", "3 March, 2024", "2024-03-03", "2024-03-04", "day"),
@@ -126,6 +133,7 @@ def test_several_expressions_come_back_in_text_order() -> None:
     [
         "I may go",
         "since we last talked",
+        "two weeks before it happened",
         "My friend May is here",
         "It was recently fixed",
         "I may 5 times have tried",

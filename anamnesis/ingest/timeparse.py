@@ -360,6 +360,40 @@ def _on_holiday(m: re.Match[str], said: date) -> TimeMention | None:
     return _day(holiday, m.group(0)) if holiday else None
 
 
+#: A date that an offset can be anchored on ("Aug 11", "5 May 2023", "Christmas").
+_ANCHOR = (
+    rf"(?:the\s+)?\d{{1,2}}(?:st|nd|rd|th)?(?:\s+of)?\s+(?:{_MONTH})\.?(?:,?\s+\d{{4}})?"
+    rf"|(?:{_MONTH})\.?\s+\d{{1,2}}(?:st|nd|rd|th)?(?:,?\s+\d{{4}})?"
+    rf"|{HOLIDAYS}"
+    r"|(?:19|20)\d{2}-\d{2}-\d{2}"
+)
+
+
+@rule(
+    rf"(?P<count>{_COUNT})\s+(?P<unit>day|week|month)s?\s+(?P<rel>before|after)\s+"
+    rf"(?P<anchor>{_ANCHOR})"
+)
+def _offset_from_date(m: re.Match[str], said: date) -> TimeMention | None:
+    """ "two weeks before Aug 11", "3 days after Christmas": the anchor date, shifted.
+    A week or a month away is said loosely, so those resolve to a week or a month."""
+    count = _number(m.group("count"))
+    text = m.group("anchor")
+    if re.fullmatch(HOLIDAYS, text, re.IGNORECASE):
+        anchor = _nearest_holiday(text, said)
+    else:
+        anchors = resolve(text, _at(said))
+        anchor = anchors[0].start.date() if anchors and anchors[0].granularity == "day" else None
+    if count is None or anchor is None:
+        return None
+    sign = -1 if m.group("rel").lower() == "before" else 1
+    unit = m.group("unit").lower()
+    if unit == "day":
+        return _day(anchor + timedelta(days=sign * count), m.group(0))
+    if unit == "week":
+        return _week_of(anchor + timedelta(days=sign * 7 * count), m.group(0))
+    return _month(*_shift_months(anchor, sign * count), m.group(0))
+
+
 _FUTURE = re.compile(
     r"\b(?:will|'ll|going to|gonna|plan|plans|planning|planned|next|tomorrow|upcoming|"
     r"soon|can't wait|looking forward|scheduled|due)\b",
