@@ -60,6 +60,8 @@ def test_question_type_comes_from_the_opening_words(question, kind):
         ("Can you remind me of the Mayo Clinic video you recommended?", "assistant"),
         ("I'm going back to our previous chat about the Lost Temple one-shot.", "assistant"),
         ("What sealant did you suggest in your last answer?", "assistant"),
+        # A summary covers both sides of the conversation.
+        ("Can you give me a comprehensive summary of how my weather app progressed?", None),
     ],
 )
 def test_the_addressed_role_is_the_user_unless_asked_what_the_assistant_said(question, role):
@@ -213,9 +215,12 @@ def test_role_channels_search_the_addressed_roles_turns_in_scope(tmp_path, embed
                 found = _episodes(memory, request.channel(name, 10))
                 assert found and {e.role for e in found} == {role}
                 assert len(found) == len(request.channel(name, 10))  # all in USER's scope
-        # A search the caller already restricted to a role leaves the channels silent.
+        # A search the caller already restricted to a role, or a summary request, leaves
+        # the channels silent.
         _, request = _request(memory, config, "Which hotel?", Filters(role="assistant"))
         assert request.channel("role_dense", 10) == []
+        _, request = _request(memory, config, "Summarise what we said about hotels.")
+        assert request.channel("role_lexical", 10) == request.channel("role_dense", 10) == []
 
         # The role_prior stage scales the other role's turns down (here by half).
         _, request = _request(memory, PRESETS["rerank-role"], "Which hotel did my sister pick?")

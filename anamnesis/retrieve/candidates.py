@@ -189,10 +189,11 @@ def speaker_dense(request: SearchRequest, limit: int) -> list[Candidate]:
 
 def _role_filters(request: SearchRequest) -> Filters | None:
     """The request's filters narrowed to the role the question addresses, or None when
-    the caller already chose a role."""
-    if request.filters.role is not None:
+    it addresses both (a summary) or the caller already chose a role."""
+    features = request.analysis.features
+    role = features["role"] if "role" in features else addressed_role(request.analysis.text)
+    if request.filters.role is not None or role is None:
         return None
-    role = request.analysis.features.get("role") or addressed_role(request.analysis.text)
     return replace(request.filters, role=role)
 
 

@@ -131,17 +131,23 @@ _ASSISTANT_CUES = re.compile(
 )
 
 
-def addressed_role(text: str) -> str:
+#: A request for a summary of the conversation, which covers both sides of it.
+_SUMMARY_CUES = re.compile(r"\bsummar(?:y|ies|ise|ize|ising|izing)\b|\brecap\b", re.IGNORECASE)
+
+
+def addressed_role(text: str) -> str | None:
     """The chat role whose turns hold the answer: ``"assistant"`` for questions about
     what the assistant said ("Can you remind me of the hotel you recommended?", "what
-    did you suggest?"; not "what do you suggest?", which asks for new advice),
-    otherwise ``"user"``.
+    did you suggest?"; not "what do you suggest?", which asks for new advice), None
+    for a summary or recap (both sides of the conversation), otherwise ``"user"``.
 
     In a user-assistant chat the user's life, plans, preferences and instructions are
     in the user's own turns; the assistant's (longer, more varied) turns hold its own
     answers. On LongMemEval-S dev this reading names the role of an evidence turn
     for 239 of the 242 questions that have evidence turns.
     """
+    if _SUMMARY_CUES.search(text):
+        return None
     return "assistant" if _ASSISTANT_CUES.search(text) else "user"
 
 
