@@ -32,6 +32,7 @@ from .ensemble import ensemble_e5
 from .filters import abstain, dedup
 from .fusion import Fused
 from .rerank import memx, surprise_stage
+from .understanding import is_list_question
 
 Stage = Callable[[SearchRequest, list[Fused]], list[Fused]]
 
@@ -93,7 +94,8 @@ def spread(request: SearchRequest, fused: list[Fused]) -> list[Fused]:
     ``SPREAD_DECAY ** (n - 1)`` of its score. "first" and "last" do not trigger it:
     they are too often ordinals ("my first sprint") rather than the question.
     """
-    if "order" not in request.analysis.time.asks or not fused:
+    when = request.options("spread").get("when", "order")
+    if not fused or not _spread_applies(request, str(when)):
         return fused
     times = request.episode_times([f.episode_id for f in fused])
     seen: dict[object, int] = {}
@@ -129,6 +131,15 @@ def role_prior(request: SearchRequest, fused: list[Fused]) -> list[Fused]:
         if episode is not None and episode.role is not None and episode.role != role:
             candidate.score *= factor
     return _rescored(fused)
+
+
+def _spread_applies(request: SearchRequest, when: str) -> bool:
+    """Whether ``spread`` acts on this question: ``"order"`` questions (the default),
+    ``"list"`` questions as well (a count or a list: "How many times…", "What books…"),
+    or ``"always"``."""
+    if when == "always" or "order" in request.analysis.time.asks:
+        return True
+    return when == "list" and is_list_question(request.analysis.text)
 
 
 def chronological(request: SearchRequest, fused: list[Fused]) -> list[Fused]:

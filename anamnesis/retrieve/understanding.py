@@ -115,6 +115,23 @@ def named_speakers(text: str, speakers: Iterable[str]) -> list[str]:
     return [speaker for _, speaker in sorted(hits)]
 
 
+#: A question whose answer gathers several mentions: a count ("how many times"), or a
+#: plural thing ("What books…", "Which countries…", "What are some…").
+_LIST_QUESTION = re.compile(
+    r"^\s*(?:how many|how often|in how many)\b"
+    r"|^\s*(?:what|which)\s+(?:(?:kinds?|types?|sorts?)\s+of\b"
+    r"|(?!(?:is|was|has|does|address|business|class|process|status)\b)[a-z]{2,}[^s\W]s\b)"
+    r"|^\s*what\s+(?:are|were)\s+(?:some|all|the)\b"
+    r"|\b(?:all the|every time|each time)\b",
+    re.IGNORECASE,
+)
+
+
+def is_list_question(text: str) -> bool:
+    """Whether the answer gathers several mentions (a count or a list)."""
+    return _LIST_QUESTION.search(text) is not None
+
+
 #: A question about what the assistant said: "you mentioned", "our previous chat",
 #: "your recommendation".
 _ASSISTANT_CUES = re.compile(
