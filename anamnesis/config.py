@@ -203,6 +203,11 @@ PRESETS["full-role"] = _plus(
 #: ``full-role`` plus turns scored with their neighbours' vectors (``dense_context``;
 #: ablation: no recall gain on LoCoMo for +11 ms per search, BENCHMARKS.md).
 PRESETS["full-dense-context"] = _plus(PRESETS["full-role"], "dense_context", 1.0)
+#: ``full-role`` with the ``spread`` stage on list questions too ("What books…", "How
+#: many times…"; ablation: no gain on LoCoMo, BENCHMARKS.md).
+PRESETS["full-spread-list"] = PRESETS["full-role"].with_(
+    stages=(*PRESETS["full-role"].stages, "spread"), stage_options={"spread": {"when": "list"}}
+)
 #: ``full-temporal`` with off-role turns scaled down after fusion instead (ablation).
 PRESETS["rerank-role"] = PRESETS["full-temporal"].with_(
     stages=(*PRESETS["full-temporal"].stages, "role_prior")

@@ -22,6 +22,7 @@ from anamnesis.retrieve.stages import STAGES
 from anamnesis.retrieve.understanding import (
     addressed_role,
     decompose,
+    is_list_question,
     named_speakers,
     names,
     question_type,
@@ -66,6 +67,22 @@ def test_question_type_comes_from_the_opening_words(question, kind):
 )
 def test_the_addressed_role_is_the_user_unless_asked_what_the_assistant_said(question, role):
     assert addressed_role(question) == role
+
+
+@pytest.mark.parametrize(
+    ("question", "listing"),
+    [
+        ("What activities does Melanie partake in?", True),
+        ("How many times has Melanie gone to the beach?", True),
+        ("What kinds of art does Melanie do?", True),
+        ("What are some hobbies of John?", True),
+        ("What is Caroline's identity?", False),
+        ("What does Melanie do?", False),
+        ("What was the name of his dog?", False),
+    ],
+)
+def test_list_questions_ask_for_a_count_or_for_plural_things(question, listing):
+    assert is_list_question(question) is listing
 
 
 def test_names_are_capitalised_runs_without_question_words_or_possessives():

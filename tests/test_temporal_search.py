@@ -133,6 +133,11 @@ def test_spread_lets_order_questions_cover_more_days(db_path, embedder):
         assert [h.episode.id for h in memory.search("What did I work on?", user_id="u")][:1] == [
             plain[0].episode.id
         ]
+    # With when="list", list questions ("What parts…") are spread as well.
+    config = PRESETS["hybrid"].with_(stages=("spread",), stage_options={"spread": {"when": "list"}})
+    with Memory(path=db_path, embedder=embedder, config=config) as memory:
+        listed = memory.search("What parts of the app did I work on?", user_id="u", limit=4)
+        assert len({h.episode.event_time.date() for h in listed[:3]}) == 2
 
 
 def test_an_import_recomputes_time_mentions(tmp_path, embedder):
