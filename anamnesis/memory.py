@@ -601,7 +601,15 @@ def _check_limit(limit: object) -> None:
         raise InvalidInputError(f"limit must be an integer from 1 to {MAX_LIMIT}, got {limit!r}")
 
 
-_FILTER_KEYS = ("role", "speaker", "modality", "event_after", "event_before", "metadata")
+_FILTER_KEYS = (
+    "role",
+    "not_role",
+    "speaker",
+    "modality",
+    "event_after",
+    "event_before",
+    "metadata",
+)
 
 
 def to_filters(value: Filters | Mapping[str, Any] | None) -> Filters:
@@ -619,6 +627,7 @@ def to_filters(value: Filters | Mapping[str, Any] | None) -> Filters:
         )
     return Filters(
         role=value.get("role"),
+        not_role=value.get("not_role"),
         speaker=value.get("speaker"),
         modality=value.get("modality"),
         event_after=parse_time(value.get("event_after"), "event_after"),

@@ -66,7 +66,13 @@ def test_postgres_memory_end_to_end_then_into_sqlite(postgres_schema_url, tmp_pa
         assert "Porto" in hits[0].episode.content
         assert pg.search("pet", user_id="ana")[0].episode.content == "I adopted a cat called Miso"
         assert pg.search("Porto", user_id="bob")[0].episode.user_id == "bob"
-        flat = pg.search("the new flat", user_id="ana", session_id="s1", explain=True)[0]
+        flat = pg.search(
+            "the new flat",
+            user_id="ana",
+            session_id="s1",
+            explain=True,
+            filters={"role": "assistant"},
+        )[0]
         assert {"lexical", "dense"} <= set(flat.channels) <= set(pg.config.channels)
         assert [e.turn_index for e in flat.context] == [0, 2]
         page = pg.get_all(user_id="ana", filters={"metadata": {"lang": "pt"}})

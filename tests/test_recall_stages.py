@@ -219,10 +219,12 @@ def test_role_channels_search_the_addressed_roles_turns_in_scope(tmp_path, embed
         {"role": "assistant", "content": "For Lisbon I recommend the Hotel Avenida Palace."},
         {"role": "user", "content": "Thanks, which hotel has a pool?"},
     ]
+    note = "Note: my sister's hotel in Lisbon was lovely."  # added without a role
     config = PRESETS["full-role"]
     with Memory(path=tmp_path / "chat.db", embedder=embedder) as memory:
         memory.add_many(chat, user_id=USER.user_id, session_id="s1")
         memory.add_many(chat, user_id="someone-else", session_id="s1")
+        memory.add(note, user_id=USER.user_id)
         for question, role in [
             ("Which hotel did my sister recommend?", "user"),
             ("Which hotel did you recommend for Lisbon?", "assistant"),
@@ -230,8 +232,9 @@ def test_role_channels_search_the_addressed_roles_turns_in_scope(tmp_path, embed
             _, request = _request(memory, config, question)
             for name in ("role_lexical", "role_dense"):
                 found = _episodes(memory, request.channel(name, 10))
-                assert found and {e.role for e in found} == {role}
                 assert len(found) == len(request.channel(name, 10))  # all in USER's scope
+                # The addressed side's turns, and turns without a role (the note).
+                assert {e.role for e in found} == {role, None}
         # A search the caller already restricted to a role, or a summary request, leaves
         # the channels silent.
         _, request = _request(memory, config, "Which hotel?", Filters(role="assistant"))
@@ -246,9 +249,9 @@ def test_role_channels_search_the_addressed_roles_turns_in_scope(tmp_path, embed
         )
         roles = {e.id: e.role for e in found}
         fused = STAGES["role_prior"](request, [Fused(i, 1.0) for i in roles])
-        assert {f.score for f in fused if roles[f.episode_id] == "user"} == {1.0}
+        assert {f.score for f in fused if roles[f.episode_id] != "assistant"} == {1.0}
         assert {f.score for f in fused if roles[f.episode_id] == "assistant"} == {0.5}
-        assert [roles[f.episode_id] for f in fused] == ["user", "user", "assistant"]
+        assert roles[fused[-1].episode_id] == "assistant"
 
 
 def test_dense_context_scores_each_turn_with_its_neighbours_vectors(tmp_path, embedder):

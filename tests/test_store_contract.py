@@ -194,6 +194,8 @@ def test_list_episodes_pages_in_event_time_order(store):
         (Filters(role="user", metadata={"topic": "work"}), {"a", "c"}),
         (Filters(role="user", event_before=T0 + timedelta(hours=3)), {"a", "c"}),
         (Filters(role="system"), set()),
+        (Filters(not_role="user"), {"b"}),
+        (Filters(not_role="assistant", speaker="Ana"), {"c"}),
     ],
 )
 def test_filters_apply_to_every_channel(store, filters, expected):
@@ -251,7 +253,7 @@ def test_turn_info_and_adjacent_turns_stay_in_scope_and_filters(store):
     loose = make_episode("no session")
     add(store, [*s1, *bob, loose])
     info = store.turn_info([s1[2].id, bob[0].id, loose.id], ALICE)
-    assert info == {s1[2].id: ("s1", 2, "Caroline"), loose.id: (None, None, None)}
+    assert info == {s1[2].id: ("s1", 2, "Caroline", "user"), loose.id: (None, None, None, "user")}
     around = store.adjacent_turns([s1[2].id, s1[4].id, bob[0].id], ALICE, Filters(), 1)
     assert around == {
         s1[2].id: [(s1[1].id, -1), (s1[3].id, 1)],

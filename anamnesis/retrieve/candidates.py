@@ -3,9 +3,9 @@
 - ``speaker_lexical`` / ``speaker_dense``: BM25 / cosine restricted to the turns of the
   speakers the question names ("What did Caroline paint?" searches Caroline's turns),
   one list per named speaker, interleaved.
-- ``role_lexical`` / ``role_dense``: BM25 / cosine restricted to the turns of the chat
-  role the question addresses (the user's own turns, or the assistant's for "what did
-  you recommend?"); nothing in stores whose episodes carry no role.
+- ``role_lexical`` / ``role_dense``: BM25 / cosine without the turns of the other side
+  of the chat: the question addresses the user's own turns, or the assistant's for
+  "what did you recommend?"; turns without a role stay in.
 - ``entity``: BM25 over only the capitalised names of the question that are not
   speakers (places, titles, other people).
 - ``prf``: BM25 over the question's terms plus pseudo-relevance-feedback terms taken
@@ -41,6 +41,8 @@ if TYPE_CHECKING:
 _MERGE_K = 60
 #: Sub-queries beyond this many are ignored (each costs a search per channel).
 MAX_SUBQUERIES = 4
+#: The other side of a user-assistant chat: what the role channels leave out.
+OTHER_ROLE = {"user": "assistant", "assistant": "user"}
 #: Named speakers beyond this many are ignored by the speaker channels.
 MAX_SPEAKERS = 3
 #: The speaker channels filter their base channel's list taken this many times deeper.
@@ -66,7 +68,7 @@ def merge_lists(lists: Sequence[Sequence[Candidate]], limit: int) -> list[Candid
 
 
 def turn_info(request: SearchRequest, ids: Sequence[str]) -> dict[str, tuple]:
-    """``(session_id, turn_index, speaker)`` of episodes, looked up once per search."""
+    """``(session_id, turn_index, speaker, role)`` of episodes, looked up once per search."""
     return request.lookup("turn_info", ids, request.store.turn_info)
 
 
@@ -159,7 +161,7 @@ def _per_speaker(request: SearchRequest, pool: Sequence[Candidate], limit: int) 
     info = turn_info(request, [c.episode_id for c in pool])
     lists: list[list[Candidate]] = [[] for _ in named]
     for c in pool:
-        speaker = info.get(c.episode_id, (None, None, None))[2]
+        speaker = info.get(c.episode_id, (None, None, None, None))[2]
         if speaker in named:
             lists[named.index(speaker)].append(c)
     # Interleave, so that every named speaker is represented near the top.
@@ -188,13 +190,20 @@ def speaker_dense(request: SearchRequest, limit: int) -> list[Candidate]:
 
 
 def _role_filters(request: SearchRequest) -> Filters | None:
-    """The request's filters narrowed to the role the question addresses, or None when
-    it addresses both (a summary) or the caller already chose a role."""
+    """The request's filters narrowed to the turns of the role the question addresses
+    and turns without a role (notes added as plain text), or None when it addresses
+    both (a summary), the caller already filters by role, or the store shows no chat
+    (none of the question's nearest turns is the other side's)."""
     features = request.analysis.features
     role = features["role"] if "role" in features else addressed_role(request.analysis.text)
-    if request.filters.role is not None or role is None:
+    if request.filters.role is not None or request.filters.not_role is not None or role is None:
         return None
-    return replace(request.filters, role=role)
+    # Only in a chat with two sides: when none of the question's nearest turns is the
+    # other side's, there is nothing to leave out.
+    pool = [c.episode_id for c in dense_pool(request)]
+    if not any(info[3] == OTHER_ROLE[role] for info in turn_info(request, pool).values()):
+        return None
+    return replace(request.filters, not_role=OTHER_ROLE[role])
 
 
 def role_lexical(request: SearchRequest, limit: int) -> list[Candidate]:
@@ -290,7 +299,7 @@ def session(request: SearchRequest, limit: int) -> list[Candidate]:
     where = turn_info(request, [i for i, _ in seeds])
     per_session: dict[str, list[float]] = defaultdict(list)
     for episode_id, score in seeds:
-        session_id = where.get(episode_id, (None, None, None))[0]
+        session_id = where.get(episode_id, (None, None, None, None))[0]
         if session_id is not None:
             per_session[session_id].append(score)
     if not per_session:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from .candidates import OTHER_ROLE
 from .channels import SearchRequest
 from .crossencoder import cross_encoder_stage
 from .ensemble import ensemble_e5
@@ -113,7 +114,7 @@ ROLE_PRIOR = 0.5
 
 
 def role_prior(request: SearchRequest, fused: list[Fused]) -> list[Fused]:
-    """Scale down turns of the chat role the question does not address.
+    """Scale down turns of the other side of the chat than the question addresses.
 
     ``understanding.addressed_role`` names the role whose turns hold the answer (the
     user's own, unless the question asks what the assistant said); turns of the other
@@ -124,11 +125,12 @@ def role_prior(request: SearchRequest, fused: list[Fused]) -> list[Fused]:
     role = request.analysis.features.get("role")
     if role is None or request.filters.role is not None or not fused:
         return fused
+    other = OTHER_ROLE[role]
     factor = float(request.options("role_prior").get("factor", ROLE_PRIOR))
     episodes = request.episodes([f.episode_id for f in fused])
     for candidate in fused:
         episode = episodes.get(candidate.episode_id)
-        if episode is not None and episode.role is not None and episode.role != role:
+        if episode is not None and episode.role == other:
             candidate.score *= factor
     return _rescored(fused)
 

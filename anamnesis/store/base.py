@@ -27,6 +27,8 @@ class Filters:
     """Narrowing conditions beyond scope, applied in the backend on every channel."""
 
     role: str | None = None
+    #: Episodes of any role but this one (episodes without a role pass).
+    not_role: str | None = None
     speaker: str | None = None
     modality: str | None = None
     event_after: datetime | None = None
@@ -38,6 +40,7 @@ class Filters:
         """True when nothing beyond scope restricts the search."""
         return not (
             self.role
+            or self.not_role
             or self.speaker
             or self.modality
             or self.event_after
@@ -285,9 +288,10 @@ class Store(Protocol):
 
     def turn_info(
         self, episode_ids: Sequence[str], scope: Scope
-    ) -> dict[str, tuple[str | None, int | None, str | None]]:
-        """``(session_id, turn_index, speaker)`` of each episode in ``scope`` (others are
-        left out): a light lookup for channels that reason about positions and speakers."""
+    ) -> dict[str, tuple[str | None, int | None, str | None, str | None]]:
+        """``(session_id, turn_index, speaker, role)`` of each episode in ``scope`` (others
+        are left out): a light lookup for channels that reason about positions, speakers
+        and roles."""
         ...
 
     def adjacent_turns(

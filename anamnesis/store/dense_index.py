@@ -46,6 +46,7 @@ class RowFilter:
     event_before`` and ``recorded <= recorded_before``."""
 
     role: str | None = None
+    not_role: str | None = None
     speaker: str | None = None
     modality: str | None = None
     event_after: float | None = None
@@ -180,6 +181,10 @@ class DenseIndex:
             if value is not None:
                 code = codes.lookup(value)
                 mask &= column[rows] == (-2 if code is None else code)
+        if where.not_role is not None:
+            code = self._role_codes.lookup(where.not_role)
+            if code is not None:
+                mask &= self._roles[rows] != code
         if where.event_after is not None:
             mask &= self._event_times[rows] >= where.event_after
         if where.event_before is not None:

@@ -655,17 +655,17 @@ class PostgresStore(PostgresFacts):
 
     def turn_info(
         self, episode_ids: Sequence[str], scope: Scope
-    ) -> dict[str, tuple[str | None, int | None, str | None]]:
+    ) -> dict[str, tuple[str | None, int | None, str | None, str | None]]:
         if not episode_ids:
             return {}
         where, params = scope_sql(scope)
         with self._transaction() as conn:
             rows = conn.execute(
-                f"SELECT e.id, e.session_id, e.turn_index, e.speaker FROM episodes e "
+                f"SELECT e.id, e.session_id, e.turn_index, e.speaker, e.role FROM episodes e "
                 f"WHERE e.id = ANY(%s) AND {where}",
                 [list(dict.fromkeys(episode_ids)), *params],
             ).fetchall()
-        return {r[0]: (r[1], r[2], r[3]) for r in rows}
+        return {r[0]: (r[1], r[2], r[3], r[4]) for r in rows}
 
     def adjacent_turns(
         self, episode_ids: Sequence[str], scope: Scope, filters: Filters, window: int

@@ -67,6 +67,9 @@ def filters_sql(filters: Filters, alias: str = "e") -> tuple[str, list[Any]]:
         if value is not None:
             clauses.append(f"{alias}.{column} = %s")
             params.append(value)
+    if filters.not_role is not None:
+        clauses.append(f"{alias}.role IS DISTINCT FROM %s")
+        params.append(filters.not_role)
     if filters.event_after is not None:
         clauses.append(f"{alias}.event_time >= %s")
         params.append(filters.event_after)

@@ -561,19 +561,19 @@ class SQLiteStore(SQLiteFacts):
 
     def turn_info(
         self, episode_ids: Sequence[str], scope: Scope
-    ) -> dict[str, tuple[str | None, int | None, str | None]]:
+    ) -> dict[str, tuple[str | None, int | None, str | None, str | None]]:
         where, params = scope_sql(scope, by_key=True)
-        found: dict[str, tuple[str | None, int | None, str | None]] = {}
+        found: dict[str, tuple[str | None, int | None, str | None, str | None]] = {}
         unique = list(dict.fromkeys(episode_ids))
         for start in range(0, len(unique), 500):
             chunk = unique[start : start + 500]
             marks = ",".join("?" * len(chunk))
-            for episode_id, session_id, turn, speaker in self._read(
-                f"SELECT e.id, e.session_id, e.turn_index, e.speaker FROM episodes e "
+            for episode_id, session_id, turn, speaker, role in self._read(
+                f"SELECT e.id, e.session_id, e.turn_index, e.speaker, e.role FROM episodes e "
                 f"WHERE e.id IN ({marks}) AND {where}",
                 [*chunk, *params],
             ):
-                found[episode_id] = (session_id, turn, speaker)
+                found[episode_id] = (session_id, turn, speaker, role)
         return found
 
     def adjacent_turns(
@@ -868,6 +868,7 @@ def row_filter(filters: Filters) -> RowFilter:
 
     return RowFilter(
         role=filters.role,
+        not_role=filters.not_role,
         speaker=filters.speaker,
         modality=filters.modality,
         event_after=epoch(filters.event_after),

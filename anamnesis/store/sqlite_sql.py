@@ -63,6 +63,9 @@ def filters_sql(filters: Filters, alias: str = "e") -> tuple[str, list[Any]]:
         if value is not None:
             clauses.append(f"{alias}.{column} = ?")
             params.append(value)
+    if filters.not_role is not None:
+        clauses.append(f"{alias}.role IS NOT ?")
+        params.append(filters.not_role)
     if filters.event_after is not None:
         clauses.append(f"{alias}.event_time >= ?")
         params.append(to_epoch(filters.event_after))
