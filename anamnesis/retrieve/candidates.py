@@ -72,11 +72,14 @@ def turn_info(request: SearchRequest, ids: Sequence[str]) -> dict[str, tuple]:
     return request.lookup("turn_info", ids, request.store.turn_info)
 
 
+#: Channels that filter the lexical and dense rankings rather than search again.
+_POOL_FILTERS = frozenset({"speaker_lexical", "speaker_dense", "role_lexical", "role_dense"})
+
+
 def pool_depth(request: SearchRequest, limit: int) -> int:
     """How deep the lexical and dense channels search: ``SPEAKER_POOL`` times ``limit``
-    when a speaker channel will filter their rankings (one search serves both)."""
-    speakers = {"speaker_lexical", "speaker_dense"} & set(request.config.channels)
-    return SPEAKER_POOL * limit if speakers else limit
+    when a speaker or role channel will filter their rankings (one search serves all)."""
+    return SPEAKER_POOL * limit if _POOL_FILTERS & set(request.config.channels) else limit
 
 
 def keep_pool(
@@ -206,21 +209,52 @@ def _role_filters(request: SearchRequest) -> Filters | None:
     return replace(request.filters, not_role=OTHER_ROLE[role])
 
 
+def _role_ranked(
+    request: SearchRequest,
+    base: str,
+    limit: int,
+    search: Callable[[Filters], list[Candidate]],
+) -> list[Candidate]:
+    """Base channel ``base``'s ranking without the other side's turns.
+
+    Filtered from the base channel's deep pool when that holds ``limit`` such turns or
+    is the whole ranking (the result is then exactly what a filtered search returns),
+    else by ``search`` with the role filters.
+    """
+    filters = _role_filters(request)
+    if filters is None:
+        return []
+    pool = _pool(request, base)
+    info = turn_info(request, [c.episode_id for c in pool])
+    kept = [c for c in pool if info.get(c.episode_id, (None,) * 4)[3] != filters.not_role]
+    if len(kept) >= limit or len(pool) < pool_depth(request, request.config.candidates):
+        return kept[:limit]
+    return search(filters)[:limit]
+
+
 def role_lexical(request: SearchRequest, limit: int) -> list[Candidate]:
     """BM25 over the turns of the role the question addresses (``addressed_role``)."""
-    filters = _role_filters(request)
     terms = _terms(request, request.analysis.text)
-    if filters is None or not terms:
+    if not terms:
         return []
-    return request.store.lexical_search(terms, request.scope, filters, limit)
+    return _role_ranked(
+        request,
+        "lexical",
+        limit,
+        lambda filters: request.store.lexical_search(terms, request.scope, filters, limit),
+    )
 
 
 def role_dense(request: SearchRequest, limit: int) -> list[Candidate]:
     """Cosine over the turns of the role the question addresses (``addressed_role``)."""
-    filters = _role_filters(request)
-    if filters is None:
-        return []
-    return request.store.dense_search(request.query_vector, request.scope, filters, limit)
+    return _role_ranked(
+        request,
+        "dense",
+        limit,
+        lambda filters: request.store.dense_search(
+            request.query_vector, request.scope, filters, limit
+        ),
+    )
 
 
 def entity(request: SearchRequest, limit: int) -> list[Candidate]:
