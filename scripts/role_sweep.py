@@ -1,0 +1,44 @@
+"""The role-channel weight sweep behind ``full-role`` (BENCHMARKS.md, "Chat roles").
+
+Registers the swept variants as presets, then runs the ``anamnesis`` CLI with the given
+arguments, e.g.
+
+    python scripts/role_sweep.py bench beam --data ../shared/data/beam_128k.json.gz \\
+        --config full-temporal,role-1-1,role-1-2,role-2-2,role-0-2,role-1-2-seed,\\
+    role-2-2-seed,role-3-3-seed
+
+``role-L-D`` adds ``role_lexical`` at weight L and ``role_dense`` at weight D to
+``full-temporal``; ``-seed`` also lets them seed the session channel (as ``full-role``,
+which is ``role-2-2-seed``); ``role-neighbours`` is ``full-role`` plus the neighbours
+channel.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from anamnesis.cli import main
+from anamnesis.config import PRESETS, SearchConfig, _plus
+
+
+def role(lexical: float, dense: float, *, seed: bool) -> SearchConfig:
+    """``full-temporal`` plus the role channels at these weights."""
+    config = PRESETS["full-temporal"]
+    if lexical:
+        config = _plus(config, "role_lexical", lexical)
+    config = _plus(config, "role_dense", dense)
+    if seed:
+        config = config.with_(seed_channels=(*config.seed_channels, "role_lexical", "role_dense"))
+    return config
+
+
+for lexical, dense in [(1, 1), (1, 2), (2, 2), (3, 3), (0, 2)]:
+    PRESETS[f"role-{lexical}-{dense}"] = role(lexical, dense, seed=False)
+    PRESETS[f"role-{lexical}-{dense}-seed"] = role(lexical, dense, seed=True)
+
+# full-role with the neighbours channel (the adjacent turns of the best seeds: in a chat,
+# the other half of an exchange) at the weight the "full" sweep gave it.
+PRESETS["role-neighbours"] = _plus(PRESETS["full-role"], "neighbours", 0.75)
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
