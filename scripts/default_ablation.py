@@ -1,4 +1,4 @@
-"""Leave-one-out rows around the default preset (``full-temporal``), on one dataset.
+"""Leave-one-out rows around ``full-temporal`` (the default before the role channels).
 
     python scripts/default_ablation.py locomo ../shared/data/locomo10.json.gz OUT minilm
     python scripts/default_ablation.py beam ../shared/data/beam_128k.json.gz OUT minilm
