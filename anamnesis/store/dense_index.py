@@ -12,9 +12,10 @@ fetches the hits.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 import numpy as np
+
+from .base import Filters
 
 #: Below this fraction of rows in scope, score only the selected rows; above it,
 #: score everything and mask (one matrix-vector product beats a large gather).
@@ -37,21 +38,6 @@ class _Codes:
 
     def lookup(self, value: object) -> int | None:
         return self._codes.get(value)
-
-
-@dataclass(frozen=True, slots=True)
-class RowFilter:
-    """Conditions on the rows' own columns (the store's ``Filters`` without metadata);
-    times are epoch seconds, with the SQL filters' bounds: ``event_after <= t <
-    event_before`` and ``recorded <= recorded_before``."""
-
-    role: str | None = None
-    not_role: str | None = None
-    speaker: str | None = None
-    modality: str | None = None
-    event_after: float | None = None
-    event_before: float | None = None
-    recorded_before: float | None = None
 
 
 #: A row as ``DenseIndex.append`` takes it: rowid, user, agent, session, role, speaker,
@@ -168,9 +154,10 @@ class DenseIndex:
         return rows
 
     def rowids_where(
-        self, user_id: str, agent_id: str | None, session_id: str | None, where: RowFilter
+        self, user_id: str, agent_id: str | None, session_id: str | None, where: Filters
     ) -> np.ndarray:
-        """Rowids in the scope whose columns pass ``where``, ascending."""
+        """Rowids in the scope whose columns pass ``where``, ascending. Metadata filters
+        are not evaluated here (the rows do not hold metadata): the caller must."""
         rows = self._rows_in_scope(user_id, agent_id, session_id)
         mask = np.ones(rows.size, dtype=bool)
         for value, codes, column in (
@@ -185,12 +172,13 @@ class DenseIndex:
             code = self._role_codes.lookup(where.not_role)
             if code is not None:
                 mask &= self._roles[rows] != code
+        # The same bounds as the SQL filters, on the same epoch seconds.
         if where.event_after is not None:
-            mask &= self._event_times[rows] >= where.event_after
+            mask &= self._event_times[rows] >= where.event_after.timestamp()
         if where.event_before is not None:
-            mask &= self._event_times[rows] < where.event_before
+            mask &= self._event_times[rows] < where.event_before.timestamp()
         if where.recorded_before is not None:
-            mask &= self._recorded[rows] <= where.recorded_before
+            mask &= self._recorded[rows] <= where.recorded_before.timestamp()
         return self._rowids[rows[mask]]
 
     def search(

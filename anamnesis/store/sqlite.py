@@ -30,7 +30,7 @@ from ..errors import (
 )
 from ..types import DeleteCounts, Episode, EpisodeVersion, Scope, Session
 from .base import Candidate, Filters, adjacent_by_episode, fact_scope
-from .dense_index import DenseIndex, RowFilter
+from .dense_index import DenseIndex
 from .episode_times import EpisodeTimes, TimeRange, times_by_episode
 from .sqlite_facts import SQLiteFacts
 from .sqlite_lexical import SQLiteLexical
@@ -657,7 +657,7 @@ class SQLiteStore(SQLiteFacts):
         if not filters.metadata:
             self._refresh_dense()
             return self._dense.rowids_where(
-                scope.user_id, scope.agent_id, scope.session_id, row_filter(filters)
+                scope.user_id, scope.agent_id, scope.session_id, filters
             )
         where, params = scope_sql(scope)
         extra, extra_params = filters_sql(filters)
@@ -858,20 +858,3 @@ class SQLiteStore(SQLiteFacts):
             "first_event": from_epoch(first).isoformat() if first is not None else None,
             "last_event": from_epoch(last).isoformat() if last is not None else None,
         }
-
-
-def row_filter(filters: Filters) -> RowFilter:
-    """``filters`` (without metadata) as the dense index evaluates them."""
-
-    def epoch(moment: datetime | None) -> float | None:
-        return None if moment is None else to_epoch(moment)
-
-    return RowFilter(
-        role=filters.role,
-        not_role=filters.not_role,
-        speaker=filters.speaker,
-        modality=filters.modality,
-        event_after=epoch(filters.event_after),
-        event_before=epoch(filters.event_before),
-        recorded_before=epoch(filters.recorded_before),
-    )
