@@ -23,6 +23,7 @@ from anamnesis.retrieve.understanding import (
     addressed_role,
     decompose,
     is_list_question,
+    is_summary_request,
     named_speakers,
     names,
     question_type,
@@ -320,6 +321,10 @@ def test_session_channel_returns_turns_of_the_best_sessions_only(open_memory):
     found = _episodes(open_memory, request.channel("session", 50))
     assert found and len({e.session_id for e in found}) <= 2
     assert "D1:12" in [e.metadata["dia_id"] for e in found]  # the answer's session
+    # A summary covers every session: the channel leaves it to the others.
+    _, request = _request(open_memory, config, "Can you summarise what Melanie painted?")
+    assert is_summary_request(request.analysis.text)
+    assert request.channel("session", 50) == []
 
 
 def test_prf_expands_the_query_with_terms_from_the_best_lexical_hits(open_memory):

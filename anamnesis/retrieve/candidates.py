@@ -13,7 +13,7 @@
 - ``neighbours``: the turns adjacent to the best seed hits (an answer often sits in
   the reply), each inheriting a discounted share of its seed's score.
 - ``session``: sessions scored by their best seed hits; the turns of the best sessions
-  ranked by cosine inside each.
+  ranked by cosine inside each (not for summary requests, which cover every session).
 
 The seed ranking is the weighted RRF of the configured ``seed_channels``, computed
 once per search and shared (``SearchRequest.memo``).
@@ -32,7 +32,14 @@ from .expansion import feedback_terms
 from .fusion import weighted_rrf
 from .hyde import hyde
 from .query import search_terms, words
-from .understanding import addressed_role, decompose, named_speakers, names, strip_names
+from .understanding import (
+    addressed_role,
+    decompose,
+    is_summary_request,
+    named_speakers,
+    names,
+    strip_names,
+)
 
 if TYPE_CHECKING:
     from .channels import SearchRequest
@@ -327,6 +334,8 @@ def session(request: SearchRequest, limit: int) -> list[Candidate]:
     scores; inside each of the ``sessions`` best, turns rank by cosine, and a turn's
     score is its session's score (best = 1) times its cosine."""
     config = request.config
+    if is_summary_request(request.analysis.text):
+        return []  # a summary covers the whole conversation, not its best sessions
     seeds = seed_ranking(request)[: config.candidates]
     if not seeds:
         return []

@@ -152,6 +152,11 @@ _ASSISTANT_CUES = re.compile(
 _SUMMARY_CUES = re.compile(r"\bsummar(?:y|ies|ise|ize|ising|izing)\b|\brecap\b", re.IGNORECASE)
 
 
+def is_summary_request(text: str) -> bool:
+    """Whether the question asks for a summary or recap of the conversation."""
+    return _SUMMARY_CUES.search(text) is not None
+
+
 def addressed_role(text: str) -> str | None:
     """The chat role whose turns hold the answer: ``"assistant"`` for questions about
     what the assistant said ("Can you remind me of the hotel you recommended?", "what
@@ -163,7 +168,7 @@ def addressed_role(text: str) -> str | None:
     answers. On LongMemEval-S dev this reading names the role of an evidence turn
     for 239 of the 242 questions that have evidence turns.
     """
-    if _SUMMARY_CUES.search(text):
+    if is_summary_request(text):
         return None
     return "assistant" if _ASSISTANT_CUES.search(text) else "user"
 
