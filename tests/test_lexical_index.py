@@ -229,3 +229,26 @@ def test_closing_the_store_stops_a_background_build_quietly(store, monkeypatch):
     store.close()
     worker.join(timeout=30)
     assert errors == [] and not store._lexical.ready
+
+
+def test_filters_see_another_process_appends_and_deletes(store, tmp_path):
+    """Filtered searches read the dense index's filter columns: they follow what another
+    process appends (new columns) and deletes (a rebuild)."""
+    first = make_episode("Caroline paints", scope=CONVERSATION, role="assistant")
+    store.insert_episodes([first], unit_vectors(1, seed=1))
+    user = Filters(role="user")
+    assert store.dense_search(unit_vectors(1, seed=1)[0], CONVERSATION, user, 5) == []
+    other = SQLiteStore(tmp_path / "memory.db", dim=DIM)
+    try:
+        added = make_episode("Caroline swims", scope=CONVERSATION, role="user")
+        other.insert_episodes([added], unit_vectors(1, seed=2))
+        hits = store.dense_search(unit_vectors(1, seed=1)[0], CONVERSATION, user, 5)
+        assert [c.episode_id for c in hits] == [added.id]
+        other.delete_episode(added.id, CONVERSATION)
+    finally:
+        other.close()
+    assert store.dense_search(unit_vectors(1, seed=1)[0], CONVERSATION, user, 5) == []
+    assert [
+        c.episode_id
+        for c in store.lexical_search(["caroline"], CONVERSATION, Filters(not_role="user"), 5)
+    ] == [first.id]

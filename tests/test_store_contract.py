@@ -219,6 +219,24 @@ def test_filters_apply_to_every_channel(store, filters, expected):
     assert set(ids(store.dense_search(vectors[0], ALICE, filters, 10))) == expected_ids
 
 
+def test_filtered_searches_follow_appends_and_deletes(store):
+    first = [make_episode(f"first {i}", role="user" if i % 2 else "assistant") for i in range(6)]
+    vectors = add(store, first)
+    users = {e.id for e in first if e.role == "user"}
+
+    def found(filters):
+        return set(ids(store.dense_search(vectors[0], ALICE, filters, 20)))
+
+    assert found(Filters(role="user")) == users
+    more = [make_episode(f"more {i}", role="user") for i in range(3)]
+    add(store, more, seed=1)
+    users |= {e.id for e in more}
+    assert found(Filters(role="user")) == users
+    assert found(Filters(not_role="user")) == {e.id for e in first} - users
+    store.delete_episode(more[0].id, ALICE)
+    assert found(Filters(role="user")) == users - {more[0].id}
+
+
 # -- neighbours -----------------------------------------------------------------------------------
 def test_neighbours_are_the_surrounding_turns_of_the_same_session(store):
     s1 = [

@@ -40,11 +40,11 @@ class _Codes:
         return self._codes.get(value)
 
 
-#: A row as ``DenseIndex.append`` takes it: rowid, user, agent, session, role, speaker,
-#: modality, event time and recording time (epoch seconds), float32 vector blob.
-Row = tuple[
-    int, str, str | None, str | None, str | None, str | None, str | None, float, float, bytes
-]
+#: A row as ``DenseIndex.append`` takes it: rowid, user, agent, session, float32 blob.
+Row = tuple[int, str, str | None, str | None, bytes]
+#: A row's filter columns as ``DenseIndex.add_columns`` takes them: role, speaker,
+#: modality, event time and recording time (epoch seconds).
+Columns = tuple[str | None, str | None, str | None, float, float]
 
 
 class DenseIndex:
@@ -57,6 +57,7 @@ class DenseIndex:
     def clear(self) -> None:
         """Forget every row."""
         self._size = 0
+        self._columns_size = 0
         self._matrix = np.zeros((0, self.dim), dtype=np.float32)
         self._rowids = np.zeros(0, dtype=np.int64)
         self._users = np.zeros(0, dtype=np.int32)
@@ -117,19 +118,40 @@ class DenseIndex:
             return
         self._grow(len(rows))
         start, end = self._size, self._size + len(rows)
-        blob = b"".join(row[9] for row in rows)
+        blob = b"".join(row[4] for row in rows)
         self._matrix[start:end] = np.frombuffer(blob, dtype=np.float32).reshape(-1, self.dim)
         self._rowids[start:end] = [row[0] for row in rows]
         self._users[start:end] = [self._user_codes.code(row[1]) for row in rows]
         self._agents[start:end] = [self._agent_codes.code(row[2]) for row in rows]
         self._sessions[start:end] = [self._session_codes.code((row[1], row[3])) for row in rows]
-        self._roles[start:end] = [self._role_codes.code(row[4]) for row in rows]
-        self._speakers[start:end] = [self._speaker_codes.code(row[5]) for row in rows]
-        self._modalities[start:end] = [self._modality_codes.code(row[6]) for row in rows]
-        self._event_times[start:end] = [row[7] for row in rows]
-        self._recorded[start:end] = [row[8] for row in rows]
         self._size = end
         self._scope_rows.clear()
+
+    @property
+    def columns_loaded(self) -> int:
+        """How many rows (from the first) have their filter columns (``add_columns``)."""
+        return self._columns_size
+
+    def rowid_at(self, position: int) -> int:
+        """The rowid of the row at ``position`` (0-based, in append order)."""
+        return int(self._rowids[position])
+
+    def add_columns(self, rows: Iterable[Columns]) -> None:
+        """Set the filter columns of the next rows that lack them, in append order.
+
+        Loaded on first use rather than with the vectors: at 100k rows they would
+        double the time to open the index, and only filtered searches read them.
+        """
+        rows = list(rows)
+        start, end = self._columns_size, self._columns_size + len(rows)
+        if end > self._size:
+            raise ValueError("more filter columns than rows")
+        self._roles[start:end] = [self._role_codes.code(row[0]) for row in rows]
+        self._speakers[start:end] = [self._speaker_codes.code(row[1]) for row in rows]
+        self._modalities[start:end] = [self._modality_codes.code(row[2]) for row in rows]
+        self._event_times[start:end] = [row[3] for row in rows]
+        self._recorded[start:end] = [row[4] for row in rows]
+        self._columns_size = end
 
     def _rows_in_scope(
         self, user_id: str, agent_id: str | None, session_id: str | None
@@ -157,7 +179,10 @@ class DenseIndex:
         self, user_id: str, agent_id: str | None, session_id: str | None, where: Filters
     ) -> np.ndarray:
         """Rowids in the scope whose columns pass ``where``, ascending. Metadata filters
-        are not evaluated here (the rows do not hold metadata): the caller must."""
+        are not evaluated here (the rows do not hold metadata): the caller must. Every
+        row needs its filter columns (``add_columns``)."""
+        if self._columns_size != self._size:
+            raise ValueError("filter columns are not loaded for every row")
         rows = self._rows_in_scope(user_id, agent_id, session_id)
         mask = np.ones(rows.size, dtype=bool)
         for value, codes, column in (

@@ -656,6 +656,7 @@ class SQLiteStore(SQLiteFacts):
             return None
         if not filters.metadata:
             self._refresh_dense()
+            self._load_dense_columns()
             return self._dense.rowids_where(
                 scope.user_id, scope.agent_id, scope.session_id, filters
             )
@@ -697,8 +698,7 @@ class SQLiteStore(SQLiteFacts):
             return
         self._dense.reserve(pending)
         cursor = self._conn.execute(
-            """SELECT e.rowid, e.user_id, e.agent_id, e.session_id, e.role, e.speaker,
-                      e.modality, e.event_time, e.recorded_at, v.embedding
+            """SELECT e.rowid, e.user_id, e.agent_id, e.session_id, v.embedding
                FROM vectors v JOIN episodes e ON e.rowid = v.episode_rowid
                WHERE v.episode_rowid > ? ORDER BY v.episode_rowid""",
             (self._dense.max_rowid,),
@@ -707,6 +707,33 @@ class SQLiteStore(SQLiteFacts):
             self._dense.append(rows)
         self._dense_loaded = True
         self._dense_epoch = epoch
+
+    def _load_dense_columns(self) -> None:
+        """Give the dense index's rows that lack them their filter columns.
+
+        Read in rowid order over the same join as the vectors, up to the last row
+        loaded; should another process have deleted rows since the vectors were read,
+        the counts differ and the index is rebuilt.
+        """
+        for _ in range(2):
+            loaded, size = self._dense.columns_loaded, self._dense.size
+            if loaded == size:
+                return
+            after = self._dense.rowid_at(loaded - 1) if loaded else 0
+            rows = self._conn.execute(
+                """SELECT e.role, e.speaker, e.modality, e.event_time, e.recorded_at
+                   FROM vectors v JOIN episodes e ON e.rowid = v.episode_rowid
+                   WHERE v.episode_rowid > ? AND v.episode_rowid <= ?
+                   ORDER BY v.episode_rowid""",
+                (after, self._dense.max_rowid),
+            ).fetchall()
+            if len(rows) == size - loaded:
+                self._dense.add_columns(rows)
+                return
+            self._dense.clear()
+            self._dense_loaded = False
+            self._refresh_dense()
+        raise StoreError(f"{self.path} changed while its vectors were being read; retry")
 
     def dense_search(
         self, vector: np.ndarray, scope: Scope, filters: Filters, limit: int
