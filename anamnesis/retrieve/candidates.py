@@ -105,8 +105,9 @@ def _pool(request: SearchRequest, name: str) -> list[Candidate]:
 
 def dense_pool(request: SearchRequest) -> list[Candidate]:
     """The dense ranking, ``SPEAKER_POOL`` times deeper than the channel depth when a
-    speaker channel is configured: where the speaker channels find the named speakers
-    and their turns, and ``dense_context`` its candidates."""
+    speaker or role channel is configured: where the speaker channels find the named
+    speakers and their turns, the role channels the addressed side's, and
+    ``dense_context`` its candidates."""
     return _pool(request, "dense")
 
 

@@ -16,6 +16,7 @@ about last Tuesday is an event of last Tuesday.
 | ``abstain`` | empty result on a likely miss, MemX rule R1 (filters.py) | +2 ms |
 | ``cross-encoder`` | a given cross-encoder over the top 30 (crossencoder.py) | model-bound |
 | ``ensemble-e5`` | e5-small rescoring of the top 20 (ensemble.py) | ~60 ms/turn cold |
+| ``role_prior`` | the other side of a chat ×0.5 (``rerank-role``) | ~1 ms |
 
 Costs are CPU-time medians over 100 LoCoMo questions on a store of all LoCoMo and BEAM
 messages (hybrid alone: 25 ms); see BENCHMARKS.md ("Post-fusion stages"). None is on
@@ -94,6 +95,8 @@ def spread(request: SearchRequest, fused: list[Fused]) -> list[Fused]:
     grouped by the calendar day of their event time; the n-th best of a day keeps
     ``SPREAD_DECAY ** (n - 1)`` of its score. "first" and "last" do not trigger it:
     they are too often ordinals ("my first sprint") rather than the question.
+    ``stage_options["spread"]["when"]`` widens it to ``"list"`` questions (counts and
+    plurals, ``understanding.is_list_question``) or ``"always"``.
     """
     when = request.options("spread").get("when", "order")
     if not fused or not _spread_applies(request, str(when)):
