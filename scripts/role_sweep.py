@@ -10,7 +10,7 @@ arguments, e.g.
 ``role-L-D`` adds ``role_lexical`` at weight L and ``role_dense`` at weight D to
 ``full-temporal``; ``-seed`` also lets them seed the session channel (as ``full-role``,
 which is ``role-2-2-seed``); ``role-neighbours`` is ``full-role`` plus the neighbours
-channel.
+channel, ``role-prior-F`` plus the ``role_prior`` stage at factor F.
 """
 
 from __future__ import annotations
@@ -39,6 +39,13 @@ for lexical, dense in [(1, 1), (1, 2), (2, 2), (3, 3), (0, 2)]:
 # full-role with the neighbours channel (the adjacent turns of the best seeds: in a chat,
 # the other half of an exchange) at the weight the "full" sweep gave it.
 PRESETS["role-neighbours"] = _plus(PRESETS["full-role"], "neighbours", 0.75)
+
+# full-role with the role_prior stage as well (the other side's turns scaled after fusion).
+for factor in (0.7, 0.85):
+    PRESETS[f"role-prior-{factor}"] = PRESETS["full-role"].with_(
+        stages=(*PRESETS["full-role"].stages, "role_prior"),
+        stage_options={"role_prior": {"factor": factor}},
+    )
 
 if __name__ == "__main__":
     main(sys.argv[1:])
