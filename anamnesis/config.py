@@ -208,6 +208,11 @@ PRESETS["full-dense-context"] = _plus(PRESETS["full-role"], "dense_context", 1.0
 PRESETS["full-spread-list"] = PRESETS["full-role"].with_(
     stages=(*PRESETS["full-role"].stages, "spread"), stage_options={"spread": {"when": "list"}}
 )
+#: ``full-role`` with the e5-small ensemble rescoring its top 20 (ablation: slow unless
+#: the e5 vectors are cached, see ``retrieve/ensemble.py``).
+PRESETS["full-ensemble"] = PRESETS["full-role"].with_(
+    stages=(*PRESETS["full-role"].stages, "ensemble-e5")
+)
 #: ``full-temporal`` with off-role turns scaled down after fusion instead (ablation).
 PRESETS["rerank-role"] = PRESETS["full-temporal"].with_(
     stages=(*PRESETS["full-temporal"].stages, "role_prior")
