@@ -10,7 +10,8 @@ arguments, e.g.
 ``role-L-D`` adds ``role_lexical`` at weight L and ``role_dense`` at weight D to
 ``full-temporal``; ``-seed`` also lets them seed the session channel (as ``full-role``,
 which is ``role-2-2-seed``); ``role-neighbours`` is ``full-role`` plus the neighbours
-channel, ``role-prior-F`` plus the ``role_prior`` stage at factor F.
+channel, ``role-prior-F`` plus the ``role_prior`` stage at factor F,
+``role-sessions-N`` with the session channel over the N best sessions (default 3).
 """
 
 from __future__ import annotations
@@ -46,6 +47,10 @@ for factor in (0.7, 0.85):
         stages=(*PRESETS["full-role"].stages, "role_prior"),
         stage_options={"role_prior": {"factor": factor}},
     )
+
+# full-role with the session channel reading more or fewer of the best sessions.
+for sessions in (2, 5):
+    PRESETS[f"role-sessions-{sessions}"] = PRESETS["full-role"].with_(sessions=sessions)
 
 if __name__ == "__main__":
     main(sys.argv[1:])
