@@ -68,6 +68,11 @@ class SearchConfig:
     fusion: str = "rrf"
     fusion_model: str = "fusion-logistic.json"
 
+    @property
+    def uses_facts(self) -> bool:
+        """Whether the pipeline reads the fact layer (so ``consolidate`` must have run)."""
+        return "facts" in self.channels or "fact_boost" in self.stages
+
     def with_(self, **changes: object) -> SearchConfig:
         """A copy with some fields changed."""
         return replace(self, **changes)  # type: ignore[arg-type]
@@ -106,8 +111,10 @@ PRESETS: dict[str, SearchConfig] = {
     # and a boost for candidates dated in them. Half weight kept LoCoMo's gain and lost
     # less LongMemEval recall than full weight (BENCHMARKS.md, "Event time").
     "temporal": _plus(_HYBRID, "temporal", 0.5, stages=("time_match",)),
-    # hybrid plus the bi-temporal fact layer (needs Memory.consolidate to have run).
+    # hybrid plus the bi-temporal fact layer (needs Memory.consolidate to have run):
+    # as a channel, or as a boost for the candidates that state a matching fact.
     "facts": _plus(_HYBRID, "facts", 1.0),
+    "facts-rerank": _HYBRID.with_(stages=("fact_boost",)),
     "rerank-memx": _HYBRID.with_(stages=("memx",)),
     "rerank-memx-raw": _HYBRID.with_(stages=("memx",), stage_options={"memx": {"semantic": "rrf"}}),
     "rerank-surprise": _HYBRID.with_(stages=("surprise",)),
@@ -207,6 +214,10 @@ PRESETS["full-dense-context"] = _plus(PRESETS["full-role"], "dense_context", 1.0
 #: many times…"; ablation: no gain on LoCoMo, BENCHMARKS.md).
 PRESETS["full-spread-list"] = PRESETS["full-role"].with_(
     stages=(*PRESETS["full-role"].stages, "spread"), stage_options={"spread": {"when": "list"}}
+)
+#: ``full-role`` with the fact boost (ablation; needs Memory.consolidate).
+PRESETS["full-facts"] = PRESETS["full-role"].with_(
+    stages=(*PRESETS["full-role"].stages, "fact_boost")
 )
 #: ``full-role`` with the e5-small ensemble rescoring its top 20 (ablation: slow unless
 #: the e5 vectors are cached, see ``retrieve/ensemble.py``).

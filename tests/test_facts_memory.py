@@ -13,6 +13,7 @@ import pytest
 from anamnesis import Memory
 from anamnesis.config import PRESETS
 from anamnesis.errors import ConsolidationError, InvalidInputError
+from anamnesis.retrieve.stages import FACT_BOOST
 from anamnesis.store.base import Filters
 from anamnesis.types import Scope
 
@@ -149,6 +150,29 @@ def test_history_questions_get_the_whole_chain_in_order(facts_memory):
     )
     companies = [f.object for h in from_facts for f in h.facts if f.predicate == "works_at"]
     assert companies == ["Acme", "Initech", "Stripe"]
+
+
+def test_the_fact_boost_lifts_episodes_stating_a_standing_matching_value(tmp_path, embedder):
+    def scores(config, question):
+        with Memory(path=tmp_path / "m.db", embedder=embedder, config=config) as memory:
+            return {h.episode.content: h for h in memory.search(question, limit=10)}
+
+    with Memory(path=tmp_path / "m.db", embedder=embedder) as memory:
+        memory.add(MOVES)
+        memory.consolidate()
+    plain = scores(PRESETS["hybrid"], "Where do I live now?")
+    boosted = scores(PRESETS["facts-rerank"], "Where do I live now?")
+    assert boosted.keys() == plain.keys()  # the stage adds no candidates
+    lisbon, boston = MOVES[3]["content"], MOVES[0]["content"]
+    # The standing value's episode is boosted and carries its fact; the replaced
+    # value's is not boosted (a current-state question).
+    assert boosted[lisbon].score == pytest.approx(plain[lisbon].score * FACT_BOOST)
+    assert [f.object for f in boosted[lisbon].facts] == ["Lisbon"]
+    assert boosted[boston].score == pytest.approx(plain[boston].score)
+    # A history question boosts every value of the chain.
+    history = scores(PRESETS["facts-rerank"], "Where did I live before?")
+    before = scores(PRESETS["hybrid"], "Where did I live before?")
+    assert history[boston].score == pytest.approx(before[boston].score * FACT_BOOST)
 
 
 def test_the_facts_channel_honours_recorded_before(facts_memory):

@@ -94,7 +94,7 @@ class CaseSpeed:
     messages: int
     ingest_seconds: float
     store_bytes: int
-    #: Seconds spent in Memory.consolidate (only when a config uses the facts channel).
+    #: Seconds spent in Memory.consolidate (only when a config reads the fact layer).
     consolidate_seconds: float = 0.0
     facts: int = 0
 
@@ -259,7 +259,7 @@ def run_case(
     memory.add_many(case.messages, user_id=user_id, progress=ingested)
     ingest_seconds = time.perf_counter() - start
     consolidate_seconds, facts = 0.0, 0
-    if any("facts" in config.channels for config in options.search_configs().values()):
+    if any(config.uses_facts for config in options.search_configs().values()):
         start = time.perf_counter()
         facts = memory.consolidate(user_id=user_id).added
         consolidate_seconds = time.perf_counter() - start
