@@ -85,8 +85,11 @@ def test_filters_apply_on_every_channel(memory: Memory) -> None:
         ],
         user_id="u",
     )
+    memory.add("Note: hiking boots for the Alps", user_id="u")  # no role
     by_role = memory.search("hiking Alps", user_id="u", filters={"role": "assistant"})
     assert [h.episode.role for h in by_role] == ["assistant"]
+    not_assistant = memory.search("hiking Alps", user_id="u", filters={"not_role": "assistant"})
+    assert sorted(str(h.episode.role) for h in not_assistant) == ["None", "user"]
     by_time = memory.search(
         "hiking Alps", user_id="u", filters={"event_before": "2023-03-01T00:00:00Z"}
     )
