@@ -15,7 +15,6 @@ rendered text, headers included, so ``Context.tokens <= budget_tokens`` always h
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
 
 from .errors import InvalidInputError
@@ -36,13 +35,6 @@ DEFAULT_NEIGHBOUR_MAX_TOKENS = 256
 MIN_BUDGET_TOKENS = 32
 
 _GAP = "…"
-
-
-@dataclass(slots=True)
-class _Unit:
-    episode: Episode
-    rank: int | None
-    score: float | None
 
 
 def assemble(
@@ -74,7 +66,7 @@ def assemble(
         if used + cost <= budget_tokens:
             kept_facts.append(fact)
             used += cost
-    chosen: list[_Unit] = []
+    chosen: list[ContextLine] = []
     seen_ids: set[str] = set()
     seen_text: set[tuple[str | None, str]] = set()
     sessions: set[str | None] = set()
@@ -124,13 +116,13 @@ def context_fact(fact: Fact) -> ContextFact:
     return ContextFact(text=fact.text, valid_at=fact.valid_from, source_episode_ids=fact.provenance)
 
 
-def _candidates(hits: Sequence[Hit], neighbour_hits: int) -> list[_Unit]:
+def _candidates(hits: Sequence[Hit], neighbour_hits: int) -> list[ContextLine]:
     """Episodes in the order they are offered a place: each hit, then its neighbours."""
     units = []
     for rank, hit in enumerate(hits, start=1):
-        units.append(_Unit(hit.episode, rank, hit.score))
+        units.append(ContextLine(hit.episode, rank, hit.score))
         if rank <= neighbour_hits:
-            units.extend(_Unit(n, None, None) for n in hit.context)
+            units.extend(ContextLine(n) for n in hit.context)
     return units
 
 
@@ -139,11 +131,11 @@ def _render(
     now: datetime | None,
     preamble: str,
     facts: list[ContextFact],
-    chosen: list[_Unit],
+    chosen: list[ContextLine],
     budget: int,
     counter: TokenCounter,
 ) -> Context:
-    groups: dict[str | None, list[_Unit]] = {}
+    groups: dict[str | None, list[ContextLine]] = {}
     for unit in chosen:
         groups.setdefault(unit.episode.session_id, []).append(unit)
     for units in groups.values():
@@ -171,14 +163,14 @@ def _render(
             ContextSession(
                 session_id=first.session_id,
                 started_at=started,
-                lines=tuple(ContextLine(u.episode, u.rank, u.score) for u in units),
+                lines=tuple(units),
             )
         )
     text = "\n\n".join(blocks)
     return Context(
         query=query,
         text=text,
-        tokens=_count(counter, text) if text else 0,
+        tokens=counter.count_once(text) if text else 0,
         budget_tokens=budget,
         now=now,
         facts=tuple(facts),

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 import numpy as np
 
@@ -44,6 +44,7 @@ from .types import (
     DeleteCounts,
     Episode,
     EpisodeVersion,
+    Fact,
     Hit,
     Page,
     Scope,
@@ -58,6 +59,7 @@ MAX_LIMIT = 1000
 CONTEXT_HITS = 50
 
 ProgressCallback = Callable[[int], None]
+T = TypeVar("T")
 
 
 def _open_store(path: str | os.PathLike[str] | None, url: str | None, dim: int) -> Store:
@@ -400,32 +402,25 @@ class Memory(FactVerbs):
         return self._store.delete_scope(scope)
 
     def reindex(self, *, progress: ProgressCallback | None = None) -> int:
-        """Re-embed every episode from its stored text with the current embedder."""
+        """Re-embed every episode (and fact) from its stored text with the current
+        embedder; returns the number of episodes."""
         done = 0
-        batch: list[Episode] = []
 
-        def flush() -> None:
+        def episodes(batch: list[Episode]) -> None:
             nonlocal done
-            vectors = self._embedder.embed_documents(
-                [embedding_text(e.content, e.speaker) for e in batch]
-            )
+            texts = [embedding_text(e.content, e.speaker) for e in batch]
+            vectors = self._embedder.embed_documents(texts)
             self._store.replace_vectors({e.id: v for e, v in zip(batch, vectors, strict=True)})
             done += len(batch)
-            batch.clear()
             if progress is not None:
                 progress(done)
 
-        for episode, _ in self._store.iter_episodes():
-            batch.append(episode)
-            if len(batch) >= WRITE_BATCH:
-                flush()
-        if batch:
-            flush()
-        facts = [fact for fact, _ in self._store.iter_facts()]
-        for start in range(0, len(facts), WRITE_BATCH):
-            chunk = facts[start : start + WRITE_BATCH]
-            vectors = self._embedder.embed_documents([fact_embedding_text(f) for f in chunk])
-            self._store.replace_fact_vectors({f.id: v for f, v in zip(chunk, vectors, strict=True)})
+        def facts(batch: list[Fact]) -> None:
+            vectors = self._embedder.embed_documents([fact_embedding_text(f) for f in batch])
+            self._store.replace_fact_vectors({f.id: v for f, v in zip(batch, vectors, strict=True)})
+
+        _in_batches((e for e, _ in self._store.iter_episodes()), episodes)
+        _in_batches((f for f, _ in self._store.iter_facts()), facts)
         self._store.set_meta("embedder_name", self._embedder.name)
         self._store.set_meta("embedder_dim", str(self._embedder.dim))
         return done
@@ -594,6 +589,19 @@ class Memory(FactVerbs):
         from .portable import import_jsonl
 
         return import_jsonl(self._store, self._embedder, lines, progress=progress)
+
+
+def _in_batches(items: Iterable[T], handle: Callable[[list[T]], None]) -> None:
+    """Hand ``items`` to ``handle`` ``WRITE_BATCH`` at a time, streaming (the stores'
+    iterators release their read between batches, so ``handle`` may write)."""
+    batch: list[T] = []
+    for item in items:
+        batch.append(item)
+        if len(batch) >= WRITE_BATCH:
+            handle(batch)
+            batch = []
+    if batch:
+        handle(batch)
 
 
 def _check_limit(limit: object) -> None:

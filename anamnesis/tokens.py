@@ -41,6 +41,11 @@ class TokenCounter:
             del self._cache[stale]
         return counts
 
+    def count_once(self, text: str) -> int:
+        """Token count of a text that will not come again (a rendered context): not
+        cached, so it does not push out the counts that are reused."""
+        return len(self._tokenizer.encode(text, add_special_tokens=False).ids)
+
     def clear(self) -> None:
         """Forget cached counts (between cases, to bound memory)."""
         self._cache.clear()

@@ -420,7 +420,7 @@ def run(
         options=options,
         notes=dict(dataset.notes),
         started_at=started.isoformat(timespec="seconds"),
-        environment=environment(embedder.name, caching),
+        environment=environment(embedder.name),
     )
     for case in dataset.cases:
         if progress is not None:
@@ -471,7 +471,7 @@ def make_grader(dataset: str, options: BenchOptions) -> QAGrader:
     return QAGrader(dataset, reader, judge, budget=options.qa_budget)
 
 
-def environment(embedder_name: str, caching: CachingEmbedder | None) -> dict[str, Any]:
+def environment(embedder_name: str) -> dict[str, Any]:
     """Versions and machine facts that make numbers comparable across runs."""
     import os
     import platform
@@ -485,8 +485,6 @@ def environment(embedder_name: str, caching: CachingEmbedder | None) -> dict[str
         "tokenizer": TOKENIZER_NAME,
         "git_commit": _git_commit(),
     }
-    if caching is not None:
-        env["embedding_cache"] = _cache_counts(caching)
     return env
 
 

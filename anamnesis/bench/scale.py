@@ -285,7 +285,7 @@ def run_scale(
         distinct_texts=len(turns),
         started_at=datetime.now(UTC).isoformat(timespec="seconds"),
     )
-    result.environment = environment(base.name, None)
+    result.environment = environment(base.name)
     result.environment["vectors"] = (
         f"pool of {options.pool} real vectors reused in rotation"
         if options.pool

@@ -17,7 +17,6 @@ from collections.abc import Callable, Iterable
 from ..errors import ConsolidationError
 from ..store.base import fact_scope
 from ..types import Scope
-from .types import ConsolidationReport
 
 
 class ConsolidationWorker:
@@ -25,7 +24,7 @@ class ConsolidationWorker:
 
     def __init__(
         self,
-        consolidate: Callable[[Scope], ConsolidationReport],
+        consolidate: Callable[[Scope], object],
         *,
         interval: float,
         scopes: Iterable[Scope] = (),
@@ -40,10 +39,6 @@ class ConsolidationWorker:
         self._stopping = threading.Event()
         self._idle = threading.Condition(self._lock)
         self._busy = False
-        #: Consolidation runs completed (one per scope per cycle).
-        self.runs = 0
-        #: The report of the last run, per scope.
-        self.reports: dict[Scope, ConsolidationReport] = {}
         #: The error that stopped the worker, if one did.
         self.error: BaseException | None = None
         self._thread = threading.Thread(
@@ -105,8 +100,7 @@ class ConsolidationWorker:
                 self._busy = True
             try:
                 for scope in scopes:
-                    self.reports[scope] = self._consolidate(scope)
-                    self.runs += 1
+                    self._consolidate(scope)
             except Exception as exc:  # noqa: BLE001 - recorded, warned, raised by stop()/drain()
                 self.error = exc
                 warnings.warn(

@@ -32,14 +32,7 @@ from .expansion import feedback_terms
 from .fusion import weighted_rrf
 from .hyde import hyde
 from .query import search_terms, words
-from .understanding import (
-    addressed_role,
-    decompose,
-    is_summary_request,
-    named_speakers,
-    names,
-    strip_names,
-)
+from .understanding import is_summary_request, named_speakers, strip_names
 
 if TYPE_CHECKING:
     from .channels import SearchRequest
@@ -134,32 +127,38 @@ def query_texts(request: SearchRequest) -> list[str]:
     """The question, followed by its sub-queries when ``"decompose"`` is configured."""
     texts = [request.analysis.text]
     if "decompose" in request.config.query:
-        subqueries = request.analysis.features.get("subqueries")
-        if subqueries is None:
-            subqueries = decompose(request.analysis.text)
-        texts += list(subqueries)[:MAX_SUBQUERIES]
+        texts += list(request.analysis.features["subqueries"])[:MAX_SUBQUERIES]
     return texts
 
 
 def _terms(request: SearchRequest, text: str) -> list[str]:
-    terms = search_terms(text)
+    """Lexical terms of one query text (the question's own are already analysed), speaker
+    names dropped when configured."""
+    terms = list(request.analysis.terms) if text == request.analysis.text else search_terms(text)
     if "speakers" in request.config.query:
         terms = strip_names(terms, speakers_named(request))
     return terms
 
 
-def understanding_terms(request: SearchRequest) -> list[list[str]]:
-    """Lexical terms of each query text (speaker names dropped when configured)."""
-    out = []
-    for text in query_texts(request):
-        terms = (
-            list(request.analysis.terms) if text == request.analysis.text else search_terms(text)
+def query_terms(request: SearchRequest) -> list[tuple[str, list[str]]]:
+    """Each query text with its lexical terms (speaker names dropped when configured);
+    texts left without terms are skipped."""
+    pairs = [(text, _terms(request, text)) for text in query_texts(request)]
+    return [(text, terms) for text, terms in pairs if terms]
+
+
+def question_lexical(request: SearchRequest, depth: int) -> list[Candidate]:
+    """BM25 over the question's own terms, ``depth`` deep: searched once per search and
+    shared by the lexical channel and the speaker channel, which ask for the same."""
+    key = ("question_lexical", depth)
+    if key not in request.memo:
+        terms = _terms(request, request.analysis.text)
+        request.memo[key] = (
+            request.store.lexical_search(terms, request.scope, request.filters, depth)
+            if terms
+            else []
         )
-        if "speakers" in request.config.query:
-            terms = strip_names(terms, speakers_named(request))
-        if terms:
-            out.append(terms)
-    return out
+    return request.memo[key]
 
 
 def _per_speaker(request: SearchRequest, pool: Sequence[Candidate], limit: int) -> list[Candidate]:
@@ -187,11 +186,7 @@ def speaker_lexical(request: SearchRequest, limit: int) -> list[Candidate]:
     times deeper, filtered to them)."""
     if not speakers_named(request):
         return []
-    terms = _terms(request, request.analysis.text)
-    if not terms:
-        return []
-    pool = request.store.lexical_search(terms, request.scope, request.filters, SPEAKER_POOL * limit)
-    return _per_speaker(request, pool, limit)
+    return _per_speaker(request, question_lexical(request, SPEAKER_POOL * limit), limit)
 
 
 def speaker_dense(request: SearchRequest, limit: int) -> list[Candidate]:
@@ -205,8 +200,7 @@ def _role_filters(request: SearchRequest) -> Filters | None:
     and turns without a role (notes added as plain text), or None when it addresses
     both (a summary), the caller already filters by role, or the store shows no chat
     (none of the question's nearest turns is the other side's)."""
-    features = request.analysis.features
-    role = features["role"] if "role" in features else addressed_role(request.analysis.text)
+    role = request.analysis.features.get("role")
     if request.filters.role is not None or request.filters.not_role is not None or role is None:
         return None
     # Only in a chat with two sides: when none of the question's nearest turns is the
@@ -270,7 +264,7 @@ def entity(request: SearchRequest, limit: int) -> list[Candidate]:
     speaker_words = {w for s in speakers_named(request) for w in words(s)}
     terms = [
         t
-        for name in names(request.analysis.text)
+        for name in request.analysis.features["names"]
         for t in search_terms(name)
         if t not in speaker_words
     ]

@@ -27,8 +27,9 @@ from .candidates import (
     keep_pool,
     merge_lists,
     pool_depth,
+    query_terms,
     query_texts,
-    understanding_terms,
+    question_lexical,
 )
 from .contextual import dense_context
 from .resources import StageResources
@@ -121,8 +122,10 @@ def lexical(request: SearchRequest, limit: int) -> list[Candidate]:
     """BM25 over the verbatim text (per sub-query when the question is decomposed)."""
     depth = pool_depth(request, limit)
     lists = [
-        request.store.lexical_search(terms, request.scope, request.filters, depth)
-        for terms in understanding_terms(request)
+        question_lexical(request, depth)
+        if text == request.analysis.text
+        else request.store.lexical_search(terms, request.scope, request.filters, depth)
+        for text, terms in query_terms(request)
     ]
     return keep_pool(request, "lexical", merge_lists(lists, depth), limit)
 

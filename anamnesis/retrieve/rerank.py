@@ -172,10 +172,12 @@ def fingerprints(text: str) -> set[str]:
 
 def surprise(text: str, known: set[str]) -> float:
     """The fraction of ``text``'s fingerprints that are not in ``known`` (0 without any)."""
-    prints = fingerprints(text)
-    if not prints:
-        return 0.0
-    return len(prints - known) / len(prints)
+    return novelty(fingerprints(text), known)
+
+
+def novelty(prints: set[str], known: set[str]) -> float:
+    """The fraction of ``prints`` not in ``known`` (0 for no prints)."""
+    return len(prints - known) / len(prints) if prints else 0.0
 
 
 def surprise_stage(request: SearchRequest, fused: list[Fused]) -> list[Fused]:
@@ -206,8 +208,7 @@ def surprise_stage(request: SearchRequest, fused: list[Fused]) -> list[Fused]:
         for other in before.get(episode.id, ()):
             if (other.turn_index or 0) < (episode.turn_index or 0):
                 known |= of(other)
-        new = of(episode)
-        f.score *= 1.0 + alpha * (len(new - known) / len(new) if new else 0.0)
+        f.score *= 1.0 + alpha * novelty(of(episode), known)
     head.sort(key=lambda f: f.score, reverse=True)
     return _keep_order(head, tail)
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..facts.search import current_at
-from .candidates import OTHER_ROLE
+from .candidates import OTHER_ROLE, turn_info
 from .channels import SearchRequest
 from .crossencoder import cross_encoder_stage
 from .ensemble import ensemble_e5
@@ -159,10 +159,9 @@ def role_prior(request: SearchRequest, fused: list[Fused]) -> list[Fused]:
         return fused
     other = OTHER_ROLE[role]
     factor = float(request.options("role_prior").get("factor", ROLE_PRIOR))
-    episodes = request.episodes([f.episode_id for f in fused])
+    roles = {i: info[3] for i, info in turn_info(request, [f.episode_id for f in fused]).items()}
     for candidate in fused:
-        episode = episodes.get(candidate.episode_id)
-        if episode is not None and episode.role == other:
+        if roles.get(candidate.episode_id) == other:
             candidate.score *= factor
     return _rescored(fused)
 

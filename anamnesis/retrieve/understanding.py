@@ -191,14 +191,14 @@ _COORDINATED = re.compile(
 )
 
 
-def decompose(text: str, speakers: Iterable[str] = ()) -> list[str]:
+def decompose(text: str) -> list[str]:
     """Sub-queries of a multi-part question, or ``[]`` when it is one question.
 
     Rules, applied in order:
     - several questions in one (``"Where did she go? What did she buy?"``): each one;
     - coordinated names (``"What do Jon and Gina both like?"``): one sub-query per
       name, the others removed (``"What do Jon like?"``, ``"What do Gina like?"``),
-      when at least one of the names is a known speaker or both are capitalised names;
+      when at least two of the coordinated words are capitalised names;
     - two clauses joined by ``and`` each opening with a question word
       (``"When did X move and where did she live?"``): each clause.
     """

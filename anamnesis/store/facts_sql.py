@@ -121,7 +121,7 @@ class FactSQL:
         where, params = self._scope(scope, by_key=True)
         for step in changes.supersessions:
             valid_to = self._time(step.valid_to)
-            conn.execute(
+            ended = conn.execute(
                 f"""UPDATE facts AS f SET superseded_by = {p}, superseded_at = {p},
                       valid_to = CASE WHEN f.valid_to IS NULL OR f.valid_to > {p}
                                       THEN {p} ELSE f.valid_to END
@@ -135,6 +135,8 @@ class FactSQL:
                     *params,
                 ],
             )
+            if ended.rowcount == 0:
+                continue  # the old fact is not in this scope: link nothing to it
             conn.execute(
                 f"UPDATE facts AS f SET supersedes = {p} WHERE f.id = {p} AND {where}",
                 [step.old_id, step.new_id, *params],

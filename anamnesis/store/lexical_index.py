@@ -28,9 +28,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-#: FTS5's BM25 parameters (fixed in its source), as in ``postgres_lexical``.
+#: BM25 parameters: FTS5's, which are fixed in its source (k1 = 1.2, b = 0.75), the
+#: values Robertson and Zaragoza recommend as defaults; ``postgres_lexical`` uses them too.
 BM25_K1 = 1.2
 BM25_B = 0.75
+#: The smallest IDF a term can have: FTS5 clamps ln((N - n + 0.5)/(n + 0.5)) at 1e-6,
+#: so a term in more than half of the episodes still counts, barely.
 IDF_FLOOR = 1e-6
 #: The FTS column whose terms are searched; the other columns only count in len(d).
 CONTENT_COLUMN = "content"
@@ -168,11 +171,6 @@ class LexicalIndex:
         self.tokens = 0
         #: The largest rowid ever added: rows above it are not indexed yet.
         self.max_rowid = 0
-
-    @property
-    def size(self) -> int:
-        """Slots in use (live and dead)."""
-        return self._size
 
     def _grow(self, extra: int) -> None:
         needed = self._size + extra

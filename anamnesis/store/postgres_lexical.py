@@ -38,18 +38,13 @@ from typing import Any
 
 import psycopg
 
+from .lexical_index import BM25_B, BM25_K1, IDF_FLOOR
+
 #: The text search configuration of the ``content_tsv`` column and of queries: Snowball
 #: English stemming and English stopwords, the nearest built-in analogue of SQLite's
 #: ``porter unicode61`` tokenizer.
 TEXT_SEARCH_CONFIG = "english"
 
-#: BM25 parameters: FTS5's, which are fixed in its source (k1 = 1.2, b = 0.75), the
-#: values Robertson and Zaragoza recommend as defaults.
-BM25_K1 = 1.2
-BM25_B = 0.75
-#: The smallest IDF a term can have: FTS5 clamps ln((N - n + 0.5)/(n + 0.5)) at 1e-6,
-#: so a term in more than half of the episodes still counts, barely.
-IDF_FLOOR = 1e-6
 
 # A token as FTS5's unicode61 tokenizer sees one: a run of letters and digits.
 _TOKEN = re.compile(r"[^\W_]+")

@@ -58,7 +58,12 @@ class SQLiteStore(SQLiteFacts):
 
     backend = "sqlite"
     vector_backend = "numpy"
-    lexical_backend = "fts5-bm25"
+
+    @property
+    def lexical_backend(self) -> str:
+        """``fts5-bm25``, and why the in-memory postings are not in use if a build failed."""
+        failure = self._lexical.failure
+        return "fts5-bm25" if failure is None else f"fts5-bm25 (in-memory index failed: {failure})"
 
     def __init__(self, path: str | Path, *, dim: int, busy_timeout: float = DEFAULT_BUSY_TIMEOUT):
         self.path = Path(path)
@@ -608,7 +613,7 @@ class SQLiteStore(SQLiteFacts):
             try:
                 tokens = scope_terms(scope.user_id, scope.agent_id, scope.session_id).split()
                 ranked = self._lexical.search(
-                    self._conn, terms, tokens, lambda: self._allowed_rowids(scope, filters), limit
+                    self._conn, terms, tokens, lambda: self._refreshed_rowids(scope, filters), limit
                 )
                 if ranked is not None:
                     return self._candidates(ranked, scope)
@@ -648,14 +653,19 @@ class SQLiteStore(SQLiteFacts):
             self._refresh_dense()
         self._lexical.warm_up()
 
+    def _refreshed_rowids(self, scope: Scope, filters: Filters) -> np.ndarray | None:
+        """``_allowed_rowids`` with the dense index brought up to date first."""
+        if not filters.is_empty():
+            self._refresh_dense()
+        return self._allowed_rowids(scope, filters)
+
     def _allowed_rowids(self, scope: Scope, filters: Filters) -> np.ndarray | None:
         """Rowids in ``scope`` passing ``filters``, ascending; None when there are no
-        filters. Read off the dense index's columns (every episode has a row there),
-        except for metadata filters, which SQL evaluates."""
+        filters. Read off the dense index's columns (every episode has a row there;
+        the caller has refreshed it), except for metadata filters, which SQL evaluates."""
         if filters.is_empty():
             return None
         if not filters.metadata:
-            self._refresh_dense()
             self._load_dense_columns()
             return self._dense.rowids_where(
                 scope.user_id, scope.agent_id, scope.session_id, filters

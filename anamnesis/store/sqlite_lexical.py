@@ -91,6 +91,8 @@ class SQLiteLexical:
         self._build_conn: sqlite3.Connection | None = None
         self._warned = False
         self._closed = False
+        #: Why the last build failed, until one succeeds (searches then use FTS5).
+        self.failure: str | None = None
 
     # -- temp tables ---------------------------------------------------------------------
     def _prepare(self, conn: sqlite3.Connection) -> bool:
@@ -198,6 +200,7 @@ class SQLiteLexical:
                 return
             if fresh is not None:
                 self._index = fresh
+                self.failure = None
             else:
                 assert index is not None
                 index.add(postings)
@@ -226,6 +229,7 @@ class SQLiteLexical:
             self._warn(exc)
 
     def _warn(self, exc: Exception) -> None:
+        self.failure = str(exc)
         if not self._warned:
             self._warned = True
             warnings.warn(
