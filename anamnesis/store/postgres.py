@@ -528,13 +528,15 @@ class PostgresStore(PostgresFacts):
             session_where += " AND s.id = %s"
             session_params.append(scope.session_id)
         with self._transaction() as conn:
+            # A whole user/agent scope drops its facts in one statement first, so the
+            # episode delete below has no sources left to unlink fact by fact.
+            facts = 0
+            if scope.session_id is None:
+                facts = self._facts.delete_scope_facts(conn, scope)
             counts = self._delete_where(conn, where, params)
             sessions = conn.execute(
                 f"DELETE FROM sessions s WHERE {session_where}", session_params
             ).rowcount
-            facts = 0
-            if scope.session_id is None:
-                facts = self._facts.delete_scope_facts(conn, scope)
         return counts + DeleteCounts(sessions=sessions, facts=facts)
 
     def replace_vectors(self, vectors: dict[str, np.ndarray]) -> None:

@@ -460,6 +460,11 @@ class SQLiteStore(SQLiteFacts):
     def delete_scope(self, scope: Scope) -> DeleteCounts:
         where, params = scope_sql(scope)
         with self._write() as conn:
+            # A whole user/agent scope drops its facts in one statement first, so the
+            # episode delete below has no sources left to unlink fact by fact.
+            facts = 0
+            if scope.session_id is None:
+                facts = self._facts.delete_scope_facts(conn, scope)
             counts, rowids, epochs = self._delete_where(conn, where, params)
             session_where, session_params = scope_sql(
                 Scope(scope.user_id, scope.agent_id, None), alias="s"
@@ -470,9 +475,6 @@ class SQLiteStore(SQLiteFacts):
             sessions = conn.execute(
                 f"DELETE FROM sessions AS s WHERE {session_where}", session_params
             ).rowcount
-            facts = 0
-            if scope.session_id is None:
-                facts = self._facts.delete_scope_facts(conn, scope)
         if epochs is not None:
             self._lexical.after_change(rowids, [], *epochs)
         return counts + DeleteCounts(sessions=sessions, facts=facts)
