@@ -85,7 +85,10 @@ def with_scope(func: F) -> F:
 )
 @click.option("--url", default=None, help="Database URL instead of a file (postgresql://...).")
 @click.option(
-    "--embedder", default="minilm", show_default=True, help="minilm, edge or openai:MODEL."
+    "--embedder",
+    default="minilm",
+    show_default=True,
+    help="minilm, minilm-int8, edge, e5 or openai:MODEL.",
 )
 @click.option(
     "--config",

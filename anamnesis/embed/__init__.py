@@ -1,16 +1,18 @@
-"""Embedders: the default MiniLM (ONNX), the fast static "edge" model, and OpenAI-compatible."""
+"""Embedders: the default MiniLM (ONNX), the fast static "edge" model, the slower and
+more accurate e5-small, and OpenAI-compatible."""
 
 from __future__ import annotations
 
 from .base import Embedder, normalise
 
 #: Names accepted by ``Memory(embedder=...)`` and ``--embedder``.
-EMBEDDER_NAMES = ("minilm", "minilm-int8", "edge", "openai:<model>")
+EMBEDDER_NAMES = ("minilm", "minilm-int8", "edge", "e5", "openai:<model>")
 
 
 def get_embedder(spec: str | Embedder | None) -> Embedder:
-    """An embedder from a name (``minilm``, ``minilm-int8``, ``edge``, ``openai:MODEL``)
-    or an instance. ``minilm-int8`` trades a little recall for ~1.5x faster ingest."""
+    """An embedder from a name (``minilm``, ``minilm-int8``, ``edge``, ``e5``,
+    ``openai:MODEL``) or an instance. ``minilm-int8`` trades a little recall for ~1.5x
+    faster ingest; ``e5`` gains recall for several times slower ingest."""
     from ..errors import EmbedderUnavailableError
 
     if spec is None or spec == "minilm":
@@ -31,6 +33,10 @@ def get_embedder(spec: str | Embedder | None) -> Embedder:
         from .static import WordLlamaEmbedder
 
         return WordLlamaEmbedder()
+    if spec == "e5":
+        from .e5 import E5Embedder
+
+        return E5Embedder()
     if spec.startswith("openai:"):
         from .openai import OpenAIEmbedder
 

