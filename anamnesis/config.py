@@ -48,7 +48,9 @@ class SearchConfig:
     ``sessions`` how many best sessions the ``session`` channel opens;
     ``prf_docs``/``prf_terms`` the feedback depth and expansion size of ``prf``.
     ``fusion`` is ``"rrf"`` (weighted reciprocal rank fusion) or ``"learned"`` (the
-    logistic model named by ``fusion_model`` in ``anamnesis/data/``).
+    logistic model named by ``fusion_model`` in ``anamnesis/data/``); ``score_mix`` is
+    the share of each channel's RRF vote taken from its z-scored score instead of its
+    rank (0 = plain RRF; ``anamnesis.retrieve.fusion.weighted_rrf``).
     """
 
     channels: tuple[str, ...] = ("lexical", "dense")
@@ -66,6 +68,7 @@ class SearchConfig:
     prf_docs: int = 5
     prf_terms: int = 8
     fusion: str = "rrf"
+    score_mix: float = 0.0
     fusion_model: str = "fusion-logistic.json"
 
     @property
@@ -229,7 +232,14 @@ PRESETS["rerank-role"] = PRESETS["full-temporal"].with_(
     stages=(*PRESETS["full-temporal"].stages, "role_prior")
 )
 
+#: ``full-role`` with score-aware fusion: a fifth of each channel's vote comes from its
+#: z-scored score rather than its rank, so a channel that is sure of a hit (one BM25
+#: match far above the rest) outvotes one that ranks it first by a hair. The share was
+#: chosen on the first halves of LoCoMo and BEAM (scripts/score_mix_sweep.py;
+#: BENCHMARKS.md, "Score-aware fusion").
+PRESETS["full-mix"] = PRESETS["full-role"].with_(score_mix=0.2)
+
 #: The preset ``Memory`` and the CLI use when none is named: the best measured
 #: configuration (BENCHMARKS.md, "Headline").
-DEFAULT_PRESET = "full-role"
+DEFAULT_PRESET = "full-mix"
 PRESETS["default"] = PRESETS[DEFAULT_PRESET]

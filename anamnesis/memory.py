@@ -114,7 +114,11 @@ class Memory(FactVerbs):
         self._embedder = get_embedder(embedder)
         self._store = _open_store(path, url, self._embedder.dim)
         self.config = config or PRESETS[DEFAULT_PRESET]
-        self._retriever = Retriever(self._store, self._embedder, self.config)
+        try:
+            self._retriever = Retriever(self._store, self._embedder, self.config)
+        except InvalidInputError:
+            self._store.close()  # a bad configuration leaves no store open
+            raise
         self._tokens: TokenCounter | None = None
         self._check_embedder(reindex)
         if warm:

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import numpy as np
+import pytest
+
 from anamnesis import Memory, SearchConfig
 from anamnesis.config import PRESETS
+from anamnesis.errors import InvalidInputError
 from anamnesis.retrieve.fusion import weighted_rrf
 from anamnesis.retrieve.query import search_terms
 from anamnesis.store.base import Candidate
@@ -20,6 +24,40 @@ def test_weighted_rrf_sums_weighted_reciprocal_ranks() -> None:
     assert scores["b"] == 1 / 62 + 2 / 61
     assert [f.episode_id for f in fused] == ["b", "a"]
     assert fused[0].channels["lexical"].rank == 2 and fused[0].channels["dense"].rank == 1
+
+
+def test_score_mix_lets_a_confident_channel_outvote_rank() -> None:
+    # BM25 is sure of "a" (far above the rest); dense puts "a" third by a hair.
+    lexical = [Candidate(i, s) for i, s in zip("abcde", [20.0, 2.1, 2.0, 1.9, 1.8], strict=True)]
+    dense = [Candidate(i, s) for i, s in zip("bcade", [0.51, 0.505, 0.50, 0.25, 0.20], strict=True)]
+    lists = {"lexical": lexical, "dense": dense}
+    weights = {"lexical": 1.0, "dense": 1.0}
+    assert weighted_rrf(lists, weights, k=60)[0].episode_id == "b"
+    mixed = {f.episode_id: f.score for f in weighted_rrf(lists, weights, 60, score_mix=0.3)}
+    assert max(mixed, key=mixed.get) == "a"
+
+    def z(scores: list[float], i: int) -> float:
+        return float((scores[i] - np.mean(scores)) / np.std(scores))
+
+    expected_a = (0.7 / 61 + 0.3 * z([20.0, 2.1, 2.0, 1.9, 1.8], 0) / 60) + (
+        0.7 / 63 + 0.3 * z([0.51, 0.505, 0.50, 0.25, 0.20], 2) / 60
+    )
+    assert mixed["a"] == pytest.approx(expected_a)
+
+
+def test_score_mix_votes_by_rank_alone_for_lists_not_ordered_by_score() -> None:
+    # The facts channel orders a history chain oldest first, not by score.
+    lists = {"facts": [Candidate("old", 0.2), Candidate("new", 0.9)]}
+    mixed = weighted_rrf(lists, {}, k=60, score_mix=0.5)
+    assert [f.episode_id for f in mixed] == ["old", "new"]
+    assert mixed[0].score == 0.5 / 61
+
+
+def test_score_mix_out_of_range_is_refused(db_path, embedder) -> None:
+    with pytest.raises(InvalidInputError, match="score_mix"):
+        weighted_rrf({"lexical": [Candidate("a", 1.0)]}, {}, score_mix=1.5)
+    with pytest.raises(InvalidInputError, match="score_mix"):
+        Memory(db_path, embedder=embedder, config=SearchConfig(score_mix=-0.1))
 
 
 def test_search_terms_drop_stopwords_and_possessives() -> None:

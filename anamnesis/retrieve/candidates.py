@@ -293,13 +293,13 @@ def prf(request: SearchRequest, limit: int) -> list[Candidate]:
 
 
 def seed_ranking(request: SearchRequest) -> list[tuple[str, float]]:
-    """The weighted RRF of the configured seed channels, best first (memoised)."""
+    """The fused ranking of the configured seed channels, best first (memoised)."""
     key = "seed_ranking"
     if key not in request.memo:
         config = request.config
         names_ = [n for n in config.seed_channels if n in config.channels]
         lists = {n: request.channel(n, config.candidates) for n in names_}
-        fused = weighted_rrf(lists, config.weights, config.rrf_k)
+        fused = weighted_rrf(lists, config.weights, config.rrf_k, config.score_mix)
         request.memo[key] = [(f.episode_id, f.score) for f in fused]
     return request.memo[key]
 

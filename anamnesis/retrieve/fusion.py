@@ -1,4 +1,5 @@
-"""Reciprocal rank fusion across retrieval channels."""
+"""Fusion of the retrieval channels' ranked lists: weighted reciprocal rank (optionally
+mixed with standardised scores) or a learned logistic model."""
 
 from __future__ import annotations
 
@@ -32,22 +33,47 @@ def weighted_rrf(
     channels: Mapping[str, Sequence[Candidate]],
     weights: Mapping[str, float],
     k: float = DEFAULT_RRF_K,
+    score_mix: float = 0.0,
 ) -> list[Fused]:
-    """Fuse ranked lists: ``score = sum_c weight_c / (k + rank_c)``, best first.
+    """Fuse ranked lists by weighted reciprocal rank, best first.
 
-    A channel missing from ``weights`` gets weight 1. Ties keep the order in which
-    episodes were first proposed, so results are deterministic.
+    With ``score_mix`` = 0 this is plain weighted RRF: ``score = sum_c w_c / (k +
+    rank_c)``. A positive ``score_mix`` moves that share of each channel's vote from
+    its rank to its score, standardised within the channel's list:
+    ``w_c * ((1 - m) / (k + rank_c) + m * z_c / k)``, with ``z_c`` the candidate's
+    z-score among that channel's scores. Ranks alone cannot tell a channel that is
+    sure (one BM25 hit far above the rest) from one that is not; the z-score can, and
+    it is scale-free, so BM25, cosine and derived scores mix. A list whose scores do
+    not fall with rank (ordered by something else, like the facts channel) votes by
+    rank alone. A channel missing from ``weights`` gets weight 1. Ties keep the order
+    in which episodes were first proposed, so results are deterministic.
     """
+    if not 0.0 <= score_mix <= 1.0:
+        raise InvalidInputError(f"score_mix must be between 0 and 1, got {score_mix}")
     fused: dict[str, Fused] = {}
     for name, candidates in channels.items():
         weight = weights.get(name, 1.0)
+        z = _z_scores(candidates) if score_mix > 0.0 else None
         for rank, candidate in enumerate(candidates, start=1):
             entry = fused.get(candidate.episode_id)
             if entry is None:
                 entry = fused[candidate.episode_id] = Fused(candidate.episode_id)
-            entry.score += weight / (k + rank)
+            vote = 1.0 / (k + rank)
+            if z is not None:
+                vote = (1.0 - score_mix) * vote + score_mix * float(z[rank - 1]) / k
+            entry.score += weight * vote
             entry.channels[name] = ChannelScore(rank=rank, score=candidate.score)
     return sorted(fused.values(), key=lambda f: f.score, reverse=True)
+
+
+def _z_scores(candidates: Sequence[Candidate]) -> np.ndarray:
+    """Each candidate's score standardised within its list (zeros when the scores
+    are all equal or do not fall with rank)."""
+    scores = np.fromiter((c.score for c in candidates), dtype=np.float64, count=len(candidates))
+    spread = float(scores.std()) if len(scores) > 1 else 0.0
+    if spread == 0.0 or np.any(np.diff(scores) > 1e-12 * max(1.0, abs(float(scores[0])))):
+        return np.zeros_like(scores)
+    return (scores - scores.mean()) / spread
 
 
 @dataclass(frozen=True, slots=True)

@@ -39,6 +39,10 @@ class Retriever:
             raise InvalidInputError(
                 f"unknown fusion {self.config.fusion!r}; use 'rrf' or 'learned'"
             )
+        if not 0.0 <= self.config.score_mix <= 1.0:
+            raise InvalidInputError(
+                f"score_mix must be between 0 and 1, got {self.config.score_mix}"
+            )
         if self.config.fusion == "learned":
             # Loaded now, so a bad model fails here rather than at the first search.
             self._fusion_model = load_fusion_model(self.config.fusion_model)
@@ -76,7 +80,9 @@ class Retriever:
         if self._fusion_model is not None:
             fused = learned_fusion(lists, self._fusion_model)
         else:
-            fused = weighted_rrf(lists, self.config.weights, self.config.rrf_k)
+            fused = weighted_rrf(
+                lists, self.config.weights, self.config.rrf_k, self.config.score_mix
+            )
         for name in self.config.stages:
             fused = STAGES[name](request, fused)
         return fused
