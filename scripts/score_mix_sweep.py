@@ -7,14 +7,20 @@ with the given arguments, e.g.
     python scripts/score_mix_sweep.py bench locomo --data ../shared/data/locomo10.json.gz \\
         --config mix-0,mix-0.1,mix-0.2,mix-0.3,mix-0.4
 
-``mix-0`` is the default with plain RRF. The value is chosen on the first half of each
-data set's cases and reported on the second (``scripts/category_compare.py`` and
-``anamnesis bench report`` read the records by case).
+``mix-0`` is ``full-role`` (plain RRF). The value is chosen on the first half of each
+data set's cases (in run order) and reported on the second:
+
+    python scripts/score_mix_sweep.py halves RESULTS recall@10
+
+prints each configuration's mean metric over the scored questions of each half.
 """
 
 from __future__ import annotations
 
+import json
 import sys
+from collections import defaultdict
+from pathlib import Path
 
 from anamnesis.cli import main
 from anamnesis.config import PRESETS
@@ -22,5 +28,27 @@ from anamnesis.config import PRESETS
 for mix in (0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6):
     PRESETS[f"mix-{mix}"] = PRESETS["full-role"].with_(score_mix=float(mix))
 
+
+def halves(results: Path, metric: str) -> None:
+    """Print each configuration's mean ``metric`` on the first and second half of the
+    cases (questions without the metric, abstention and LoCoMo category 5 excluded)."""
+    records = [json.loads(line) for line in (results / "records.jsonl").open()]
+    cases = list(dict.fromkeys(r["case"] for r in records))
+    first = set(cases[: len(cases) // 2])
+    values: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for r in records:
+        value = r["metrics"].get(metric)
+        if value is None or r["abstention"] or r["category"] == "adversarial":
+            continue
+        values[r["config"]]["A" if r["case"] in first else "B"].append(value)
+    print(f"{'config':<12} {'A (n)':>12} {'B (n)':>12}")
+    for config, by_half in values.items():
+        cells = [f"{100 * sum(v) / len(v):.1f} ({len(v)})" for v in (by_half["A"], by_half["B"])]
+        print(f"{config:<12} {cells[0]:>12} {cells[1]:>12}")
+
+
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    if sys.argv[1:2] == ["halves"]:
+        halves(Path(sys.argv[2]), sys.argv[3])
+    else:
+        main(sys.argv[1:])
