@@ -42,6 +42,7 @@ from .sqlite_sql import (
     filters_sql,
     from_epoch,
     fts_query,
+    operational_error,
     scope_sql,
     scope_terms,
     to_epoch,
@@ -120,9 +121,7 @@ class SQLiteStore(SQLiteFacts):
                 raise InvalidInputError(f"write conflicts with stored data: {exc}") from exc
             except sqlite3.OperationalError as exc:
                 self._conn.execute("ROLLBACK")
-                if "locked" in str(exc) or "busy" in str(exc):
-                    raise StoreLockedError(f"{self.path} is locked: {exc}") from exc
-                raise StoreError(f"write failed on {self.path}: {exc}") from exc
+                raise operational_error(exc, self.path, "write") from exc
             except BaseException:
                 self._conn.execute("ROLLBACK")
                 raise
@@ -137,9 +136,7 @@ class SQLiteStore(SQLiteFacts):
             try:
                 return self._conn.execute(sql, params).fetchall()
             except sqlite3.OperationalError as exc:
-                if "locked" in str(exc):
-                    raise StoreLockedError(f"{self.path} is locked: {exc}") from exc
-                raise StoreError(f"query failed on {self.path}: {exc}") from exc
+                raise operational_error(exc, self.path, "query") from exc
 
     def _migrate(self) -> None:
         tables = {
@@ -620,9 +617,7 @@ class SQLiteStore(SQLiteFacts):
                 if ranked is not None:
                     return self._candidates(ranked, scope)
             except sqlite3.OperationalError as exc:
-                if "locked" in str(exc) or "busy" in str(exc):
-                    raise StoreLockedError(f"{self.path} is locked: {exc}") from exc
-                raise StoreError(f"lexical search failed on {self.path}: {exc}") from exc
+                raise operational_error(exc, self.path, "lexical search") from exc
         return self.fts5_lexical_search(terms, scope, filters, limit)
 
     def fts5_lexical_search(

@@ -28,8 +28,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import StoreError, StoreLockedError
+from ..errors import StoreError
 from .lexical_index import CONTENT_COLUMN, SCOPE_COLUMN, LexicalIndex, Postings, read_postings
+from .sqlite_sql import operational_error
 
 #: Work up to this many rows is done inside a search (a full build of a store this
 #: small, or a catch-up of this many rows, takes well under 100 ms); more runs in the
@@ -295,9 +296,7 @@ class SQLiteLexical:
             except sqlite3.Error as exc:
                 if self._closed:
                     return  # close() interrupted the build
-                if "locked" in str(exc) or "busy" in str(exc):
-                    raise StoreLockedError(f"{self._path} is locked: {exc}") from exc
-                raise StoreError(f"cannot build the lexical index of {self._path}: {exc}") from exc
+                raise operational_error(exc, self._path, "building the lexical index") from exc
             finally:
                 with self._lock:
                     self._build_conn = None

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from ..errors import StoreError, StoreLockedError
 from ..types import Episode, Scope
 from .base import Filters, scope_clauses
 
@@ -15,6 +16,15 @@ EPISODE_COLUMNS = (
     "e.id, e.user_id, e.agent_id, e.session_id, e.role, e.speaker, e.content, e.modality, "
     "e.event_time, e.recorded_at, e.metadata, e.content_hash, e.turn_index, e.version"
 )
+
+
+def operational_error(exc: Exception, path: object, action: str) -> StoreError:
+    """The typed error for a failed SQLite operation on ``path``: ``StoreLockedError``
+    when another process holds the lock (SQLite says "locked" or "busy"), else
+    ``StoreError`` naming the ``action`` that failed."""
+    if "locked" in str(exc) or "busy" in str(exc):
+        return StoreLockedError(f"{path} is locked: {exc}")
+    return StoreError(f"{action} failed on {path}: {exc}")
 
 
 def to_epoch(moment: datetime) -> float:
