@@ -6,7 +6,7 @@ extractor proposes before conflict resolution decides what to write.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
@@ -50,4 +50,3 @@ class ConsolidationReport:
     ambiguous: int = 0
     llm_calls: int = 0
     extractor: str = "rules"
-    notes: list[str] = field(default_factory=list)
