@@ -315,6 +315,33 @@ def test_neighbours_respect_the_filters_of_the_search(open_memory):
     assert found and {e.session_id for e in found} == {"session_1"}
 
 
+def test_replies_are_the_turns_after_seed_hits_that_ask_something(open_memory):
+    config = PRESETS["full"]
+    _, request = _request(open_memory, config, "What did Caroline research?")
+    seeds = [i for i, _ in seed_ranking(request)[: config.seeds]]
+    proposed = request.channel("replies", 50)
+    assert proposed and not set(seeds) & {c.episode_id for c in proposed}
+    seed_episodes = open_memory.store.get_episodes(seeds, USER)
+    for episode in _episodes(open_memory, proposed):
+        (asked,) = [
+            s
+            for s in seed_episodes
+            if s.session_id == episode.session_id and s.turn_index == episode.turn_index - 1
+        ]
+        assert "?" in asked.content
+    neighbours = {c.episode_id for c in request.channel("neighbours", 50)}
+    assert {c.episode_id for c in proposed} < neighbours  # a narrower neighbours channel
+
+
+def test_dense_prf_searches_with_the_question_moved_towards_its_best_hits(open_memory):
+    _, request = _request(open_memory, PRESETS["full"], "What did Melanie paint?")
+    moved = request.channel("dense_prf", 20)
+    plain = request.channel("dense", 20)
+    assert len(moved) == 20 and [c.episode_id for c in moved] != [c.episode_id for c in plain]
+    scores = [c.score for c in moved]
+    assert scores == sorted(scores, reverse=True)
+
+
 def test_session_channel_returns_turns_of_the_best_sessions_only(open_memory):
     config = PRESETS["full"].with_(sessions=2)
     _, request = _request(open_memory, config, "When did Melanie paint a sunrise?")
