@@ -235,11 +235,17 @@ PRESETS["rerank-role"] = PRESETS["full-temporal"].with_(
 #: ``full-role`` with score-aware fusion: a fifth of each channel's vote comes from its
 #: z-scored score rather than its rank, so a channel that is sure of a hit (one BM25
 #: match far above the rest) outvotes one that ranks it first by a hair. The share was
-#: chosen on the first halves of LoCoMo and BEAM (scripts/score_mix_sweep.py;
-#: BENCHMARKS.md, "Score-aware fusion").
+#: chosen on the first halves of LoCoMo and BEAM (scripts/sweep.py; BENCHMARKS.md,
+#: "Score-aware fusion and replies").
 PRESETS["full-mix"] = PRESETS["full-role"].with_(score_mix=0.2)
+#: ``full-mix`` plus the ``replies`` channel: the turn after a best hit that asks a
+#: question (weight chosen on the first halves, as above).
+PRESETS["full-replies"] = _plus(PRESETS["full-mix"], "replies", 2.0)
+#: ``full-mix`` plus Rocchio feedback on the query vector (ablation: lost recall on
+#: LoCoMo, BENCHMARKS.md).
+PRESETS["full-dense-prf"] = _plus(PRESETS["full-mix"], "dense_prf", 1.0)
 
 #: The preset ``Memory`` and the CLI use when none is named: the best measured
 #: configuration (BENCHMARKS.md, "Headline").
-DEFAULT_PRESET = "full-mix"
+DEFAULT_PRESET = "full-replies"
 PRESETS["default"] = PRESETS[DEFAULT_PRESET]

@@ -1,16 +1,19 @@
-"""The score-mix sweep behind the default's ``score_mix`` (BENCHMARKS.md, "Score-aware fusion").
+"""The session-4 sweeps behind the default (BENCHMARKS.md, "Score-aware fusion and replies").
 
-Registers ``mix-M`` presets (the default preset with ``score_mix`` = M, the share of
-each channel's RRF vote taken from its z-scored score) and runs the ``anamnesis`` CLI
-with the given arguments, e.g.
+Registers the swept presets and runs the ``anamnesis`` CLI with the given arguments:
 
-    python scripts/score_mix_sweep.py bench locomo --data ../shared/data/locomo10.json.gz \\
+- ``mix-M``: ``full-role`` with ``score_mix`` = M, the share of each channel's RRF vote
+  taken from its z-scored score (``mix-0`` is ``full-role``, ``mix-0.2`` is ``full-mix``);
+- ``replies-W``: ``full-mix`` plus the ``replies`` channel at weight W;
+- ``dprf-W``: ``full-mix`` plus the ``dense_prf`` channel at weight W.
+
+    python scripts/sweep.py bench locomo --data ../shared/data/locomo10.json.gz \\
         --config mix-0,mix-0.1,mix-0.2,mix-0.3,mix-0.4
 
-``mix-0`` is ``full-role`` (plain RRF). The value is chosen on the first half of each
-data set's cases (in run order) and reported on the second:
+Each value is chosen on the first half of each data set's cases (in run order) and
+reported on the second:
 
-    python scripts/score_mix_sweep.py halves RESULTS recall@10
+    python scripts/sweep.py halves RESULTS recall@10
 
 prints each configuration's mean metric over the scored questions of each half.
 """
@@ -23,10 +26,14 @@ from collections import defaultdict
 from pathlib import Path
 
 from anamnesis.cli import main
-from anamnesis.config import PRESETS
+from anamnesis.config import PRESETS, _plus
 
 for mix in (0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6):
     PRESETS[f"mix-{mix}"] = PRESETS["full-role"].with_(score_mix=float(mix))
+for weight in (0.5, 1.0, 2.0, 3.0, 4.0):
+    PRESETS[f"replies-{weight}"] = _plus(PRESETS["full-mix"], "replies", weight)
+for weight in (1.0, 2.0):
+    PRESETS[f"dprf-{weight}"] = _plus(PRESETS["full-mix"], "dense_prf", weight)
 
 
 def halves(results: Path, metric: str) -> None:
