@@ -288,17 +288,22 @@ def test_role_channels_are_empty_where_episodes_carry_no_role(open_memory):
     assert request.channel("role_lexical", 10) == request.channel("role_dense", 10) == []
 
 
-def test_neighbours_are_adjacent_turns_of_the_best_seeds_and_never_seeds(open_memory):
+def _beside_seeds(memory, channel: str):
+    """The request, its seed episodes and ``channel``'s proposals, which are never seeds."""
     config = PRESETS["full"]
-    _, request = _request(open_memory, config, "What did Caroline research?")
+    _, request = _request(memory, config, "What did Caroline research?")
     seeds = [i for i, _ in seed_ranking(request)[: config.seeds]]
-    proposed = request.channel("neighbours", 50)
+    proposed = request.channel(channel, 50)
     assert proposed and not set(seeds) & {c.episode_id for c in proposed}
-    seed_episodes = {e.id: e for e in open_memory.store.get_episodes(seeds, USER)}
+    return request, memory.store.get_episodes(seeds, USER), proposed
+
+
+def test_neighbours_are_adjacent_turns_of_the_best_seeds_and_never_seeds(open_memory):
+    _, seed_episodes, proposed = _beside_seeds(open_memory, "neighbours")
     for episode in _episodes(open_memory, proposed):
         assert any(
             s.session_id == episode.session_id and abs(s.turn_index - episode.turn_index) == 1
-            for s in seed_episodes.values()
+            for s in seed_episodes
         )
     scores = [c.score for c in proposed]
     assert scores == sorted(scores, reverse=True)
@@ -316,12 +321,7 @@ def test_neighbours_respect_the_filters_of_the_search(open_memory):
 
 
 def test_replies_are_the_turns_after_seed_hits_that_ask_something(open_memory):
-    config = PRESETS["full"]
-    _, request = _request(open_memory, config, "What did Caroline research?")
-    seeds = [i for i, _ in seed_ranking(request)[: config.seeds]]
-    proposed = request.channel("replies", 50)
-    assert proposed and not set(seeds) & {c.episode_id for c in proposed}
-    seed_episodes = open_memory.store.get_episodes(seeds, USER)
+    request, seed_episodes, proposed = _beside_seeds(open_memory, "replies")
     for episode in _episodes(open_memory, proposed):
         (asked,) = [
             s
@@ -331,6 +331,25 @@ def test_replies_are_the_turns_after_seed_hits_that_ask_something(open_memory):
         assert "?" in asked.content
     neighbours = {c.episode_id for c in request.channel("neighbours", 50)}
     assert {c.episode_id for c in proposed} < neighbours  # a narrower neighbours channel
+
+
+def test_in_a_chat_replies_come_only_from_the_side_the_question_addresses(tmp_path, embedder):
+    chat = [
+        {"role": "user", "content": "Which paint colour would suit my kitchen walls?"},
+        {"role": "assistant", "content": "A soft sage green would suit most kitchens."},
+        {"role": "assistant", "content": "What colour are your kitchen cupboards now?"},
+        {"role": "user", "content": "They are bright yellow, my favourite."},
+    ]
+    config = PRESETS["full-replies"].with_(seeds=2)
+    with Memory(path=tmp_path / "chat.db", embedder=embedder) as memory:
+        memory.add_many(chat, user_id=USER.user_id, session_id="s1")
+        _, request = _request(memory, config, "What colour are the kitchen cupboards now?")
+        seeds = _episodes(memory, [Candidate(i, s) for i, s in seed_ranking(request)[:2]])
+        replies = _episodes(memory, request.channel("replies", 10))
+    # Both best hits ask something: the user's question (answered by the assistant, whose
+    # words are not the user's) and the assistant's (answered by the user: proposed).
+    assert sorted(e.content for e in seeds) == sorted([chat[0]["content"], chat[2]["content"]])
+    assert [e.content for e in replies] == [chat[3]["content"]]
 
 
 def test_dense_prf_searches_with_the_question_moved_towards_its_best_hits(open_memory):
