@@ -5,7 +5,10 @@ Registers the swept presets and runs the ``anamnesis`` CLI with the given argume
 - ``mix-M``: ``full-role`` with ``score_mix`` = M, the share of each channel's RRF vote
   taken from its z-scored score (``mix-0`` is ``full-role``, ``mix-0.2`` is ``full-mix``);
 - ``replies-W``: ``full-mix`` plus the ``replies`` channel at weight W;
-- ``dprf-W``: ``full-mix`` plus the ``dense_prf`` channel at weight W.
+- ``dprf-W``: ``full-mix`` plus the ``dense_prf`` channel at weight W;
+- ``no-C`` / ``x2-C``: ``full-replies`` without channel C / with C's weight doubled (a
+  one-step probe around the default's weights under score-aware fusion);
+  ``candidates-N``: ``full-replies`` with N candidates per channel.
 
     python scripts/sweep.py bench locomo --data ../shared/data/locomo10.json.gz \\
         --config mix-0,mix-0.1,mix-0.2,mix-0.3,mix-0.4
@@ -26,7 +29,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from anamnesis.cli import main
-from anamnesis.config import PRESETS, _plus
+from anamnesis.config import PRESETS, _plus, _without
 
 for mix in (0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6):
     PRESETS[f"mix-{mix}"] = PRESETS["full-role"].with_(score_mix=float(mix))
@@ -34,6 +37,14 @@ for weight in (0.5, 1.0, 2.0, 3.0, 4.0):
     PRESETS[f"replies-{weight}"] = _plus(PRESETS["full-mix"], "replies", weight)
 for weight in (1.0, 2.0):
     PRESETS[f"dprf-{weight}"] = _plus(PRESETS["full-mix"], "dense_prf", weight)
+_DEFAULT = PRESETS["full-replies"]
+for channel in _DEFAULT.channels:
+    PRESETS[f"no-{channel}"] = _without(_DEFAULT, channel=channel)
+    PRESETS[f"x2-{channel}"] = _DEFAULT.with_(
+        weights={**_DEFAULT.weights, channel: 2 * _DEFAULT.weights.get(channel, 1.0)}
+    )
+for candidates in (100,):
+    PRESETS[f"candidates-{candidates}"] = _DEFAULT.with_(candidates=candidates)
 
 
 def halves(results: Path, metric: str) -> None:
