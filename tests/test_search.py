@@ -45,6 +45,14 @@ def test_score_mix_lets_a_confident_channel_outvote_rank() -> None:
     assert mixed["a"] == pytest.approx(expected_a)
 
 
+def test_score_mix_never_makes_a_vote_negative() -> None:
+    # One far outlier below the rest: its z-score is deeply negative.
+    scores = [1.0] * 20 + [-50.0]
+    lexical = [Candidate(f"e{i}", s) for i, s in enumerate(scores)]
+    fused = weighted_rrf({"lexical": lexical}, {}, k=60, score_mix=0.9)
+    assert min(f.score for f in fused) == 0.0 and fused[-1].episode_id == "e20"
+
+
 def test_score_mix_votes_by_rank_alone_for_lists_not_ordered_by_score() -> None:
     # The facts channel orders a history chain oldest first, not by score.
     lists = {"facts": [Candidate("old", 0.2), Candidate("new", 0.9)]}

@@ -40,12 +40,12 @@ def weighted_rrf(
     With ``score_mix`` = 0 this is plain weighted RRF: ``score = sum_c w_c / (k +
     rank_c)``. A positive ``score_mix`` moves that share of each channel's vote from
     its rank to its score, standardised within the channel's list:
-    ``w_c * ((1 - m) / (k + rank_c) + m * z_c / k)``, with ``z_c`` the candidate's
-    z-score among that channel's scores. Ranks alone cannot tell a channel that is
-    sure (one BM25 hit far above the rest) from one that is not; the z-score can, and
-    it is scale-free, so BM25, cosine and derived scores mix. A list whose scores do
-    not fall with rank (ordered by something else, like the facts channel) votes by
-    rank alone. A channel missing from ``weights`` gets weight 1. Ties keep the order
+    ``w_c * max(0, (1 - m) / (k + rank_c) + m * z_c / k)``, with ``z_c`` the
+    candidate's z-score among that channel's scores (a vote is never negative). Ranks
+    alone cannot tell a channel that is sure (one BM25 hit far above the rest) from one
+    that is not; the z-score can, and it is scale-free, so BM25, cosine and derived
+    scores mix. A list whose scores do not fall with rank (ordered by something else,
+    like the facts channel) votes by rank alone. A channel missing from ``weights`` gets weight 1. Ties keep the order
     in which episodes were first proposed, so results are deterministic.
     """
     if not 0.0 <= score_mix <= 1.0:
@@ -60,7 +60,9 @@ def weighted_rrf(
                 entry = fused[candidate.episode_id] = Fused(candidate.episode_id)
             vote = 1.0 / (k + rank)
             if z is not None:
-                vote = (1.0 - score_mix) * vote + score_mix * float(z[rank - 1]) / k
+                # Never below zero: being proposed must not count against a candidate
+                # (and post-fusion boosts multiply scores, so they must stay positive).
+                vote = max((1.0 - score_mix) * vote + score_mix * float(z[rank - 1]) / k, 0.0)
             entry.score += weight * vote
             entry.channels[name] = ChannelScore(rank=rank, score=candidate.score)
     return sorted(fused.values(), key=lambda f: f.score, reverse=True)
