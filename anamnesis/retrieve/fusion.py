@@ -45,8 +45,9 @@ def weighted_rrf(
     alone cannot tell a channel that is sure (one BM25 hit far above the rest) from one
     that is not; the z-score can, and it is scale-free, so BM25, cosine and derived
     scores mix. A list whose scores do not fall with rank (ordered by something else,
-    like the facts channel) votes by rank alone. A channel missing from ``weights`` gets weight 1. Ties keep the order
-    in which episodes were first proposed, so results are deterministic.
+    like the facts channel) votes by rank alone. A channel missing from ``weights``
+    gets weight 1. Ties keep the order in which episodes were first proposed, so
+    results are deterministic.
     """
     if not 0.0 <= score_mix <= 1.0:
         raise InvalidInputError(f"score_mix must be between 0 and 1, got {score_mix}")
