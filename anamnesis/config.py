@@ -91,6 +91,11 @@ def _plus(base: SearchConfig, channel: str, weight: float, **changes: object) ->
     )
 
 
+def _then(base: SearchConfig, stage: str, **changes: object) -> SearchConfig:
+    """``base`` with one more post-fusion stage, run last."""
+    return base.with_(stages=(*base.stages, stage), **changes)
+
+
 def _without(
     base: SearchConfig, *, channel: str | None = None, query: str | None = None
 ) -> SearchConfig:
@@ -215,22 +220,16 @@ PRESETS["full-role"] = _plus(
 PRESETS["full-dense-context"] = _plus(PRESETS["full-role"], "dense_context", 1.0)
 #: ``full-role`` with the ``spread`` stage on list questions too ("What books…", "How
 #: many times…"; ablation: no gain on LoCoMo, BENCHMARKS.md).
-PRESETS["full-spread-list"] = PRESETS["full-role"].with_(
-    stages=(*PRESETS["full-role"].stages, "spread"), stage_options={"spread": {"when": "list"}}
+PRESETS["full-spread-list"] = _then(
+    PRESETS["full-role"], "spread", stage_options={"spread": {"when": "list"}}
 )
 #: ``full-role`` with the fact boost (ablation; needs Memory.consolidate).
-PRESETS["full-facts"] = PRESETS["full-role"].with_(
-    stages=(*PRESETS["full-role"].stages, "fact_boost")
-)
+PRESETS["full-facts"] = _then(PRESETS["full-role"], "fact_boost")
 #: ``full-role`` with the e5-small ensemble rescoring its top 20 (ablation: slow unless
 #: the e5 vectors are cached, see ``retrieve/ensemble.py``).
-PRESETS["full-ensemble"] = PRESETS["full-role"].with_(
-    stages=(*PRESETS["full-role"].stages, "ensemble-e5")
-)
+PRESETS["full-ensemble"] = _then(PRESETS["full-role"], "ensemble-e5")
 #: ``full-temporal`` with off-role turns scaled down after fusion instead (ablation).
-PRESETS["rerank-role"] = PRESETS["full-temporal"].with_(
-    stages=(*PRESETS["full-temporal"].stages, "role_prior")
-)
+PRESETS["rerank-role"] = _then(PRESETS["full-temporal"], "role_prior")
 
 #: ``full-role`` with score-aware fusion: a fifth of each channel's vote comes from its
 #: z-scored score rather than its rank, so a channel that is sure of a hit (one BM25

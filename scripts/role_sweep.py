@@ -19,7 +19,7 @@ from __future__ import annotations
 import sys
 
 from anamnesis.cli import main
-from anamnesis.config import PRESETS, SearchConfig, _plus
+from anamnesis.config import PRESETS, SearchConfig, _plus, _then
 
 
 def role(lexical: float, dense: float, *, seed: bool) -> SearchConfig:
@@ -43,9 +43,8 @@ PRESETS["role-neighbours"] = _plus(PRESETS["full-role"], "neighbours", 0.75)
 
 # full-role with the role_prior stage as well (the other side's turns scaled after fusion).
 for factor in (0.7, 0.85):
-    PRESETS[f"role-prior-{factor}"] = PRESETS["full-role"].with_(
-        stages=(*PRESETS["full-role"].stages, "role_prior"),
-        stage_options={"role_prior": {"factor": factor}},
+    PRESETS[f"role-prior-{factor}"] = _then(
+        PRESETS["full-role"], "role_prior", stage_options={"role_prior": {"factor": factor}}
     )
 
 # full-role with the session channel reading more or fewer of the best sessions.

@@ -73,6 +73,10 @@ def merge_lists(lists: Sequence[Sequence[Candidate]], limit: int) -> list[Candid
     return [Candidate(i, raw[i]) for i in order]
 
 
+#: ``turn_info`` of an episode it does not know (out of scope or deleted).
+NO_TURN: tuple[None, None, None, None] = (None, None, None, None)
+
+
 def turn_info(request: SearchRequest, ids: Sequence[str]) -> dict[str, tuple]:
     """``(session_id, turn_index, speaker, role)`` of episodes, looked up once per search."""
     return request.lookup("turn_info", ids, request.store.turn_info)
@@ -177,7 +181,7 @@ def _per_speaker(request: SearchRequest, pool: Sequence[Candidate], limit: int) 
     info = turn_info(request, [c.episode_id for c in pool])
     lists: list[list[Candidate]] = [[] for _ in named]
     for c in pool:
-        speaker = info.get(c.episode_id, (None, None, None, None))[2]
+        speaker = info.get(c.episode_id, NO_TURN)[2]
         if speaker in named:
             lists[named.index(speaker)].append(c)
     # Interleave, so that every named speaker is represented near the top.
@@ -234,7 +238,7 @@ def _role_ranked(
         return []
     pool = _pool(request, base)
     info = turn_info(request, [c.episode_id for c in pool])
-    kept = [c for c in pool if info.get(c.episode_id, (None,) * 4)[3] != filters.not_role]
+    kept = [c for c in pool if info.get(c.episode_id, NO_TURN)[3] != filters.not_role]
     if len(kept) >= limit or len(pool) < pool_depth(request, request.config.candidates):
         return kept[:limit]
     return search(filters)[:limit]
@@ -306,9 +310,7 @@ def dense_prf(request: SearchRequest, limit: int) -> list[Candidate]:
     """Cosine search with the question's vector moved towards its best hits (Rocchio):
     ``q + DENSE_PRF_WEIGHT * mean(vectors of the prf_docs best seed hits)``."""
     seeds = [i for i, _ in seed_ranking(request)[: request.config.prf_docs]]
-    episodes = request.episodes(seeds)
-    hashes = list({e.content_hash for e in episodes.values()})
-    vectors = list(request.store.vectors_for_hashes(hashes).values())
+    vectors = list(request.stored_vectors(seeds).values())
     if not vectors:
         return []
     moved = np.asarray(request.query_vector, dtype=np.float32) + DENSE_PRF_WEIGHT * np.mean(
@@ -370,8 +372,9 @@ def _inherit(
     inherited: dict[str, float] = defaultdict(float)
     for source, pairs in adjacent.items():
         for other, offset in pairs:
-            if other not in seed_score and share(offset) > 0.0:
-                inherited[other] += seed_score[source] * share(offset)
+            weight = share(offset)
+            if weight > 0.0 and other not in seed_score:
+                inherited[other] += seed_score[source] * weight
     order = sorted(inherited, key=lambda i: -inherited[i])[:limit]
     return [Candidate(i, inherited[i]) for i in order]
 
@@ -389,7 +392,7 @@ def session(request: SearchRequest, limit: int) -> list[Candidate]:
     where = turn_info(request, [i for i, _ in seeds])
     per_session: dict[str, list[float]] = defaultdict(list)
     for episode_id, score in seeds:
-        session_id = where.get(episode_id, (None, None, None, None))[0]
+        session_id = where.get(episode_id, NO_TURN)[0]
         if session_id is not None:
             per_session[session_id].append(score)
     if not per_session:

@@ -48,9 +48,7 @@ def dense_context(request: SearchRequest, limit: int) -> list[Candidate]:
             if offset in at and at[offset] not in triples:
                 triples[at[offset]] = (at.get(offset - 1), at.get(offset + 1))
     ids = {i for turn, sides in triples.items() for i in (turn, *sides) if i is not None}
-    episodes = request.episodes(list(ids))
-    by_hash = request.store.vectors_for_hashes(list({e.content_hash for e in episodes.values()}))
-    vector = {i: by_hash.get(e.content_hash) for i, e in episodes.items()}
+    vector = request.stored_vectors(list(ids))
     turns, rows = [], []
     for turn, sides in triples.items():
         own = vector.get(turn)

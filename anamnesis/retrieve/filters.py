@@ -52,7 +52,7 @@ def dedup(request: SearchRequest, fused: list[Fused]) -> list[Fused]:
     episodes = request.episodes([f.episode_id for f in head])
     vectors: dict[str, np.ndarray] = {}
     if min_cosine is not None and float(min_cosine) <= 1.0:  # type: ignore[arg-type]
-        vectors = request.store.vectors_for_hashes([e.content_hash for e in episodes.values()])
+        vectors = request.stored_vectors(list(episodes))
     kept: list[Fused] = []
     kept_hashes: set[tuple[str | None, str]] = set()
     kept_vectors: dict[str | None, list[np.ndarray]] = {}
@@ -64,7 +64,7 @@ def dedup(request: SearchRequest, fused: list[Fused]) -> list[Fused]:
         group = episode.session_id if scope == "session" else None
         if (group, episode.content_hash) in kept_hashes:
             continue
-        vector = vectors.get(episode.content_hash)
+        vector = vectors.get(episode.id)
         earlier = kept_vectors.setdefault(group, [])
         if vector is not None and earlier:
             similarity = np.stack(earlier) @ vector

@@ -49,8 +49,7 @@ def weighted_rrf(
     gets weight 1. Ties keep the order in which episodes were first proposed, so
     results are deterministic.
     """
-    if not 0.0 <= score_mix <= 1.0:
-        raise InvalidInputError(f"score_mix must be between 0 and 1, got {score_mix}")
+    check_score_mix(score_mix)
     fused: dict[str, Fused] = {}
     for name, candidates in channels.items():
         weight = weights.get(name, 1.0)
@@ -67,6 +66,12 @@ def weighted_rrf(
             entry.score += weight * vote
             entry.channels[name] = ChannelScore(rank=rank, score=candidate.score)
     return sorted(fused.values(), key=lambda f: f.score, reverse=True)
+
+
+def check_score_mix(score_mix: float) -> None:
+    """Refuse a ``score_mix`` outside [0, 1] (``InvalidInputError``)."""
+    if not 0.0 <= score_mix <= 1.0:
+        raise InvalidInputError(f"score_mix must be between 0 and 1, got {score_mix}")
 
 
 def _z_scores(candidates: Sequence[Candidate]) -> np.ndarray:

@@ -12,7 +12,14 @@ from ..store.base import Candidate, Filters, Store
 from ..types import Hit, Scope
 from .analysis import analyse
 from .channels import CHANNELS, SearchRequest
-from .fusion import Fused, LogisticFusion, learned_fusion, load_fusion_model, weighted_rrf
+from .fusion import (
+    Fused,
+    LogisticFusion,
+    check_score_mix,
+    learned_fusion,
+    load_fusion_model,
+    weighted_rrf,
+)
 from .hyde import client as hyde_client
 from .resources import StageResources
 from .stages import STAGES
@@ -39,10 +46,7 @@ class Retriever:
             raise InvalidInputError(
                 f"unknown fusion {self.config.fusion!r}; use 'rrf' or 'learned'"
             )
-        if not 0.0 <= self.config.score_mix <= 1.0:
-            raise InvalidInputError(
-                f"score_mix must be between 0 and 1, got {self.config.score_mix}"
-            )
+        check_score_mix(self.config.score_mix)  # now, rather than at the first search
         if self.config.fusion == "learned":
             # Loaded now, so a bad model fails here rather than at the first search.
             self._fusion_model = load_fusion_model(self.config.fusion_model)
