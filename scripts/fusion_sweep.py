@@ -40,7 +40,7 @@ import numpy as np
 
 from anamnesis.bench import datasets
 from anamnesis.bench.metrics import recall_at_k
-from anamnesis.bench.runner import fresh_memory
+from anamnesis.bench.runner import case_end, fresh_memory
 from anamnesis.bench.tokens import CachingEmbedder
 from anamnesis.config import PRESETS, SearchConfig
 from anamnesis.embed import get_embedder
@@ -62,12 +62,24 @@ def sweep_config() -> SearchConfig:
     return PRESETS["full"].with_(channels=SWEEP_CHANNELS, candidates=DUMP_DEPTH, fusion="rrf")
 
 
-def dump(name: str, data: Path, out: Path, cache_dir: Path | None, limit: int | None) -> None:
-    """Write one JSON line per scored question with every channel's candidates."""
+def dump(
+    name: str,
+    data: Path,
+    out: Path,
+    cache_dir: Path | None,
+    limit: int | None,
+    preset: str | None = None,
+) -> None:
+    """Write one JSON line per scored question with every channel's candidates.
+
+    With ``preset``, the channels are that preset's, seeded as it seeds them, and each
+    line also holds the preset's own ranking (``fused``: fusion and every post-fusion
+    stage, 50 deep) for comparison.
+    """
     dataset = datasets.load(name, data, limit=limit)
     embedder = get_embedder("minilm")
     caching = CachingEmbedder.with_cache_dir(embedder, cache_dir)
-    config = sweep_config()
+    config = sweep_config() if preset is None else PRESETS[preset]
     out.parent.mkdir(parents=True, exist_ok=True)
     with gzip.open(out, "wt", encoding="utf-8") as handle:
         for case in dataset.cases:
@@ -77,13 +89,14 @@ def dump(name: str, data: Path, out: Path, cache_dir: Path | None, limit: int | 
                 episodes, _ = memory.store.list_episodes(scope, limit=10**7, offset=0)
                 key = {e.id: str(e.metadata.get(dataset.evidence_key, e.id)) for e in episodes}
                 retriever = Retriever(memory.store, memory.embedder, config)
+                end = case_end(case)
                 for q in case.questions:
                     if q.abstention or not q.evidence:
                         continue
                     filters = Filters(event_before=q.asked_at) if q.asked_at else Filters()
-                    request = retriever.request(q.text, scope, filters)
+                    request = retriever.request(q.text, scope, filters, q.asked_at or end)
                     lists = retriever.candidates(request)
-                    record = {
+                    record: dict[str, Any] = {
                         "dataset": name,
                         "case": case.id,
                         "id": q.id,
@@ -94,6 +107,9 @@ def dump(name: str, data: Path, out: Path, cache_dir: Path | None, limit: int | 
                             for c, lst in lists.items()
                         },
                     }
+                    if preset is not None:
+                        ranked = retriever.rank(request)[:50]
+                        record["fused"] = [key[f.episode_id] for f in ranked]
                     handle.write(json.dumps(record) + "\n")
             print(f"{name} {case.id}: {len(case.questions)} questions", file=sys.stderr)
 
@@ -236,9 +252,9 @@ def halves(records):
 def sweep(paths: list[Path], report: Path | None, save_model: Path | None, k: float, depth: int):
     dumps = {p.name.split(".")[0]: load_dump(p) for p in paths}
     splits = {name: halves(records) for name, records in dumps.items()}
-    channels = [
-        c for c in SWEEP_CHANNELS if any(c in r["channels"] for rs in dumps.values() for r in rs)
-    ]
+    present = dict.fromkeys(c for rs in dumps.values() for r in rs for c in r["channels"])
+    channels = [c for c in SWEEP_CHANNELS if c in present]
+    channels += [c for c in present if c not in channels]
     lines = [
         "# Fusion sweep",
         "",
@@ -256,6 +272,8 @@ def sweep(paths: list[Path], report: Path | None, save_model: Path | None, k: fl
             lines.append(f"  - {name} A: {fmt(evaluate(a, rank))}")
             lines.append(f"  - {name} B: {fmt(evaluate(b, rank))}")
 
+    if all("fused" in r for rs in dumps.values() for r in rs):
+        show("the dumped preset as it ranks (fusion and post-fusion stages)", lambda r: r["fused"])
     show("hybrid (lexical 1, dense 1)", lambda r: rrf_rank(r, {"lexical": 1, "dense": 1}, k, depth))
     show("dense alone", lambda r: rrf_rank(r, {"dense": 1}, k, depth))
     equal = {c: 1.0 for c in channels}
@@ -309,6 +327,7 @@ def main(argv: list[str] | None = None) -> None:
     d.add_argument("--out", type=Path, required=True)
     d.add_argument("--embedding-cache-dir", type=Path)
     d.add_argument("--limit", type=int)
+    d.add_argument("--config", help="dump this preset's channels (default: every channel)")
     s = sub.add_parser("sweep")
     s.add_argument("dumps", type=Path, nargs="+", help="the first one is the dev dataset")
     s.add_argument("--report", type=Path)
@@ -317,7 +336,7 @@ def main(argv: list[str] | None = None) -> None:
     s.add_argument("--depth", type=int, default=50)
     args = parser.parse_args(argv)
     if args.command == "dump":
-        dump(args.dataset, args.data, args.out, args.embedding_cache_dir, args.limit)
+        dump(args.dataset, args.data, args.out, args.embedding_cache_dir, args.limit, args.config)
     else:
         sweep(args.dumps, args.report, args.save_model, args.k, args.depth)
 
