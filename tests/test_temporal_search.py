@@ -62,6 +62,40 @@ def test_a_candidate_dated_in_the_named_time_outranks_an_identical_one(temporal_
     assert hits[0].analysis["time"]["ranges"][0]["expression"] == "in June"
 
 
+def _day_after(memory: Memory) -> tuple[str, str]:
+    """Two turns said on 5 December: one about that day, one about the day before."""
+    said = "2023-12-05T20:00:00Z"
+    (today,) = memory.add(
+        "Cooked a big pasta dinner for my friends", event_time=said, user_id="ana"
+    )
+    (before,) = memory.add(
+        "I attended a Weight Watchers meeting yesterday", event_time=said, user_id="ana"
+    )
+    return today.id, before.id
+
+
+def test_the_temporal_channel_puts_the_named_day_itself_first(db_path, embedder):
+    # Both turns fall in the search window of "December 4" (a day either side); only
+    # one speaks of that day. Without the exact-first order, similarity would decide.
+    with Memory(path=db_path, embedder=embedder, config=TEMPORAL_ONLY) as memory:
+        today, before = _day_after(memory)
+        hits = memory.search("What dinner did I have on December 4, 2023?", user_id="ana")
+        assert [h.episode.id for h in hits] == [before, today]
+
+
+def test_time_match_boosts_the_named_time_itself_by_the_exact_factor(db_path, embedder):
+    question = "What dinner did I cook on December 4, 2023?"
+    plain = PRESETS["hybrid"].with_(stages=("time_match",))
+    exact = plain.with_(stage_options={"time_match": {"exact": 3.0}})
+    with Memory(path=db_path, embedder=embedder, config=plain) as memory:
+        today, before = _day_after(memory)
+        # Both turns are in the window and get the same boost: the words decide.
+        assert memory.search(question, user_id="ana")[0].episode.id == today
+    with Memory(path=db_path, embedder=embedder, config=exact) as memory:
+        hits = memory.search(question, user_id="ana")
+        assert [h.episode.id for h in hits] == [before, today]
+
+
 def test_the_dated_stage_prefers_turns_that_date_the_event_for_when_questions(db_path, embedder):
     config = PRESETS["hybrid"].with_(stages=("dated",))
     with Memory(path=db_path, embedder=embedder, config=config) as memory:

@@ -102,8 +102,26 @@ def test_the_analysis_is_json_friendly() -> None:
     assert view["time"]["ranges"] == [
         {
             "expression": "7 May 2023",
+            "calendar": True,
             "granularity": "day",
             "resolved": ["2023-05-07T00:00:00+00:00", "2023-05-08T00:00:00+00:00"],
             "window": ["2023-05-06T00:00:00+00:00", "2023-05-09T00:00:00+00:00"],
         }
     ]
+
+
+@pytest.mark.parametrize(
+    ("question", "calendar"),
+    [
+        ("What was Sam doing on December 4, 2023?", True),
+        ("Where did we go in May?", True),
+        ("What did I buy in 2021?", True),
+        ("What charity event did I join a month ago?", False),
+        ("How many museums did I visit in the past few weeks?", False),
+        ("What did I cook last weekend?", False),
+    ],
+)
+def test_a_calendar_time_is_told_from_a_relative_one(question, calendar) -> None:
+    (named,) = analyse(question, ASKED).time.ranges
+    assert named.calendar is calendar
+    assert analyse(question, ASKED).time.calendar_times == ([named.exact] if calendar else [])

@@ -156,15 +156,23 @@ def temporal(request: SearchRequest, limit: int) -> list[Candidate]:
     """Episodes dated in, or mentioning, a time the question names, by similarity.
 
     "What did I do two weeks ago?" finds the episodes of that week (or that say
-    "on the 3rd" of it) even when they share no word with the question. Proposes
-    nothing when the question names no time.
+    "on the 3rd" of it) even when they share no word with the question. When the
+    question names a calendar time ("on 4 December 2023"), episodes dated in that time
+    itself, or mentioning a time inside it ("yesterday", said on 5 December), come
+    first; then the rest of the search window (a day either side). Proposes nothing
+    when the question names no time.
     """
-    windows = request.analysis.time.windows
-    if not windows:
+    intent = request.analysis.time
+    if not intent.ranges:
         return []
-    return request.store.time_search(
-        request.query_vector, windows, request.scope, request.filters, limit
-    )
+    vector, scope, filters = request.query_vector, request.scope, request.filters
+    found = request.store.time_search(vector, intent.windows, scope, filters, limit)
+    calendar = intent.calendar_times
+    if not calendar:
+        return found
+    first = request.store.time_search(vector, calendar, scope, filters, limit)
+    named = {c.episode_id for c in first}
+    return (first + [c for c in found if c.episode_id not in named])[:limit]
 
 
 def facts(request: SearchRequest, limit: int) -> list[Candidate]:

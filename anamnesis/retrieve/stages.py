@@ -58,15 +58,27 @@ def _rescored(fused: list[Fused]) -> list[Fused]:
 
 
 def time_match(request: SearchRequest, fused: list[Fused]) -> list[Fused]:
-    """Boost candidates dated in, or mentioning, a time the question names."""
+    """Boost candidates dated in, or mentioning, a time the question names.
+
+    A candidate in a named time's search window (the time and a margin around it)
+    gets ``TIME_MATCH_BOOST``. When the question names a calendar time ("on 4 December
+    2023", "in May"), one dated in, or mentioning a time inside, that time itself
+    ("yesterday", said on 5 December) is multiplied again by
+    ``stage_options["time_match"]["exact"]`` (default 1: no extra boost). Relative
+    times ("a month ago") get no extra boost: people use them loosely.
+    """
     windows = request.analysis.time.windows
     if not windows or not fused:
         return fused
+    exact = request.analysis.time.calendar_times
+    exact_boost = float(request.options("time_match").get("exact", 1.0))
     times = request.episode_times([f.episode_id for f in fused])
     for candidate in fused:
         found = times.get(candidate.episode_id)
         if found is not None and found.overlaps(windows):
             candidate.score *= TIME_MATCH_BOOST
+            if exact and exact_boost != 1.0 and found.overlaps(exact):
+                candidate.score *= exact_boost
     return _rescored(fused)
 
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from ..ingest.timeparse import TimeMention, resolve
+from ..ingest.timeparse import MONTHS, TimeMention, resolve
 
 #: "since" right before (or opening) a time expression.
 _SINCE = re.compile(r"\bsince\s*$", re.IGNORECASE)
@@ -82,6 +82,13 @@ ORDERING = frozenset({"order", "first", "last"})
 DATING = frozenset({"when", "duration"})
 
 
+#: A month name or a year: the expression names a time on the calendar.
+_CALENDAR = re.compile(
+    rf"\b(?:{'|'.join(sorted(MONTHS, key=len, reverse=True))}|(?:1[0-9]|2[0-9])\d\d)\b",
+    re.IGNORECASE,
+)
+
+
 @dataclass(frozen=True, slots=True)
 class QueryRange:
     """A time the question names: the expression, its resolution, and the search window."""
@@ -90,10 +97,23 @@ class QueryRange:
     start: datetime
     end: datetime
 
+    @property
+    def calendar(self) -> bool:
+        """Whether the expression names a calendar time ("on 4 December 2023", "in
+        May"), which means that very time, rather than one relative to when the question
+        is asked ("a month ago", "the past few weeks"), which people use loosely."""
+        return bool(_CALENDAR.search(self.mention.expression))
+
+    @property
+    def exact(self) -> tuple[datetime, datetime]:
+        """The named time itself, without the search window's margin."""
+        return (self.mention.start, self.mention.end)
+
     def to_dict(self) -> dict[str, Any]:
         """A JSON-friendly view."""
         return {
             "expression": self.mention.expression,
+            "calendar": self.calendar,
             "granularity": self.mention.granularity,
             "resolved": [self.mention.start.isoformat(), self.mention.end.isoformat()],
             "window": [self.start.isoformat(), self.end.isoformat()],
@@ -134,6 +154,11 @@ class TimeIntent:
     def windows(self) -> list[tuple[datetime, datetime]]:
         """The search windows of the named times, as ``[start, end)`` pairs."""
         return [(r.start, r.end) for r in self.ranges]
+
+    @property
+    def calendar_times(self) -> list[tuple[datetime, datetime]]:
+        """The calendar times the question names, themselves (no margin)."""
+        return [r.exact for r in self.ranges if r.calendar]
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-friendly view for explanations."""
