@@ -11,7 +11,7 @@ import pytest
 from locomo_slice import load_slice
 
 from anamnesis import Memory
-from anamnesis.config import PRESETS, SearchConfig, _plus
+from anamnesis.config import PRESETS, SearchConfig, _plus, _then
 from anamnesis.errors import InvalidInputError
 from anamnesis.retrieve.candidates import seed_ranking, speakers_named
 from anamnesis.retrieve.contextual import CONTEXT_WEIGHT
@@ -350,6 +350,50 @@ def test_in_a_chat_replies_come_only_from_the_side_the_question_addresses(tmp_pa
     # words are not the user's) and the assistant's (answered by the user: proposed).
     assert sorted(e.content for e in seeds) == sorted([chat[0]["content"], chat[2]["content"]])
     assert [e.content for e in replies] == [chat[3]["content"]]
+
+
+def test_question_prior_ranks_a_turn_that_only_asks_below_the_answer(tmp_path, embedder):
+    chat = [
+        {"speaker": "Joanna", "content": "So what's your favourite video game?"},
+        {"speaker": "Nate", "content": "Xenoblade Chronicles is my favourite game by far."},
+        {"speaker": "Joanna", "content": "My sister bought a new bike last week."},
+    ]
+    question = "What is Nate's favourite video game?"
+    with Memory(path=tmp_path / "chat.db", embedder=embedder) as memory:
+        added = memory.add_many(chat, user_id=USER.user_id, session_id="s1")
+        asks, answer = added[0].id, added[1].id
+        without = PRESETS["hybrid"]
+        _, request = _request(memory, without, question)
+        plain = [c.episode_id for c in request.channel("lexical", 10)]
+        assert plain.index(asks) < plain.index(answer)  # the asking turn shares more words
+        first = Retriever(memory.store, memory.embedder, without).search(
+            question, USER, Filters(), 3, False
+        )
+        assert first[0].episode.id == asks
+        config = _then(without, "question_prior").with_(
+            stage_options={"question_prior": {"factor": 0.5}}
+        )
+        fused = STAGES["question_prior"](request, [Fused(i, 1.0) for i in (asks, answer)])
+        assert [(f.episode_id, f.score) for f in fused] == [(answer, 1.0), (asks, 0.6)]
+        retriever, request = _request(memory, config, question)
+        fused = STAGES["question_prior"](request, [Fused(i, 1.0) for i in (asks, answer)])
+        assert [(f.episode_id, f.score) for f in fused] == [(answer, 1.0), (asks, 0.5)]
+        hits = retriever.search(question, USER, Filters(), 3, False)
+        assert hits[0].episode.id == answer
+        # A turn longer than ``words`` that ends with "?" tells something too: untouched.
+        longer = without.with_(
+            stages=("question_prior",), stage_options={"question_prior": {"words": 5}}
+        )
+        _, request = _request(memory, longer, question)
+        fused = STAGES["question_prior"](request, [Fused(i, 1.0) for i in (asks, answer)])
+        assert {f.score for f in fused} == {1.0}
+        # In a user–assistant chat the user's questions carry facts: untouched too.
+        (gift,) = memory.add(
+            "Can you suggest a gift for my sister?", role="user", user_id=USER.user_id
+        )
+        _, request = _request(memory, config, question)
+        fused = STAGES["question_prior"](request, [Fused(gift.id, 1.0), Fused(asks, 1.0)])
+        assert [(f.episode_id, f.score) for f in fused] == [(gift.id, 1.0), (asks, 0.5)]
 
 
 def test_dense_prf_searches_with_the_question_moved_towards_its_best_hits(open_memory):
