@@ -1,4 +1,5 @@
-"""The session-4 sweeps behind the default (BENCHMARKS.md, "Score-aware fusion and replies").
+"""The sweeps behind the default (BENCHMARKS.md, "Score-aware fusion and replies" and
+"Calendar dates and asking turns").
 
 Registers the swept presets and runs the ``anamnesis`` CLI with the given arguments:
 
@@ -8,7 +9,12 @@ Registers the swept presets and runs the ``anamnesis`` CLI with the given argume
 - ``dprf-W``: ``full-mix`` plus the ``dense_prf`` channel at weight W;
 - ``no-C`` / ``x2-C``: ``full-replies`` without channel C / with C's weight doubled (a
   one-step probe around the default's weights under score-aware fusion);
-  ``candidates-N``: ``full-replies`` with N candidates per channel.
+  ``candidates-N``: ``full-replies`` with N candidates per channel;
+- ``k-N``: ``full-replies`` with the RRF constant k = N (60 in every preset);
+- ``qp-F``: ``full-replies`` then the ``question_prior`` stage with factor F (turns of
+  at most 40 words; ``qp-F-Nw``: N words, ``qp-F-any``: any length);
+- ``tx-B``: ``full-replies`` with ``time_match``'s extra boost B for the named calendar
+  time itself; ``tx-B-qp-F``: both (``full-priors`` is ``tx-3.0-qp-0.6``).
 
     python scripts/sweep.py bench locomo --data ../shared/data/locomo10.json.gz \\
         --config mix-0,mix-0.1,mix-0.2,mix-0.3,mix-0.4
@@ -29,7 +35,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from anamnesis.cli import main
-from anamnesis.config import PRESETS, _plus, _without
+from anamnesis.config import PRESETS, _plus, _then, _without
 
 for mix in (0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6):
     PRESETS[f"mix-{mix}"] = PRESETS["full-role"].with_(score_mix=float(mix))
@@ -43,6 +49,20 @@ for channel in _DEFAULT.channels:
     PRESETS[f"x2-{channel}"] = _DEFAULT.with_(
         weights={**_DEFAULT.weights, channel: 2 * _DEFAULT.weights.get(channel, 1.0)}
     )
+for k in (10, 15, 20, 30, 45, 90, 120):
+    PRESETS[f"k-{k}"] = _DEFAULT.with_(rrf_k=float(k))
+for factor in (0.5, 0.6, 0.7, 0.8, 0.9):
+    for words in (15, 25, 40, 10**6):
+        suffix = "" if words == 40 else "-any" if words == 10**6 else f"-{words}w"
+        PRESETS[f"qp-{factor}{suffix}"] = _then(_DEFAULT, "question_prior").with_(
+            stage_options={"question_prior": {"factor": factor, "words": words}}
+        )
+for boost in (1.3, 1.6, 2.0, 3.0):
+    PRESETS[f"tx-{boost}"] = _DEFAULT.with_(stage_options={"time_match": {"exact": boost}})
+    for factor in (0.6, 0.8):
+        PRESETS[f"tx-{boost}-qp-{factor}"] = _then(_DEFAULT, "question_prior").with_(
+            stage_options={"time_match": {"exact": boost}, "question_prior": {"factor": factor}}
+        )
 for candidates in (100,):
     PRESETS[f"candidates-{candidates}"] = _DEFAULT.with_(candidates=candidates)
 
