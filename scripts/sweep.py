@@ -14,7 +14,9 @@ Registers the swept presets and runs the ``anamnesis`` CLI with the given argume
 - ``qp-F``: ``full-replies`` then the ``question_prior`` stage with factor F (turns of
   at most 40 words; ``qp-F-Nw``: N words, ``qp-F-any``: any length);
 - ``tx-B``: ``full-replies`` with ``time_match``'s extra boost B for the named calendar
-  time itself; ``tx-B-qp-F``: both (``full-priors`` is ``tx-3.0-qp-0.6``).
+  time itself; ``tx-B-qp-F``: both (``full-priors`` is ``tx-3.0-qp-0.6``);
+- ``tx-3.0-relative`` / ``qp-0.6-roles``: ``full-priors`` with the boost for relative
+  times too / with the question prior on turns with a chat role too.
 
     python scripts/sweep.py bench locomo --data ../shared/data/locomo10.json.gz \\
         --config mix-0,mix-0.1,mix-0.2,mix-0.3,mix-0.4
@@ -63,6 +65,20 @@ for boost in (1.3, 1.6, 2.0, 3.0):
         PRESETS[f"tx-{boost}-qp-{factor}"] = _then(_DEFAULT, "question_prior").with_(
             stage_options={"time_match": {"exact": boost}, "question_prior": {"factor": factor}}
         )
+# The two rules of full-priors switched off (ablations): the extra boost for relative
+# times too, the question prior for turns with a chat role too.
+PRESETS["tx-3.0-relative"] = PRESETS["full-priors"].with_(
+    stage_options={
+        **PRESETS["full-priors"].stage_options,
+        "time_match": {"exact": 3.0, "relative": True},
+    }
+)
+PRESETS["qp-0.6-roles"] = PRESETS["full-priors"].with_(
+    stage_options={
+        **PRESETS["full-priors"].stage_options,
+        "question_prior": {"factor": 0.6, "roles": True},
+    }
+)
 for candidates in (100,):
     PRESETS[f"candidates-{candidates}"] = _DEFAULT.with_(candidates=candidates)
 

@@ -394,6 +394,10 @@ def test_question_prior_ranks_a_turn_that_only_asks_below_the_answer(tmp_path, e
         _, request = _request(memory, config, question)
         fused = STAGES["question_prior"](request, [Fused(gift.id, 1.0), Fused(asks, 1.0)])
         assert [(f.episode_id, f.score) for f in fused] == [(gift.id, 1.0), (asks, 0.5)]
+        every = config.with_(stage_options={"question_prior": {"factor": 0.5, "roles": True}})
+        _, request = _request(memory, every, question)
+        fused = STAGES["question_prior"](request, [Fused(gift.id, 1.0)])
+        assert fused[0].score == 0.5
 
 
 def test_dense_prf_searches_with_the_question_moved_towards_its_best_hits(open_memory):

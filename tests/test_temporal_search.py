@@ -96,6 +96,21 @@ def test_time_match_boosts_the_named_time_itself_by_the_exact_factor(db_path, em
         assert [h.episode.id for h in hits] == [before, today]
 
 
+def test_a_relative_time_gets_no_exact_boost_unless_asked(db_path, embedder):
+    question = "What dinner did I cook yesterday?"  # asked on 5 December: the 4th
+    exact = PRESETS["hybrid"].with_(
+        stages=("time_match",), stage_options={"time_match": {"exact": 3.0}}
+    )
+    relative = exact.with_(stage_options={"time_match": {"exact": 3.0, "relative": True}})
+    with Memory(path=db_path, embedder=embedder, config=exact) as memory:
+        today, before = _day_after(memory)
+        hits = memory.search(question, user_id="ana", now="2023-12-05T21:00:00Z")
+        assert hits[0].episode.id == today
+    with Memory(path=db_path, embedder=embedder, config=relative) as memory:
+        hits = memory.search(question, user_id="ana", now="2023-12-05T21:00:00Z")
+        assert hits[0].episode.id == before
+
+
 def test_the_dated_stage_prefers_turns_that_date_the_event_for_when_questions(db_path, embedder):
     config = PRESETS["hybrid"].with_(stages=("dated",))
     with Memory(path=db_path, embedder=embedder, config=config) as memory:

@@ -66,13 +66,17 @@ def time_match(request: SearchRequest, fused: list[Fused]) -> list[Fused]:
     2023", "in May"), one dated in, or mentioning a time inside, that time itself
     ("yesterday", said on 5 December) is multiplied again by
     ``stage_options["time_match"]["exact"]`` (default 1: no extra boost). Relative
-    times ("a month ago") get no extra boost: people use them loosely.
+    times ("a month ago") get no extra boost: people use them loosely (option
+    ``"relative": True`` gives it to them too, an ablation).
     """
     windows = request.analysis.time.windows
     if not windows or not fused:
         return fused
+    options = request.options("time_match")
+    exact_boost = float(options.get("exact", 1.0))
     exact = request.analysis.time.calendar_times
-    exact_boost = float(request.options("time_match").get("exact", 1.0))
+    if options.get("relative", False):  # ablation: relative times count as exact too
+        exact = [r.exact for r in request.analysis.time.ranges]
     times = request.episode_times([f.episode_id for f in fused])
     for candidate in fused:
         found = times.get(candidate.episode_id)
@@ -196,24 +200,28 @@ def question_prior(request: SearchRequest, fused: list[Fused]) -> list[Fused]:
     shares the question's words: "So what's your favourite game?" matches "What is
     Nate's favourite game?" better than the answer does. Among the default
     pipeline's top 20 on LoCoMo, 8% of evidence turns end with "?" against 24% of
-    the others (BEAM: 7% against 12%; BENCHMARKS.md, "Question turns"). Such turns
-    among the best ``QUESTION_PRIOR_DEPTH`` keep ``stage_options["question_prior"]
-    ["factor"]`` (default ``QUESTION_PRIOR``) of their score when they have at most
-    ``["words"]`` (default ``QUESTION_PRIOR_WORDS``) words. The ``replies`` channel
-    already proposes the answer that follows them.
+    the others (BEAM: 7% against 12%; BENCHMARKS.md, "Calendar dates and asking
+    turns"). Such turns among the best ``QUESTION_PRIOR_DEPTH`` keep
+    ``stage_options["question_prior"]["factor"]`` (default ``QUESTION_PRIOR``) of their
+    score when they have at most ``["words"]`` (default ``QUESTION_PRIOR_WORDS``)
+    words. The ``replies`` channel already proposes the answer that follows them.
 
     Turns with a chat role are left alone: in a user–assistant chat the user's questions
     carry facts about the user ("Can you suggest a gift for my sister, who loves
-    pottery?"), and on LongMemEval the prior cost turn recall.
+    pottery?"), and on LongMemEval the prior cost turn recall (option ``"roles":
+    True`` scales them too, an ablation).
     """
     options = request.options("question_prior")
     factor = float(options.get("factor", QUESTION_PRIOR))
     words = int(options.get("words", QUESTION_PRIOR_WORDS))
+    roles = bool(options.get("roles", False))
     head = fused[:QUESTION_PRIOR_DEPTH]
     episodes = request.episodes([f.episode_id for f in head])
     for candidate in head:
         episode = episodes.get(candidate.episode_id)
-        if episode is not None and episode.role is None and _only_asks(episode.content, words):
+        if episode is None or (episode.role is not None and not roles):
+            continue
+        if _only_asks(episode.content, words):
             candidate.score *= factor
     return _rescored(fused)
 
