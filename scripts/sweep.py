@@ -16,7 +16,8 @@ Registers the swept presets and runs the ``anamnesis`` CLI with the given argume
 - ``tx-B``: ``full-replies`` with ``time_match``'s extra boost B for the named calendar
   time itself; ``tx-B-qp-F``: both (``full-priors`` is ``tx-3.0-qp-0.6``);
 - ``tx-3.0-relative`` / ``qp-0.6-roles``: ``full-priors`` with the boost for relative
-  times too / with the question prior on turns with a chat role too.
+  times too / with the question prior on turns with a chat role too;
+- ``fp-dated``: ``full-priors`` then the ``dated`` stage.
 
     python scripts/sweep.py bench locomo --data ../shared/data/locomo10.json.gz \\
         --config mix-0,mix-0.1,mix-0.2,mix-0.3,mix-0.4
@@ -79,6 +80,9 @@ PRESETS["qp-0.6-roles"] = PRESETS["full-priors"].with_(
         "question_prior": {"factor": 0.6, "roles": True},
     }
 )
+#: ``full-priors`` then the ``dated`` stage (turns that mention a time, for "when" and
+#: "how long" questions).
+PRESETS["fp-dated"] = _then(PRESETS["full-priors"], "dated")
 for candidates in (100,):
     PRESETS[f"candidates-{candidates}"] = _DEFAULT.with_(candidates=candidates)
 
