@@ -3,9 +3,11 @@
 Reads dumps written by ``scripts/fusion_sweep.py dump --config full-replies`` and the
 benchmark files they came from (for each turn's text), then prints:
 
-1. among each question's top 20 (the preset as it ranks), how often evidence turns and
+1. how many evidence turns fall outside the preset's top 50, and how many of those no
+   channel proposed at all (then fusion and reranking cannot reach them);
+2. among each question's top 20 (the preset as it ranks), how often evidence turns and
    other turns end with "?", and their mean length in words;
-2. recall@10/20/50 on each half of the cases (A: first half of the sorted case ids) when
+3. recall@10/20/50 on each half of the cases (A: first half of the sorted case ids) when
    the preset's fusion (recomputed from the dumped lists, without post-fusion stages)
    is followed by a prior: turns ending with "?" of at most N words scaled by a
    factor, or every turn scaled by (words / mean words of the top 50) ** alpha.
@@ -68,6 +70,15 @@ def probe(name: str, data: Path, dump: Path) -> None:
             seen[label, "turns"] += 1
             seen[label, "ends with ?"] += words.rstrip().endswith("?")
             seen[label, "words"] += len(words.split())
+    outside = [
+        (r, key) for r in records for key in r["evidence"] if key not in set(r["fused"][:50])
+    ]
+    unproposed = sum(
+        all(key not in {k for k, _ in items} for items in r["channels"].values())
+        for r, key in outside
+    )
+    print(f"## {name}: evidence turns outside the preset's top 50: {len(outside)}")
+    print(f"- of them in no channel's candidate list: {unproposed}")
     print(f"## {name}: top 20 of the preset as it ranks")
     for label in ("evidence", "other"):
         n = seen[label, "turns"]
