@@ -244,11 +244,12 @@ PRESETS["full-replies"] = _plus(PRESETS["full-mix"], "replies", 2.0)
 #: LoCoMo, BENCHMARKS.md).
 PRESETS["full-dense-prf"] = _plus(PRESETS["full-mix"], "dense_prf", 1.0)
 
-#: ``full-replies`` plus two priors after fusion: candidates dated in, or mentioning,
-#: the very time the question names (not only the day either side of it) get the
-#: ``time_match`` boost three times over, and short turns that end with "?" keep 0.6 of
-#: their score (``question_prior``). Both values were chosen on the first halves of
-#: LoCoMo, BEAM and LongMemEval (BENCHMARKS.md, "Exact dates and asking turns").
+#: ``full-replies`` plus two priors after fusion. Candidates dated in, or mentioning,
+#: the very calendar time the question names (not only the day either side of it) get
+#: ``time_match``'s boost and then ×3; short turns that end with "?" keep 0.6 of their
+#: score (``question_prior``; not in user–assistant chats). Both values were chosen on
+#: the first halves of LoCoMo, BEAM and LongMemEval (BENCHMARKS.md, "Calendar dates and
+#: asking turns").
 PRESETS["full-priors"] = _then(PRESETS["full-replies"], "question_prior").with_(
     stage_options={"time_match": {"exact": 3.0}, "question_prior": {"factor": 0.6}}
 )
