@@ -17,7 +17,8 @@ Registers the swept presets and runs the ``anamnesis`` CLI with the given argume
   time itself; ``tx-B-qp-F``: both (``full-priors`` is ``tx-3.0-qp-0.6``);
 - ``tx-3.0-relative`` / ``qp-0.6-roles``: ``full-priors`` with the boost for relative
   times too / with the question prior on turns with a chat role too;
-- ``fp-dated``: ``full-priors`` then the ``dated`` stage.
+- ``fp-dated``: ``full-priors`` then the ``dated`` stage; ``fp-x2-C``: ``full-priors``
+  with role channel C's weight doubled.
 
     python scripts/sweep.py bench locomo --data ../shared/data/locomo10.json.gz \\
         --config mix-0,mix-0.1,mix-0.2,mix-0.3,mix-0.4
@@ -80,6 +81,11 @@ PRESETS["qp-0.6-roles"] = PRESETS["full-priors"].with_(
         "question_prior": {"factor": 0.6, "roles": True},
     }
 )
+_PRIORS = PRESETS["full-priors"]
+for channel in ("role_lexical", "role_dense"):
+    PRESETS[f"fp-x2-{channel}"] = _PRIORS.with_(
+        weights={**_PRIORS.weights, channel: 2 * _PRIORS.weights[channel]}
+    )
 #: ``full-priors`` then the ``dated`` stage (turns that mention a time, for "when" and
 #: "how long" questions).
 PRESETS["fp-dated"] = _then(PRESETS["full-priors"], "dated")
