@@ -18,7 +18,8 @@ Registers the swept presets and runs the ``anamnesis`` CLI with the given argume
 - ``tx-3.0-relative`` / ``qp-0.6-roles``: ``full-priors`` with the boost for relative
   times too / with the question prior on turns with a chat role too;
 - ``fp-dated``: ``full-priors`` then the ``dated`` stage; ``fp-x2-C``: ``full-priors``
-  with role channel C's weight doubled.
+  with role channel C's weight doubled; ``fp-exact-B``: ``full-priors`` with the
+  calendar-date boost B instead of 3.
 
     python scripts/sweep.py bench locomo --data ../shared/data/locomo10.json.gz \\
         --config mix-0,mix-0.1,mix-0.2,mix-0.3,mix-0.4
@@ -82,6 +83,10 @@ PRESETS["qp-0.6-roles"] = PRESETS["full-priors"].with_(
     }
 )
 _PRIORS = PRESETS["full-priors"]
+for boost in (2.0, 4.0, 6.0):
+    PRESETS[f"fp-exact-{boost}"] = _PRIORS.with_(
+        stage_options={**_PRIORS.stage_options, "time_match": {"exact": boost}}
+    )
 for channel in ("role_lexical", "role_dense"):
     PRESETS[f"fp-x2-{channel}"] = _PRIORS.with_(
         weights={**_PRIORS.weights, channel: 2 * _PRIORS.weights[channel]}
