@@ -31,18 +31,16 @@ from fusion_sweep import evaluate, halves, load_dump
 from anamnesis.bench import datasets
 from anamnesis.config import PRESETS
 from anamnesis.retrieve.fusion import weighted_rrf
+from anamnesis.retrieve.stages import only_asks
 from anamnesis.store.base import Candidate
 
 Prior = Callable[[str], float]
 
 
 def question_prior(factor: float, words: int | None) -> Prior:
-    def prior(text: str) -> float:
-        text = text.rstrip()
-        short = words is None or len(text.split()) <= words
-        return factor if text.endswith("?") and short else 1.0
-
-    return prior
+    """The ``question_prior`` stage's rule as a multiplier (``words=None``: any length)."""
+    limit = sys.maxsize if words is None else words
+    return lambda text: factor if only_asks(text, limit) else 1.0
 
 
 def probe(name: str, data: Path, dump: Path) -> None:

@@ -40,7 +40,19 @@ from collections import defaultdict
 from pathlib import Path
 
 from anamnesis.cli import main
-from anamnesis.config import PRESETS, _plus, _then, _without
+from anamnesis.config import PRESETS, SearchConfig, _plus, _then, _without
+
+
+def _doubled(base: SearchConfig, channel: str) -> SearchConfig:
+    """``base`` with ``channel``'s weight doubled."""
+    return base.with_(weights={**base.weights, channel: 2 * base.weights.get(channel, 1.0)})
+
+
+def _staged(base: SearchConfig, stage: str, **options: object) -> SearchConfig:
+    """``base`` with some of ``stage``'s options set (the others kept)."""
+    merged = {**base.stage_options.get(stage, {}), **options}
+    return base.with_(stage_options={**base.stage_options, stage: merged})
+
 
 for mix in (0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6):
     PRESETS[f"mix-{mix}"] = PRESETS["full-role"].with_(score_mix=float(mix))
@@ -51,49 +63,34 @@ for weight in (1.0, 2.0):
 _DEFAULT = PRESETS["full-replies"]
 for channel in _DEFAULT.channels:
     PRESETS[f"no-{channel}"] = _without(_DEFAULT, channel=channel)
-    PRESETS[f"x2-{channel}"] = _DEFAULT.with_(
-        weights={**_DEFAULT.weights, channel: 2 * _DEFAULT.weights.get(channel, 1.0)}
-    )
+    PRESETS[f"x2-{channel}"] = _doubled(_DEFAULT, channel)
 for k in (10, 15, 20, 30, 45, 90, 120):
     PRESETS[f"k-{k}"] = _DEFAULT.with_(rrf_k=float(k))
+_ASKS = _then(_DEFAULT, "question_prior")
 for factor in (0.5, 0.6, 0.7, 0.8, 0.9):
     for words in (15, 25, 40, 10**6):
         suffix = "" if words == 40 else "-any" if words == 10**6 else f"-{words}w"
-        PRESETS[f"qp-{factor}{suffix}"] = _then(_DEFAULT, "question_prior").with_(
-            stage_options={"question_prior": {"factor": factor, "words": words}}
+        PRESETS[f"qp-{factor}{suffix}"] = _staged(
+            _ASKS, "question_prior", factor=factor, words=words
         )
 for boost in (1.3, 1.6, 2.0, 3.0):
-    PRESETS[f"tx-{boost}"] = _DEFAULT.with_(stage_options={"time_match": {"exact": boost}})
+    PRESETS[f"tx-{boost}"] = _staged(_DEFAULT, "time_match", exact=boost)
     for factor in (0.6, 0.8):
-        PRESETS[f"tx-{boost}-qp-{factor}"] = _then(_DEFAULT, "question_prior").with_(
-            stage_options={"time_match": {"exact": boost}, "question_prior": {"factor": factor}}
+        PRESETS[f"tx-{boost}-qp-{factor}"] = _staged(
+            _staged(_ASKS, "time_match", exact=boost), "question_prior", factor=factor
         )
+_PRIORS = PRESETS["full-priors"]
 # The two rules of full-priors switched off (ablations): the extra boost for relative
 # times too, the question prior for turns with a chat role too.
-PRESETS["tx-3.0-relative"] = PRESETS["full-priors"].with_(
-    stage_options={
-        **PRESETS["full-priors"].stage_options,
-        "time_match": {"exact": 3.0, "relative": True},
-    }
-)
-PRESETS["qp-0.6-roles"] = PRESETS["full-priors"].with_(
-    stage_options={
-        **PRESETS["full-priors"].stage_options,
-        "question_prior": {"factor": 0.6, "roles": True},
-    }
-)
-_PRIORS = PRESETS["full-priors"]
+PRESETS["tx-3.0-relative"] = _staged(_PRIORS, "time_match", relative=True)
+PRESETS["qp-0.6-roles"] = _staged(_PRIORS, "question_prior", roles=True)
 for boost in (2.0, 4.0, 6.0):
-    PRESETS[f"fp-exact-{boost}"] = _PRIORS.with_(
-        stage_options={**_PRIORS.stage_options, "time_match": {"exact": boost}}
-    )
+    PRESETS[f"fp-exact-{boost}"] = _staged(_PRIORS, "time_match", exact=boost)
 for channel in ("role_lexical", "role_dense"):
-    PRESETS[f"fp-x2-{channel}"] = _PRIORS.with_(
-        weights={**_PRIORS.weights, channel: 2 * _PRIORS.weights[channel]}
-    )
+    PRESETS[f"fp-x2-{channel}"] = _doubled(_PRIORS, channel)
 #: ``full-priors`` then the ``dated`` stage (turns that mention a time, for "when" and
 #: "how long" questions).
-PRESETS["fp-dated"] = _then(PRESETS["full-priors"], "dated")
+PRESETS["fp-dated"] = _then(_PRIORS, "dated")
 for candidates in (100,):
     PRESETS[f"candidates-{candidates}"] = _DEFAULT.with_(candidates=candidates)
 

@@ -216,17 +216,23 @@ def question_prior(request: SearchRequest, fused: list[Fused]) -> list[Fused]:
     words = int(options.get("words", QUESTION_PRIOR_WORDS))
     roles = bool(options.get("roles", False))
     head = fused[:QUESTION_PRIOR_DEPTH]
-    episodes = request.episodes([f.episode_id for f in head])
+    ids = [f.episode_id for f in head]
+    if not roles:
+        # Roles come from turn_info, which the role channels have usually read already:
+        # in a user–assistant chat no turn's text needs reading at all.
+        info = turn_info(request, ids)
+        ids = [i for i in ids if i in info and info[i][3] is None]
+    episodes = request.episodes(ids)
     for candidate in head:
         episode = episodes.get(candidate.episode_id)
-        if episode is None or (episode.role is not None and not roles):
-            continue
-        if _only_asks(episode.content, words):
+        if episode is not None and only_asks(episode.content, words):
             candidate.score *= factor
     return _rescored(fused)
 
 
-def _only_asks(text: str, words: int) -> bool:
+def only_asks(text: str, words: int) -> bool:
+    """Whether ``text`` ends with "?" and has at most ``words`` words (the turns that
+    ``question_prior`` scales down)."""
     text = text.rstrip()
     return text.endswith("?") and len(text.split()) <= words
 
