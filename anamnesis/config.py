@@ -254,7 +254,21 @@ PRESETS["full-priors"] = _then(PRESETS["full-replies"], "question_prior").with_(
     stage_options={"time_match": {"exact": 3.0}, "question_prior": {"factor": 0.6}}
 )
 
+#: ``full-priors`` then the learned ranker: a logistic model over cheap features of each
+#: of the best 50 candidates (ranks, word coverage, speaker, session, time, role)
+#: reorders them (``retrieve/ranker.py``; fitted on the first halves of LoCoMo, BEAM
+#: and LongMemEval by ``scripts/ranker_train.py``). User–assistant chats keep the fused
+#: order: their model did not pay for itself on held-out cases (BENCHMARKS.md,
+#: "Learned ranker"); ``full-ranker-roles`` reorders them too (ablation).
+PRESETS["full-ranker"] = _then(PRESETS["full-priors"], "learned_rerank")
+PRESETS["full-ranker-roles"] = PRESETS["full-ranker"].with_(
+    stage_options={
+        **PRESETS["full-ranker"].stage_options,
+        "learned_rerank": {"chats": ("speakers", "roles")},
+    }
+)
+
 #: The preset ``Memory`` and the CLI use when none is named: the best measured
 #: configuration (BENCHMARKS.md, "Headline").
-DEFAULT_PRESET = "full-priors"
+DEFAULT_PRESET = "full-ranker"
 PRESETS["default"] = PRESETS[DEFAULT_PRESET]

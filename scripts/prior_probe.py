@@ -31,7 +31,7 @@ from fusion_sweep import evaluate, halves, load_dump
 from anamnesis.bench import datasets
 from anamnesis.config import PRESETS
 from anamnesis.retrieve.fusion import weighted_rrf
-from anamnesis.retrieve.stages import only_asks
+from anamnesis.retrieve.understanding import only_asks
 from anamnesis.store.base import Candidate
 
 Prior = Callable[[str], float]

@@ -30,6 +30,16 @@ reported on the second:
     python scripts/sweep.py halves RESULTS recall@10
 
 prints each configuration's mean metric over the scored questions of each half.
+
+The learned ranker is fitted on one half and judged on the other
+(``scripts/ranker_train.py``); with both ``full-ranker-roles`` (the models fitted on
+the first halves, for both kinds of chat) and ``ranker-second`` (fitted on the second)
+in a run,
+
+    python scripts/sweep.py crossfit RESULTS OUT
+
+writes the run's records to ``OUT`` with a ``ranker-heldout`` configuration: every
+question ranked by the models that did not see its case.
 """
 
 from __future__ import annotations
@@ -95,12 +105,40 @@ for candidates in (100,):
     PRESETS[f"candidates-{candidates}"] = _DEFAULT.with_(candidates=candidates)
 
 
+#: ``full-ranker-roles`` with the models fitted on the second halves of the cases
+#: (``scripts/ranker_train.py fit ... --save-second results/ranker-second-halves.json``).
+PRESETS["ranker-second"] = _staged(
+    PRESETS["full-ranker-roles"], "learned_rerank", model="results/ranker-second-halves.json"
+)
+
+
+def _first_half(records: list[dict]) -> set[str]:
+    """The cases of the first half, in run order."""
+    cases = list(dict.fromkeys(r["case"] for r in records))
+    return set(cases[: len(cases) // 2])
+
+
+def crossfit(results: Path, out: Path) -> None:
+    """Copy a run's records to ``out`` with one more configuration, ``ranker-heldout``:
+    each question as ranked by the models fitted on the other half of the cases (the
+    first half's from ``ranker-second``, the second half's from ``full-ranker-roles``), so
+    every question is judged by a model that has not seen its case."""
+    records = [json.loads(line) for line in (results / "records.jsonl").open()]
+    first = _first_half(records)
+    out.mkdir(parents=True, exist_ok=True)
+    with (out / "records.jsonl").open("w") as handle:
+        for r in records:
+            handle.write(json.dumps(r) + "\n")
+            source = "ranker-second" if r["case"] in first else "full-ranker-roles"
+            if r["config"] == source:
+                handle.write(json.dumps({**r, "config": "ranker-heldout"}) + "\n")
+
+
 def halves(results: Path, metric: str) -> None:
     """Print each configuration's mean ``metric`` on the first and second half of the
     cases (questions without the metric, abstention and LoCoMo category 5 excluded)."""
     records = [json.loads(line) for line in (results / "records.jsonl").open()]
-    cases = list(dict.fromkeys(r["case"] for r in records))
-    first = set(cases[: len(cases) // 2])
+    first = _first_half(records)
     values: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for r in records:
         value = r["metrics"].get(metric)
@@ -116,5 +154,7 @@ def halves(results: Path, metric: str) -> None:
 if __name__ == "__main__":
     if sys.argv[1:2] == ["halves"]:
         halves(Path(sys.argv[2]), sys.argv[3])
+    elif sys.argv[1:2] == ["crossfit"]:
+        crossfit(Path(sys.argv[2]), Path(sys.argv[3]))
     else:
         main(sys.argv[1:])

@@ -19,6 +19,7 @@ about last Tuesday is an event of last Tuesday.
 | ``role_prior`` | the other side of a chat ×0.5 (``rerank-role``) | ~1 ms |
 | ``question_prior`` | short turns ending with "?" ×0.6 | ~1 ms |
 | ``fact_boost`` | ×1.2 for episodes stating a matching fact (``facts-rerank``) | fact search |
+| ``learned_rerank`` | a logistic model over 38 features reorders the top 50 (ranker.py) | ? ms |
 
 Costs are CPU-time medians over 100 LoCoMo questions on a store of all LoCoMo and BEAM
 messages (hybrid alone: 25 ms); see BENCHMARKS.md ("Post-fusion stages"). None is on
@@ -36,8 +37,9 @@ from .crossencoder import cross_encoder_stage
 from .ensemble import ensemble_e5
 from .filters import abstain, dedup
 from .fusion import Fused
+from .ranker import learned_rerank
 from .rerank import memx, surprise_stage
-from .understanding import is_list_question
+from .understanding import is_list_question, only_asks
 
 Stage = Callable[[SearchRequest, list[Fused]], list[Fused]]
 
@@ -230,13 +232,6 @@ def question_prior(request: SearchRequest, fused: list[Fused]) -> list[Fused]:
     return _rescored(fused)
 
 
-def only_asks(text: str, words: int) -> bool:
-    """Whether ``text`` ends with "?" and has at most ``words`` words (the turns that
-    ``question_prior`` scales down)."""
-    text = text.rstrip()
-    return text.endswith("?") and len(text.split()) <= words
-
-
 def _spread_applies(request: SearchRequest, when: str) -> bool:
     """Whether ``spread`` acts on this question: ``"order"`` questions (the default),
     ``"list"`` questions as well (a count or a list: "How many times…", "What books…"),
@@ -284,4 +279,5 @@ STAGES: dict[str, Stage] = {
     "abstain": abstain,
     "cross-encoder": cross_encoder_stage,
     "ensemble-e5": ensemble_e5,
+    "learned_rerank": learned_rerank,
 }

@@ -222,3 +222,10 @@ def decompose(text: str) -> list[str]:
     if len(clauses) > 1 and all(search_terms(c) for c in clauses):
         return [c.strip() for c in clauses]
     return []
+
+
+def only_asks(text: str, words: int) -> bool:
+    """Whether ``text`` ends with "?" and has at most ``words`` words (a turn that only
+    asks: ``question_prior`` scales it down, the learned ranker reads it)."""
+    text = text.rstrip()
+    return text.endswith("?") and len(text.split()) <= words

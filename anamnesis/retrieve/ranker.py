@@ -1,0 +1,305 @@
+"""The learned ranker: a logistic model reorders the best fused candidates.
+
+Fusion and the priors score each candidate from its channel ranks and a few fixed
+multipliers. Many cheap signals that tell evidence from near misses are left out: the
+question's rare words appearing in the turn, the named speaker saying it, its session
+holding other good hits, the turn being a mere question, its length, the times it
+mentions. ``learned_rerank`` reads ``FEATURES`` for each of the best ``RANKER_DEPTH``
+candidates and orders them by a logistic model's score; the rest keep their order
+behind them. There is one model for chats between named people and one for
+user–assistant chats (``CHAT_KINDS``).
+
+The model is fitted by ``scripts/ranker_train.py`` on the first half of each
+benchmark's cases (LoCoMo, BEAM, LongMemEval) and judged on the second half
+(BENCHMARKS.md, "Learned ranker"). It is trained on the output of the ``full-priors``
+pipeline, so it belongs after that pipeline's stages: the features of a channel a
+configuration does not run are zero. Features are scale-free where they can be (ranks,
+z-scores within the candidates, fractions of the question's words), so the model does
+not depend on the embedder's cosine scale.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..errors import InvalidInputError
+from .candidates import NO_TURN, speakers_named, turn_info
+from .fusion import Fused
+from .query import search_terms, words
+from .understanding import only_asks
+
+if TYPE_CHECKING:
+    from .channels import SearchRequest
+
+#: How many of the best fused candidates the model reorders.
+RANKER_DEPTH = 50
+#: The model bundled in ``anamnesis/data`` (fitted on the benchmarks' first halves).
+DEFAULT_RANKER_MODEL = "ranker-logistic.json"
+#: Channels whose rank and score are features (those of ``full-priors``).
+RANKED_CHANNELS = (
+    "lexical",
+    "dense",
+    "speaker_lexical",
+    "prf",
+    "session",
+    "temporal",
+    "role_lexical",
+    "role_dense",
+    "replies",
+)
+#: A turn of at most this many words ending with "?" counts as only asking.
+ASKING_WORDS = 40
+
+#: The features, in model order.
+FEATURES: tuple[str, ...] = (
+    "log_rank",  # log(1 + fused rank - 1)
+    "score_ratio",  # fused score / the best fused score
+    *(f"rank_{c}" for c in RANKED_CHANNELS),  # 10 / (10 + channel rank), 0 if absent
+    *(f"z_{c}" for c in RANKED_CHANNELS),  # channel score z-scored among the candidates
+    "cosine_z",  # cosine to the question, z-scored among the candidates
+    "near_top_z",  # best cosine to one of the top 3 (itself excluded), z-scored
+    "coverage",  # share of the question's content words in the turn
+    "rare_coverage",  # the same, each word weighted by its rarity among the candidates
+    "names_coverage",  # share of the question's non-speaker names in the turn
+    "log_words",  # log(1 + words in the turn)
+    "asks",  # 1 for a short turn ending with "?"
+    "speaker_named",  # 1 when the question names the turn's speaker
+    "session_share",  # share of the top 10 from the turn's session
+    "session_rank",  # log(1 + rank of the turn's session by its first candidate)
+    "beside_top5",  # 1 when the turn is adjacent to one of the top 5
+    "mentions_time",  # 1 when the turn mentions a time
+    "dating_mentions",  # 1 when it does and the question asks when / how long
+    "in_window",  # 1 when dated in, or mentioning, a time the question names (+ margin)
+    "in_calendar",  # the same for the calendar time itself
+    "role_match",  # 1 when the turn's chat role is the one the question addresses
+    "has_role",  # 1 when the turn has a chat role
+)
+
+
+@dataclass(frozen=True, slots=True)
+class RankerModel:
+    """A logistic model over ``FEATURES``: ``logit = coef · (x - mean) / scale``."""
+
+    features: tuple[str, ...]
+    mean: tuple[float, ...]
+    scale: tuple[float, ...]
+    coef: tuple[float, ...]
+    intercept: float
+    trained_on: str = ""
+
+    def __post_init__(self) -> None:
+        sizes = {len(self.features), len(self.mean), len(self.scale), len(self.coef)}
+        if len(sizes) != 1:
+            raise InvalidInputError("ranker model: features, mean, scale and coef differ in length")
+        if self.features != FEATURES:
+            raise InvalidInputError(
+                "ranker model was fitted on other features than this version computes; "
+                "re-fit it with scripts/ranker_train.py"
+            )
+
+    def logits(self, x: np.ndarray) -> np.ndarray:
+        """The model's logit for each row of ``x``."""
+        mean, scale = np.asarray(self.mean), np.asarray(self.scale)
+        return ((x - mean) / scale) @ np.asarray(self.coef) + self.intercept
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, object]) -> RankerModel:
+        """The model from its JSON form (see ``to_dict``)."""
+        return cls(
+            features=tuple(data["features"]),  # type: ignore[arg-type]
+            mean=tuple(float(v) for v in data["mean"]),  # type: ignore[attr-defined]
+            scale=tuple(float(v) for v in data["scale"]),  # type: ignore[attr-defined]
+            coef=tuple(float(v) for v in data["coef"]),  # type: ignore[attr-defined]
+            intercept=float(data["intercept"]),  # type: ignore[arg-type]
+            trained_on=str(data.get("trained_on", "")),
+        )
+
+    def to_dict(self) -> dict[str, object]:
+        """A JSON-friendly form."""
+        return {
+            "features": list(self.features),
+            "mean": list(self.mean),
+            "scale": list(self.scale),
+            "coef": list(self.coef),
+            "intercept": self.intercept,
+            "trained_on": self.trained_on,
+        }
+
+
+#: The kinds of chat with a model each: turns of named people (LoCoMo) or of a user and
+#: an assistant (LongMemEval, BEAM). The signals differ: who speaks matters in the
+#: first, the role in the second; one model for both lost recall on BEAM.
+CHAT_KINDS = ("speakers", "roles")
+#: The kinds the stage reorders unless told otherwise (``stage_options["chats"]``).
+#: Held out, the user–assistant model gained turn recall and evidence within 2,000
+#: tokens but lost LongMemEval session recall and BEAM recall@10 (BENCHMARKS.md,
+#: "Learned ranker"), so those chats keep the fused order by default.
+DEFAULT_CHATS = ("speakers",)
+
+
+def chat_kind(has_role: Sequence[bool]) -> str:
+    """``"roles"`` when most of the candidates have a chat role, else ``"speakers"``."""
+    return "roles" if 2 * sum(has_role) > len(has_role) else "speakers"
+
+
+@lru_cache(maxsize=8)
+def load_ranker(name: str = DEFAULT_RANKER_MODEL) -> dict[str, RankerModel]:
+    """The ranker's model for each chat kind: from a JSON file at path ``name``, or a
+    file of that name in ``anamnesis/data``."""
+    path = Path(name)
+    try:
+        if path.is_file():
+            text = path.read_text(encoding="utf-8")
+        else:
+            text = resources.files("anamnesis.data").joinpath(name).read_text(encoding="utf-8")
+        models = json.loads(text)["models"]
+        return {kind: RankerModel.from_dict(models[kind]) for kind in CHAT_KINDS}
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise InvalidInputError(f"cannot load ranker model {name!r}: {exc}") from exc
+
+
+def ranker_to_dict(models: Mapping[str, RankerModel]) -> dict[str, object]:
+    """The JSON form that ``load_ranker`` reads."""
+    return {"models": {kind: models[kind].to_dict() for kind in CHAT_KINDS}}
+
+
+def _z(values: np.ndarray) -> np.ndarray:
+    """``values`` standardised (zeros when they are all equal)."""
+    spread = float(values.std()) if len(values) > 1 else 0.0
+    return (values - values.mean()) / spread if spread > 0.0 else np.zeros_like(values)
+
+
+def candidate_features(request: SearchRequest, fused: Sequence[Fused]) -> np.ndarray:
+    """One row of ``FEATURES`` per candidate of ``fused`` (in order)."""
+    n = len(fused)
+    x = np.zeros((n, len(FEATURES)), dtype=np.float64)
+    if n == 0:
+        return x
+    column = {name: i for i, name in enumerate(FEATURES)}
+    ids = [f.episode_id for f in fused]
+    episodes = request.episodes(ids)
+    info = turn_info(request, ids)
+    times = request.episode_times(ids)
+    stored = request.stored_vectors(ids)
+
+    # Similarity: to the question, and to the best three candidates.
+    query = request.query_vector
+    zero = np.zeros(len(query), dtype=np.float32)
+    vectors = np.stack([stored.get(i, zero) for i in ids]).astype(np.float64)
+    x[:, column["cosine_z"]] = _z(vectors @ query)
+    near = vectors @ vectors[: min(3, n)].T
+    for j in range(near.shape[1]):
+        near[j, j] = -1.0
+    x[:, column["near_top_z"]] = _z(near.max(axis=1)) if n > 1 else 0.0
+
+    # Fusion: the fused rank and score, each channel's rank and standardised score.
+    x[:, column["log_rank"]] = np.log1p(np.arange(n))
+    best = fused[0].score if fused[0].score > 0 else 1.0
+    x[:, column["score_ratio"]] = [f.score / best for f in fused]
+    for channel in RANKED_CHANNELS:
+        rows = [r for r, f in enumerate(fused) if channel in f.channels]
+        if not rows:
+            continue
+        ranks = np.array([fused[r].channels[channel].rank for r in rows], dtype=np.float64)
+        scores = np.array([fused[r].channels[channel].score for r in rows], dtype=np.float64)
+        x[rows, column[f"rank_{channel}"]] = 10.0 / (10.0 + ranks)
+        x[rows, column[f"z_{channel}"]] = _z(scores)
+
+    # Words: the question's content words and names found in each turn.
+    terms = search_terms(request.analysis.text)
+    speakers = set(speakers_named(request)) if any(e.speaker for e in episodes.values()) else set()
+    names = {n.lower() for n in request.analysis.features.get("names", ())}
+    names -= {s.lower() for s in speakers}
+    texts = {i: episodes[i].content if i in episodes else "" for i in ids}
+    tokens = {i: words(t) for i, t in texts.items()}
+    present = {i: {w.split("'")[0] for w in toks} for i, toks in tokens.items()}
+    found_in = {t: sum(1 for i in ids if t in present[i]) for t in terms}
+    rarity = {t: math.log((n + 1) / (found_in[t] + 0.5)) for t in terms}
+    rare_total = sum(rarity.values()) or 1.0
+
+    # Sessions and positions.
+    turns = [info.get(i, NO_TURN) for i in ids]
+    sessions = [t[0] for t in turns]
+    session_rank = {s: r for r, s in enumerate(dict.fromkeys(sessions))}
+    top10 = sessions[:10]
+    top5 = [(t[0], t[1]) for t in turns[:5] if t[1] is not None]
+
+    time = request.analysis.time
+    windows, calendar = time.windows, time.calendar_times
+    role = request.analysis.features.get("role")
+    for r, i in enumerate(ids):
+        row = x[r]
+        mine = present[i]
+        if terms:
+            row[column["coverage"]] = sum(1 for t in terms if t in mine) / len(terms)
+            row[column["rare_coverage"]] = sum(rarity[t] for t in terms if t in mine) / rare_total
+        if names:
+            row[column["names_coverage"]] = len(names & mine) / len(names)
+        row[column["log_words"]] = math.log1p(len(tokens[i]))
+        row[column["asks"]] = float(only_asks(texts[i], ASKING_WORDS))
+        episode = episodes.get(i)
+        row[column["speaker_named"]] = float(episode is not None and episode.speaker in speakers)
+        session, index, _, turn_role = turns[r]
+        row[column["session_share"]] = sum(1 for s in top10 if s == session) / 10.0
+        row[column["session_rank"]] = math.log1p(session_rank[session])
+        row[column["beside_top5"]] = float(
+            index is not None and any(s == session and abs(t - index) == 1 for s, t in top5)
+        )
+        found = times.get(i)
+        if found is not None:
+            row[column["mentions_time"]] = float(bool(found.mentions))
+            row[column["dating_mentions"]] = float(time.dating and bool(found.mentions))
+            row[column["in_window"]] = float(bool(windows) and found.overlaps(windows))
+            row[column["in_calendar"]] = float(bool(calendar) and found.overlaps(calendar))
+        row[column["has_role"]] = float(turn_role is not None)
+        row[column["role_match"]] = float(role is not None and turn_role == role)
+    return x
+
+
+def learned_rerank(request: SearchRequest, fused: list[Fused]) -> list[Fused]:
+    """Reorder the best ``RANKER_DEPTH`` candidates by the ranker model of their chat
+    kind (``chat_kind``).
+
+    Options (``stage_options["learned_rerank"]``): ``model`` (a JSON file from
+    ``scripts/ranker_train.py``; default the bundled one), ``depth``, and ``chats``: the
+    chat kinds to reorder (default ``DEFAULT_CHATS``; others keep the fused order).
+    Each reordered candidate's score becomes the model's probability that it is
+    evidence; the candidates behind them keep their order, scaled below the last.
+    """
+    if not fused:
+        return fused
+    options = request.options("learned_rerank")
+    models = load_ranker(str(options.get("model", DEFAULT_RANKER_MODEL)))
+    depth = int(options.get("depth", RANKER_DEPTH))
+    if depth < 1:
+        raise InvalidInputError(f"learned_rerank depth must be at least 1, got {depth}")
+    chats = options.get("chats", DEFAULT_CHATS)
+    chats = (chats,) if isinstance(chats, str) else tuple(chats)
+    if not chats or not set(chats) <= set(CHAT_KINDS):
+        raise InvalidInputError(f"learned_rerank chats must be among {CHAT_KINDS}, got {chats}")
+    head, tail = fused[:depth], fused[depth:]
+    info = turn_info(request, [f.episode_id for f in head])
+    kind = chat_kind([info.get(f.episode_id, NO_TURN)[3] is not None for f in head])
+    if kind not in chats:
+        return fused
+    features = candidate_features(request, head)
+    model = models[kind]
+    probability = 1.0 / (1.0 + np.exp(-model.logits(features)))
+    order = np.argsort(-probability, kind="stable")
+    ranked = [head[i] for i in order]
+    for i, candidate in zip(order, ranked, strict=True):
+        candidate.score = float(probability[i])
+    if tail and tail[0].score > 0:
+        below = 0.5 * ranked[-1].score / tail[0].score
+        for candidate in tail:
+            candidate.score *= below
+    return ranked + tail

@@ -1,0 +1,232 @@
+"""Fit the learned ranker (``anamnesis/retrieve/ranker.py``) and judge it on held-out cases.
+
+Two steps, both reproducible:
+
+1. ``dump``: ingest every case of a benchmark as ``anamnesis bench`` does (same loaders,
+   stores and as-of filter), run the ``full-priors`` pipeline on each scored question
+   and write the ranker's features of its best 50 candidates, with which of them are
+   evidence. Nothing is fitted here.
+
+       python scripts/ranker_train.py dump locomo --data ../shared/data/locomo10.json.gz \\
+           --embedding-cache-dir VECTORS --out out/locomo.ranker.jsonl.gz
+
+2. ``fit``: an L2-regularised logistic model per chat kind (named people, or a user and
+   an assistant) over every candidate of the first half of each dump's cases (in run
+   order, as ``scripts/sweep.py halves`` splits them), judged on the second half; then
+   the other way round. Prints recall before and after reordering for both, and with
+   ``--save`` writes the models fitted on the first halves (the bundled ones); with
+   ``--save-second`` those fitted on the second halves, so that every question can be
+   judged by a model that has not seen its case (``scripts/sweep.py crossfit``).
+
+       python scripts/ranker_train.py fit out/locomo.ranker.jsonl.gz out/beam.ranker.jsonl.gz \\
+           out/lme.ranker.jsonl.gz out/lme-edge.ranker.jsonl.gz \\
+           --save anamnesis/data/ranker-logistic.json
+
+   A dump is named by its file name up to the first dot. The LongMemEval dumps of both
+   embedders (``dump longmemeval ... --embedder edge``) train the model of user–assistant
+   chats to read either one's dense ranks: fitted on the MiniLM dump alone, it lost
+   turn recall under the edge embedder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from anamnesis.bench import datasets
+from anamnesis.bench.runner import case_end, fresh_memory
+from anamnesis.bench.tokens import CachingEmbedder
+from anamnesis.config import PRESETS
+from anamnesis.embed import get_embedder
+from anamnesis.retrieve.pipeline import Retriever
+from anamnesis.retrieve.ranker import (
+    CHAT_KINDS,
+    FEATURES,
+    RANKER_DEPTH,
+    RankerModel,
+    candidate_features,
+    chat_kind,
+    ranker_to_dict,
+)
+from anamnesis.store.base import Filters
+from anamnesis.types import Scope
+
+#: The pipeline whose candidates the ranker learns to reorder.
+BASE_PRESET = "full-priors"
+#: Recall cut-off reported per data set (the issue-5 target metrics).
+CUTOFF = {"locomo": 10, "beam": 20, "longmemeval": 10}
+#: L2 penalty of the fit (on standardised features).
+L2 = 1.0
+
+
+def dump(name: str, data: Path, out: Path, cache_dir: Path | None, embedder: str) -> None:
+    """Write one JSON line per scored question: its candidates' features and labels."""
+    dataset = datasets.load(name, data)
+    caching = CachingEmbedder.with_cache_dir(get_embedder(embedder), cache_dir)
+    config = PRESETS[BASE_PRESET]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with gzip.open(out, "wt", encoding="utf-8") as handle:
+        for case in dataset.cases:
+            with fresh_memory(out.parent / "stores", caching) as memory:
+                memory.add_many(case.messages, user_id="bench")
+                scope = Scope("bench")
+                episodes, _ = memory.store.list_episodes(scope, limit=10**7, offset=0)
+                key = {e.id: str(e.metadata.get(dataset.evidence_key, e.id)) for e in episodes}
+                retriever = Retriever(memory.store, memory.embedder, config)
+                end = case_end(case)
+                for q in case.questions:
+                    if q.abstention or not q.evidence:
+                        continue
+                    filters = Filters(event_before=q.asked_at) if q.asked_at else Filters()
+                    request = retriever.request(q.text, scope, filters, q.asked_at or end)
+                    head = retriever.rank(request)[:RANKER_DEPTH]
+                    record = {
+                        "dataset": name,
+                        "case": case.id,
+                        "id": q.id,
+                        "category": q.category,
+                        "evidence": list(q.evidence),
+                        "keys": [key[f.episode_id] for f in head],
+                        "features": candidate_features(request, head).round(6).tolist(),
+                    }
+                    handle.write(json.dumps(record) + "\n")
+            print(f"{name} {case.id}: {len(case.questions)} questions", file=sys.stderr)
+
+
+def load(path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """A dump's records, split into the first and second half of its cases."""
+    with gzip.open(path, "rt", encoding="utf-8") as handle:
+        records = [json.loads(line) for line in handle]
+    cases = list(dict.fromkeys(r["case"] for r in records))
+    first = set(cases[: len(cases) // 2])
+    return (
+        [r for r in records if r["case"] in first],
+        [r for r in records if r["case"] not in first],
+    )
+
+
+def kind(record: dict[str, Any]) -> str:
+    """The chat kind of a question's candidates (which model ranks them)."""
+    column = FEATURES.index("has_role")
+    return chat_kind([row[column] > 0.5 for row in record["features"]])
+
+
+def fit_kinds(records: Sequence[dict[str, Any]], trained_on: str) -> dict[str, RankerModel]:
+    """One model per chat kind, each fitted on the questions of its kind."""
+    return {k: fit([r for r in records if kind(r) == k], trained_on) for k in CHAT_KINDS}
+
+
+def fit(records: Sequence[dict[str, Any]], trained_on: str) -> RankerModel:
+    """Newton's method on the L2-regularised logistic loss over every candidate."""
+    rows = [r for r in records if r["features"]]
+    x = np.concatenate([np.asarray(r["features"], dtype=np.float64) for r in rows])
+    y = np.concatenate([[1.0 if k in set(r["evidence"]) else 0.0 for k in r["keys"]] for r in rows])
+    mean, scale = x.mean(0), x.std(0)
+    scale[scale == 0.0] = 1.0
+    z = np.c_[(x - mean) / scale, np.ones(len(x))]
+    w = np.zeros(z.shape[1])
+    for _ in range(50):
+        p = 1.0 / (1.0 + np.exp(-(z @ w)))
+        grad = z.T @ (p - y) + L2 * np.r_[w[:-1], 0.0]
+        hess = (z * (p * (1.0 - p))[:, None]).T @ z + L2 * np.eye(len(w))
+        step = np.linalg.solve(hess, grad)
+        w -= step
+        if np.abs(step).max() < 1e-8:
+            break
+    return RankerModel(
+        features=FEATURES,
+        mean=tuple(float(v) for v in mean),
+        scale=tuple(float(v) for v in scale),
+        coef=tuple(float(v) for v in w[:-1]),
+        intercept=float(w[-1]),
+        trained_on=trained_on,
+    )
+
+
+Order = Callable[[dict[str, Any]], list[str]]
+
+
+def as_fused(record: dict[str, Any]) -> list[str]:
+    """The pipeline's own order."""
+    return record["keys"]
+
+
+def by_model(models: dict[str, RankerModel]) -> Order:
+    def order(record: dict[str, Any]) -> list[str]:
+        if not record["features"]:
+            return []
+        logits = models[kind(record)].logits(np.asarray(record["features"], dtype=np.float64))
+        return [record["keys"][i] for i in np.argsort(-logits, kind="stable")]
+
+    return order
+
+
+def recall(records: Sequence[dict[str, Any]], order: Order, k: int) -> tuple[float, float]:
+    """Mean evidence recall@k and the share of questions with all evidence in the top k."""
+    fractions = []
+    for r in records:
+        top = set(order(r)[:k])
+        fractions.append(sum(e in top for e in r["evidence"]) / len(r["evidence"]))
+    return 100 * float(np.mean(fractions)), 100 * float(np.mean([f == 1.0 for f in fractions]))
+
+
+def report(paths: Sequence[Path], save: Path | None, save_second: Path | None = None) -> None:
+    """Fit on one half of every dump, judge on the other half, both ways round."""
+    halves = {p: load(p) for p in paths}
+    names = {p: p.name.split(".")[0] for p in paths}
+    print("| fitted on | judged on | metric | full-priors | full-ranker |")
+    print("|---|---|---|---|---|")
+    for fitted, judged in ((0, 1), (1, 0)):
+        label = "first" if fitted == 0 else "second"
+        models = fit_kinds(
+            [r for p in paths for r in halves[p][fitted]],
+            f"{label} halves of " + ", ".join(names[p] for p in paths),
+        )
+        for p in paths:
+            k = CUTOFF.get(names[p], 10)
+            test = halves[p][judged]
+            before, before_all = recall(test, as_fused, k)
+            after, after_all = recall(test, by_model(models), k)
+            where = f"{names[p]} {'second' if judged else 'first'} half ({len(test)})"
+            print(f"| {label} halves | {where} | recall@{k} | {before:.1f} | {after:.1f} |")
+            print(f"| {label} halves | {where} | all@{k} | {before_all:.1f} | {after_all:.1f} |")
+        target = save if fitted == 0 else save_second
+        if target is not None:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(json.dumps(ranker_to_dict(models), indent=1) + "\n", encoding="utf-8")
+            print(f"saved the models fitted on the {label} halves to {target}", file=sys.stderr)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    d = sub.add_parser("dump", help="features and labels of full-priors' best candidates")
+    d.add_argument("dataset", choices=("locomo", "longmemeval", "beam"))
+    d.add_argument("--data", type=Path, required=True)
+    d.add_argument("--out", type=Path, required=True)
+    d.add_argument("--embedding-cache-dir", type=Path)
+    d.add_argument("--embedder", default="minilm")
+    f = sub.add_parser("fit", help="fit on first halves, judge on second halves (and back)")
+    f.add_argument("dumps", type=Path, nargs="+")
+    f.add_argument("--save", type=Path, help="write the models fitted on the first halves")
+    f.add_argument(
+        "--save-second",
+        type=Path,
+        help="write the models fitted on the second halves (to judge the first halves)",
+    )
+    args = parser.parse_args(argv)
+    if args.command == "dump":
+        dump(args.dataset, args.data, args.out, args.embedding_cache_dir, args.embedder)
+    else:
+        report(args.dumps, args.save, args.save_second)
+
+
+if __name__ == "__main__":
+    main()

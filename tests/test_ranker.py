@@ -1,0 +1,160 @@
+"""The learned ranker (``learned_rerank``): its features of each fused candidate, the
+logistic model that orders them, and the ``full-ranker`` preset, with the real MiniLM."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from anamnesis import Memory
+from anamnesis.config import PRESETS
+from anamnesis.errors import InvalidInputError
+from anamnesis.retrieve.fusion import Fused
+from anamnesis.retrieve.pipeline import Retriever
+from anamnesis.retrieve.ranker import (
+    FEATURES,
+    RankerModel,
+    candidate_features,
+    learned_rerank,
+    load_ranker,
+    ranker_to_dict,
+)
+from anamnesis.store.base import Filters
+from anamnesis.types import Scope
+
+USER = Scope("ranker")
+CHAT = [
+    {"speaker": "Joanna", "content": "So what's your favourite video game?"},
+    {"speaker": "Nate", "content": "Xenoblade Chronicles is my favourite video game by far."},
+    {"speaker": "Joanna", "content": "My sister bought a new bike last week."},
+    {"speaker": "Nate", "content": "I took my turtles to the lake yesterday, they loved it."},
+]
+QUESTION = "What is Nate's favourite video game?"
+
+
+@pytest.fixture
+def chat(tmp_path, embedder):
+    with Memory(path=tmp_path / "chat.db", embedder=embedder) as memory:
+        added = memory.add_many(CHAT, user_id=USER.user_id, session_id="s1")
+        yield memory, [e.id for e in added]
+
+
+def _request(memory, config, question=QUESTION):
+    retriever = Retriever(memory.store, memory.embedder, config)
+    return retriever, retriever.request(question, USER, Filters())
+
+
+def _model(tmp_path, **weights: float) -> str:
+    """A ranker file whose models (both chat kinds) weigh only the named features."""
+    model = RankerModel(
+        features=FEATURES,
+        mean=(0.0,) * len(FEATURES),
+        scale=(1.0,) * len(FEATURES),
+        coef=tuple(weights.get(name, 0.0) for name in FEATURES),
+        intercept=0.0,
+    )
+    path = tmp_path / "model.json"
+    ranker = {"speakers": model, "roles": model}
+    path.write_text(json.dumps(ranker_to_dict(ranker)), encoding="utf-8")
+    return str(path)
+
+
+def test_features_describe_each_candidate(chat):
+    memory, (asks, answer, bike, turtles) = chat
+    retriever, request = _request(memory, PRESETS["full-priors"])
+    fused = retriever.rank(request)
+    x = candidate_features(request, fused)
+    assert x.shape == (len(fused), len(FEATURES)) and np.isfinite(x).all()
+    row = {f.episode_id: dict(zip(FEATURES, x[i], strict=True)) for i, f in enumerate(fused)}
+    # The question names Nate: his turns are marked, Joanna's are not.
+    assert row[answer]["speaker_named"] == row[turtles]["speaker_named"] == 1.0
+    assert row[asks]["speaker_named"] == row[bike]["speaker_named"] == 0.0
+    # The question's content words: "nate", "favourite", "video", "game".
+    assert row[answer]["coverage"] == 0.75 and row[bike]["coverage"] == 0.0
+    assert row[asks]["asks"] == 1.0 and row[answer]["asks"] == 0.0
+    # The best candidate has fused rank 1 and the best score.
+    assert x[0, FEATURES.index("log_rank")] == 0.0 and x[0, FEATURES.index("score_ratio")] == 1.0
+    assert row[turtles]["mentions_time"] == 1.0 and row[bike]["mentions_time"] == 1.0
+    assert row[answer]["mentions_time"] == 0.0
+    assert {r["has_role"] for r in row.values()} == {0.0}
+
+
+def test_the_model_orders_the_best_candidates(chat, tmp_path):
+    memory, (asks, answer, bike, turtles) = chat
+    config = PRESETS["full-priors"].with_(
+        stage_options={"learned_rerank": {"model": _model(tmp_path, asks=-5.0, coverage=5.0)}}
+    )
+    _, request = _request(memory, config)
+    fused = [Fused(i, 1.0) for i in (bike, asks, turtles, answer)]
+    ranked = learned_rerank(request, fused)
+    # The answer has all the question's words but the name; the asking turn, as many,
+    # but it only asks; the other two (tied, in their fused order) have none.
+    assert [f.episode_id for f in ranked] == [answer, bike, turtles, asks]
+    scores = [f.score for f in ranked]
+    assert scores == sorted(scores, reverse=True) and all(0.0 < s < 1.0 for s in scores)
+
+
+def test_candidates_past_the_depth_keep_their_order_below(chat, tmp_path):
+    memory, (asks, answer, bike, turtles) = chat
+    options = {"model": _model(tmp_path, coverage=5.0), "depth": 2}
+    config = PRESETS["full-priors"].with_(stage_options={"learned_rerank": options})
+    _, request = _request(memory, config)
+    fused = [Fused(bike, 0.9), Fused(answer, 0.8), Fused(turtles, 0.7), Fused(asks, 0.6)]
+    ranked = learned_rerank(request, fused)
+    assert [f.episode_id for f in ranked] == [answer, bike, turtles, asks]
+    assert ranked[1].score > ranked[2].score > ranked[3].score > 0.0
+
+
+def test_full_ranker_searches_with_the_bundled_model(tmp_path, embedder):
+    for model in load_ranker().values():
+        assert model.features == FEATURES and "first halves" in model.trained_on
+    with Memory(path=tmp_path / "m.db", embedder=embedder, config=PRESETS["full-ranker"]) as memory:
+        added = memory.add_many(CHAT, user_id=USER.user_id, session_id="s1")
+        hits = memory.search(QUESTION, user_id=USER.user_id, limit=2)
+    assert hits[0].episode.id == added[1].id
+
+
+def test_a_model_of_other_features_is_refused(tmp_path):
+    path = tmp_path / "old.json"
+    old = {"features": ["a"], "mean": [0.0], "scale": [1.0], "coef": [1.0], "intercept": 0.0}
+    path.write_text(json.dumps({"models": {"speakers": old, "roles": old}}), encoding="utf-8")
+    with pytest.raises(InvalidInputError, match="other features"):
+        load_ranker(str(path))
+    with pytest.raises(InvalidInputError, match="cannot load ranker model"):
+        load_ranker(str(tmp_path / "missing.json"))
+
+
+def test_a_bad_depth_is_refused(chat):
+    memory, ids = chat
+    config = PRESETS["full-priors"].with_(stage_options={"learned_rerank": {"depth": 0}})
+    _, request = _request(memory, config)
+    with pytest.raises(InvalidInputError, match="depth"):
+        learned_rerank(request, [Fused(ids[0], 1.0)])
+
+
+def test_user_assistant_chats_keep_the_fused_order_unless_asked(tmp_path, embedder):
+    chat = [
+        {"role": "user", "content": "So what's your favourite video game?"},
+        {"role": "assistant", "content": "I have no favourite video game, I am an assistant."},
+        {"role": "user", "content": "Mine is Xenoblade Chronicles, my favourite game by far."},
+    ]
+    with Memory(path=tmp_path / "roles.db", embedder=embedder) as memory:
+        asks, _, answer = (e.id for e in memory.add_many(chat, user_id=USER.user_id))
+        model = _model(tmp_path, asks=-5.0)
+        fused = [Fused(asks, 0.9), Fused(answer, 0.8)]
+        _, request = _request(memory, _ranker(model))
+        kept = learned_rerank(request, fused)
+        assert [(f.episode_id, f.score) for f in kept] == [(asks, 0.9), (answer, 0.8)]
+        _, request = _request(memory, _ranker(model, chats=("speakers", "roles")))
+        assert [f.episode_id for f in learned_rerank(request, fused)] == [answer, asks]
+        _, request = _request(memory, _ranker(model, chats=("everyone",)))
+        with pytest.raises(InvalidInputError, match="chats"):
+            learned_rerank(request, fused)
+
+
+def _ranker(model: str, **options: object):
+    return PRESETS["full-ranker"].with_(
+        stage_options={"learned_rerank": {"model": model, **options}}
+    )
