@@ -32,22 +32,20 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from anamnesis.bench import datasets
+from anamnesis.bench.fitting import newton_logistic
 from anamnesis.bench.metrics import recall_at_k
-from anamnesis.bench.runner import case_end, fresh_memory
+from anamnesis.bench.runner import dev_questions
 from anamnesis.bench.tokens import CachingEmbedder
 from anamnesis.config import PRESETS, SearchConfig
 from anamnesis.embed import get_embedder
 from anamnesis.retrieve.fusion import LogisticFusion, channel_features
-from anamnesis.retrieve.pipeline import Retriever
-from anamnesis.store.base import Candidate, Filters
-from anamnesis.types import Scope
+from anamnesis.store.base import Candidate
 
 #: The channels dumped (every candidate channel of issue 5), seeded as in ``full``.
 SWEEP_CHANNELS = PRESETS["full-equal"].channels
@@ -82,36 +80,23 @@ def dump(
     config = sweep_config() if preset is None else PRESETS[preset]
     out.parent.mkdir(parents=True, exist_ok=True)
     with gzip.open(out, "wt", encoding="utf-8") as handle:
-        for case in dataset.cases:
-            with fresh_memory(out.parent / "stores", caching) as memory:
-                memory.add_many(case.messages, user_id="bench")
-                scope = Scope("bench")
-                episodes, _ = memory.store.list_episodes(scope, limit=10**7, offset=0)
-                key = {e.id: str(e.metadata.get(dataset.evidence_key, e.id)) for e in episodes}
-                retriever = Retriever(memory.store, memory.embedder, config)
-                end = case_end(case)
-                for q in case.questions:
-                    if q.abstention or not q.evidence:
-                        continue
-                    filters = Filters(event_before=q.asked_at) if q.asked_at else Filters()
-                    request = retriever.request(q.text, scope, filters, q.asked_at or end)
-                    lists = retriever.candidates(request)
-                    record: dict[str, Any] = {
-                        "dataset": name,
-                        "case": case.id,
-                        "id": q.id,
-                        "category": q.category,
-                        "evidence": list(q.evidence),
-                        "channels": {
-                            c: [[key[x.episode_id], x.score] for x in lst]
-                            for c, lst in lists.items()
-                        },
-                    }
-                    if preset is not None:
-                        ranked = retriever.rank(request)[:50]
-                        record["fused"] = [key[f.episode_id] for f in ranked]
-                    handle.write(json.dumps(record) + "\n")
-            print(f"{name} {case.id}: {len(case.questions)} questions", file=sys.stderr)
+        for dev in dev_questions(dataset, caching, config, out.parent / "stores"):
+            key, q = dev.key, dev.question
+            lists = dev.retriever.candidates(dev.request)
+            record: dict[str, Any] = {
+                "dataset": name,
+                "case": dev.case.id,
+                "id": q.id,
+                "category": q.category,
+                "evidence": list(q.evidence),
+                "channels": {
+                    c: [[key[x.episode_id], x.score] for x in lst] for c, lst in lists.items()
+                },
+            }
+            if preset is not None:
+                ranked = dev.retriever.rank(dev.request)[:50]
+                record["fused"] = [key[f.episode_id] for f in ranked]
+            handle.write(json.dumps(record) + "\n")
 
 
 # -- evaluation on dumps ----------------------------------------------------------------------
@@ -201,15 +186,7 @@ def fit_logistic(records, channels, k, depth, l2=1.0, trained_on="") -> Logistic
     x, y = np.concatenate(xs), np.concatenate(ys)
     mean, scale = x.mean(0), x.std(0) + 1e-9
     z = np.c_[(x - mean) / scale, np.ones(len(x))]
-    w = np.zeros(z.shape[1])
-    for _ in range(50):
-        p = 1 / (1 + np.exp(-(z @ w)))
-        grad = z.T @ (p - y) + l2 * np.r_[w[:-1], 0.0]
-        hess = (z * (p * (1 - p))[:, None]).T @ z + l2 * np.eye(len(w))
-        step = np.linalg.solve(hess, grad)
-        w -= step
-        if np.abs(step).max() < 1e-8:
-            break
+    w = newton_logistic(z, y, l2)
     return LogisticFusion(
         channels=tuple(channels),
         mean=tuple(float(v) for v in mean),

@@ -41,11 +41,11 @@ from typing import Any
 import numpy as np
 
 from anamnesis.bench import datasets
-from anamnesis.bench.runner import case_end, fresh_memory
+from anamnesis.bench.fitting import newton_logistic
+from anamnesis.bench.runner import dev_questions
 from anamnesis.bench.tokens import CachingEmbedder
 from anamnesis.config import PRESETS
 from anamnesis.embed import get_embedder
-from anamnesis.retrieve.pipeline import Retriever
 from anamnesis.retrieve.ranker import (
     CHAT_KINDS,
     FEATURES,
@@ -55,8 +55,6 @@ from anamnesis.retrieve.ranker import (
     chat_kind,
     ranker_to_dict,
 )
-from anamnesis.store.base import Filters
-from anamnesis.types import Scope
 
 #: The pipeline whose candidates the ranker learns to reorder.
 BASE_PRESET = "full-priors"
@@ -73,31 +71,18 @@ def dump(name: str, data: Path, out: Path, cache_dir: Path | None, embedder: str
     config = PRESETS[BASE_PRESET]
     out.parent.mkdir(parents=True, exist_ok=True)
     with gzip.open(out, "wt", encoding="utf-8") as handle:
-        for case in dataset.cases:
-            with fresh_memory(out.parent / "stores", caching) as memory:
-                memory.add_many(case.messages, user_id="bench")
-                scope = Scope("bench")
-                episodes, _ = memory.store.list_episodes(scope, limit=10**7, offset=0)
-                key = {e.id: str(e.metadata.get(dataset.evidence_key, e.id)) for e in episodes}
-                retriever = Retriever(memory.store, memory.embedder, config)
-                end = case_end(case)
-                for q in case.questions:
-                    if q.abstention or not q.evidence:
-                        continue
-                    filters = Filters(event_before=q.asked_at) if q.asked_at else Filters()
-                    request = retriever.request(q.text, scope, filters, q.asked_at or end)
-                    head = retriever.rank(request)[:RANKER_DEPTH]
-                    record = {
-                        "dataset": name,
-                        "case": case.id,
-                        "id": q.id,
-                        "category": q.category,
-                        "evidence": list(q.evidence),
-                        "keys": [key[f.episode_id] for f in head],
-                        "features": candidate_features(request, head).round(6).tolist(),
-                    }
-                    handle.write(json.dumps(record) + "\n")
-            print(f"{name} {case.id}: {len(case.questions)} questions", file=sys.stderr)
+        for dev in dev_questions(dataset, caching, config, out.parent / "stores"):
+            head = dev.retriever.rank(dev.request)[:RANKER_DEPTH]
+            record = {
+                "dataset": name,
+                "case": dev.case.id,
+                "id": dev.question.id,
+                "category": dev.question.category,
+                "evidence": list(dev.question.evidence),
+                "keys": [dev.key[f.episode_id] for f in head],
+                "features": candidate_features(dev.request, head).round(6).tolist(),
+            }
+            handle.write(json.dumps(record) + "\n")
 
 
 def load(path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -131,15 +116,7 @@ def fit(records: Sequence[dict[str, Any]], trained_on: str) -> RankerModel:
     mean, scale = x.mean(0), x.std(0)
     scale[scale == 0.0] = 1.0
     z = np.c_[(x - mean) / scale, np.ones(len(x))]
-    w = np.zeros(z.shape[1])
-    for _ in range(50):
-        p = 1.0 / (1.0 + np.exp(-(z @ w)))
-        grad = z.T @ (p - y) + L2 * np.r_[w[:-1], 0.0]
-        hess = (z * (p * (1.0 - p))[:, None]).T @ z + L2 * np.eye(len(w))
-        step = np.linalg.solve(hess, grad)
-        w -= step
-        if np.abs(step).max() < 1e-8:
-            break
+    w = newton_logistic(z, y, L2)
     return RankerModel(
         features=FEATURES,
         mean=tuple(float(v) for v in mean),
@@ -181,7 +158,7 @@ def report(paths: Sequence[Path], save: Path | None, save_second: Path | None = 
     """Fit on one half of every dump, judge on the other half, both ways round."""
     halves = {p: load(p) for p in paths}
     names = {p: p.name.split(".")[0] for p in paths}
-    print("| fitted on | judged on | metric | full-priors | full-ranker |")
+    print("| fitted on | judged on | metric | full-priors | ranker, both chat kinds |")
     print("|---|---|---|---|---|")
     for fitted, judged in ((0, 1), (1, 0)):
         label = "first" if fitted == 0 else "second"

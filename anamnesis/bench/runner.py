@@ -36,7 +36,7 @@ from ..retrieve.pipeline import Retriever
 from ..retrieve.resources import StageResources
 from ..store.base import Filters
 from ..types import Hit, Scope
-from .datasets import Case, Dataset
+from .datasets import Case, Dataset, Question
 from .qa import DEFAULT_QA_BUDGET, QAGrader, build_context, format_message
 from .scoring import DEFAULT_BUDGETS, DEFAULT_KS, LONGMEMEVAL_KS, CorpusStats, score
 from .tokens import TOKENIZER_NAME, CachingEmbedder, TokenCounter
@@ -346,6 +346,42 @@ def run_case(
         _grade_all(grader, qa_jobs, case, options, output, progress)
     counter.clear()
     return output
+
+
+@dataclass(slots=True)
+class DevQuestion:
+    """One scored question of a benchmark, ready to search (``dev_questions``)."""
+
+    case: Case
+    question: Question
+    retriever: Retriever
+    request: Any  # retrieve.channels.SearchRequest
+    #: Evidence key of each episode of the case's store, by episode id.
+    key: dict[str, str]
+
+
+def dev_questions(
+    dataset: Dataset, embedder: Any, config: SearchConfig, work_dir: Path
+) -> Iterator[DevQuestion]:
+    """Every scored question (evidence, no abstention) of ``dataset``, each as a search
+    request against a fresh store of its case, ingested as ``anamnesis bench`` does
+    (same stores, same as-of filter). For scripts that study the pipeline's candidates
+    (``scripts/fusion_sweep.py``, ``scripts/ranker_train.py``); prints each case done."""
+    for case in dataset.cases:
+        with fresh_memory(work_dir, embedder) as memory:
+            memory.add_many(case.messages, user_id="bench")
+            scope = Scope("bench")
+            episodes, _ = memory.store.list_episodes(scope, limit=10**7, offset=0)
+            key = {e.id: str(e.metadata.get(dataset.evidence_key, e.id)) for e in episodes}
+            retriever = Retriever(memory.store, memory.embedder, config)
+            end = case_end(case)
+            for q in case.questions:
+                if q.abstention or not q.evidence:
+                    continue
+                filters = Filters(event_before=q.asked_at) if q.asked_at else Filters()
+                request = retriever.request(q.text, scope, filters, q.asked_at or end)
+                yield DevQuestion(case, q, retriever, request, key)
+        print(f"{dataset.name} {case.id}: {len(case.questions)} questions", file=sys.stderr)
 
 
 def case_end(case: Case) -> datetime | None:

@@ -3,18 +3,16 @@ mixed with standardised scores) or a learned logistic model."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from importlib import resources
-from pathlib import Path
 
 import numpy as np
 
 from ..errors import InvalidInputError
 from ..store.base import Candidate
 from ..types import ChannelScore
+from .resources import load_model_file
 
 #: The RRF constant from Cormack et al. (2009); True Memory and MemX also use k = 60.
 DEFAULT_RRF_K = 60
@@ -170,12 +168,4 @@ def learned_fusion(
 @lru_cache(maxsize=8)
 def load_fusion_model(name: str) -> LogisticFusion:
     """A logistic fusion model: a path to a JSON file, or a file in ``anamnesis/data``."""
-    path = Path(name)
-    try:
-        if path.is_file():
-            text = path.read_text(encoding="utf-8")
-        else:
-            text = resources.files("anamnesis.data").joinpath(name).read_text(encoding="utf-8")
-        return LogisticFusion.from_dict(json.loads(text))
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise InvalidInputError(f"cannot load fusion model {name!r}: {exc}") from exc
+    return load_model_file(name, "fusion model", LogisticFusion.from_dict)

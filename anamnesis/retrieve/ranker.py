@@ -20,14 +20,11 @@ not depend on the embedder's cosine scale.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
-from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -35,6 +32,7 @@ from ..errors import InvalidInputError
 from .candidates import NO_TURN, speakers_named, turn_info
 from .fusion import Fused
 from .query import search_terms, words
+from .resources import load_model_file
 from .understanding import only_asks
 
 if TYPE_CHECKING:
@@ -155,16 +153,11 @@ def chat_kind(has_role: Sequence[bool]) -> str:
 def load_ranker(name: str = DEFAULT_RANKER_MODEL) -> dict[str, RankerModel]:
     """The ranker's model for each chat kind: from a JSON file at path ``name``, or a
     file of that name in ``anamnesis/data``."""
-    path = Path(name)
-    try:
-        if path.is_file():
-            text = path.read_text(encoding="utf-8")
-        else:
-            text = resources.files("anamnesis.data").joinpath(name).read_text(encoding="utf-8")
-        models = json.loads(text)["models"]
-        return {kind: RankerModel.from_dict(models[kind]) for kind in CHAT_KINDS}
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise InvalidInputError(f"cannot load ranker model {name!r}: {exc}") from exc
+    return load_model_file(name, "ranker model", _ranker_from_dict)
+
+
+def _ranker_from_dict(data: Mapping[str, Any]) -> dict[str, RankerModel]:
+    return {kind: RankerModel.from_dict(data["models"][kind]) for kind in CHAT_KINDS}
 
 
 def ranker_to_dict(models: Mapping[str, RankerModel]) -> dict[str, object]:

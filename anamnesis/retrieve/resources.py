@@ -8,11 +8,15 @@ singletons.
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from importlib import resources as package_files
 from pathlib import Path
 from typing import Any, TypeVar
+
+from ..errors import InvalidInputError
 
 T = TypeVar("T")
 
@@ -44,3 +48,18 @@ class StageResources:
                 if callable(closer):
                     closer()
             self._items.clear()
+
+
+def load_model_file(name: str, what: str, build: Callable[[Any], T]) -> T:
+    """``build`` applied to a JSON model file: ``name`` as a path, else the file of that
+    name in ``anamnesis/data``. A file that is missing or malformed, or that ``build``
+    rejects, raises ``InvalidInputError`` naming ``what``."""
+    path = Path(name)
+    try:
+        if path.is_file():
+            text = path.read_text(encoding="utf-8")
+        else:
+            text = package_files.files("anamnesis.data").joinpath(name).read_text(encoding="utf-8")
+        return build(json.loads(text))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise InvalidInputError(f"cannot load {what} {name!r}: {exc}") from exc
