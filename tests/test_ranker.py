@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from anamnesis import Memory
+from anamnesis.bench.fitting import newton_logistic
 from anamnesis.config import PRESETS
 from anamnesis.errors import InvalidInputError
 from anamnesis.retrieve.fusion import Fused
@@ -158,3 +159,12 @@ def _ranker(model: str, **options: object):
     return PRESETS["full-ranker"].with_(
         stage_options={"learned_rerank": {"model": model, **options}}
     )
+
+
+def test_the_fit_learns_which_feature_marks_evidence():
+    rng = np.random.default_rng(0)
+    informative, noise = rng.normal(size=400), rng.normal(size=400)
+    labels = (informative + 0.3 * rng.normal(size=400) > 1.0).astype(float)
+    z = np.c_[informative, noise, np.ones(400)]
+    w = newton_logistic(z, labels, l2=1.0)
+    assert w[0] > 2.0 and abs(w[1]) < 0.5 and w[2] < 0.0  # evidence is the rarer class
