@@ -255,7 +255,7 @@ PRESETS["full-priors"] = _then(PRESETS["full-replies"], "question_prior").with_(
 )
 
 #: ``full-priors`` then the learned ranker: a logistic model over cheap features of each
-#: of the best 50 candidates (ranks, word coverage, speaker, session, time, role)
+#: of the best 100 candidates (ranks, word coverage, speaker, session, time, role)
 #: reorders them (``retrieve/ranker.py``; fitted on the first halves of LoCoMo, BEAM
 #: and LongMemEval by ``scripts/ranker_train.py``). User–assistant chats keep the fused
 #: order: their model did not pay for itself on held-out cases (BENCHMARKS.md,

@@ -4,7 +4,7 @@ Two steps, both reproducible:
 
 1. ``dump``: ingest every case of a benchmark as ``anamnesis bench`` does (same loaders,
    stores and as-of filter), run the ``full-priors`` pipeline on each scored question
-   and write the ranker's features of its best 50 candidates, with which of them are
+   and write the ranker's features of its best 100 candidates, with which of them are
    evidence. Nothing is fitted here.
 
        python scripts/ranker_train.py dump locomo --data ../shared/data/locomo10.json.gz \\
@@ -64,7 +64,14 @@ CUTOFF = {"locomo": 10, "beam": 20, "longmemeval": 10}
 L2 = 1.0
 
 
-def dump(name: str, data: Path, out: Path, cache_dir: Path | None, embedder: str) -> None:
+def dump(
+    name: str,
+    data: Path,
+    out: Path,
+    cache_dir: Path | None,
+    embedder: str,
+    depth: int = RANKER_DEPTH,
+) -> None:
     """Write one JSON line per scored question: its candidates' features and labels."""
     dataset = datasets.load(name, data)
     caching = CachingEmbedder.with_cache_dir(get_embedder(embedder), cache_dir)
@@ -72,7 +79,7 @@ def dump(name: str, data: Path, out: Path, cache_dir: Path | None, embedder: str
     out.parent.mkdir(parents=True, exist_ok=True)
     with gzip.open(out, "wt", encoding="utf-8") as handle:
         for dev in dev_questions(dataset, caching, config, out.parent / "stores"):
-            head = dev.retriever.rank(dev.request)[:RANKER_DEPTH]
+            head = dev.retriever.rank(dev.request)[:depth]
             record = {
                 "dataset": name,
                 "case": dev.case.id,
@@ -167,13 +174,17 @@ def report(paths: Sequence[Path], save: Path | None, save_second: Path | None = 
             f"{label} halves of " + ", ".join(names[p] for p in paths),
         )
         for p in paths:
-            k = CUTOFF.get(names[p], 10)
             test = halves[p][judged]
-            before, before_all = recall(test, as_fused, k)
-            after, after_all = recall(test, by_model(models), k)
             where = f"{names[p]} {'second' if judged else 'first'} half ({len(test)})"
-            print(f"| {label} halves | {where} | recall@{k} | {before:.1f} | {after:.1f} |")
-            print(f"| {label} halves | {where} | all@{k} | {before_all:.1f} | {after_all:.1f} |")
+            row = f"| {label} halves | {where} |"
+            for k in (CUTOFF.get(names[p], 10), 50):
+                before, before_all = recall(test, as_fused, k)
+                after, after_all = recall(test, by_model(models), k)
+                print(f"{row} recall@{k} | {before:.1f} | {after:.1f} |")
+                print(f"{row} all@{k} | {before_all:.1f} | {after_all:.1f} |")
+            depth = max((len(r["keys"]) for r in test), default=0)
+            whole, _ = recall(test, as_fused, depth)
+            print(f"{row} recall@{depth} | {whole:.1f} | {whole:.1f} |")
         target = save if fitted == 0 else save_second
         if target is not None:
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -190,6 +201,7 @@ def main(argv: list[str] | None = None) -> None:
     d.add_argument("--out", type=Path, required=True)
     d.add_argument("--embedding-cache-dir", type=Path)
     d.add_argument("--embedder", default="minilm")
+    d.add_argument("--depth", type=int, default=RANKER_DEPTH, help="candidates per question")
     f = sub.add_parser("fit", help="fit on first halves, judge on second halves (and back)")
     f.add_argument("dumps", type=Path, nargs="+")
     f.add_argument("--save", type=Path, help="write the models fitted on the first halves")
@@ -200,7 +212,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     args = parser.parse_args(argv)
     if args.command == "dump":
-        dump(args.dataset, args.data, args.out, args.embedding_cache_dir, args.embedder)
+        dump(args.dataset, args.data, args.out, args.embedding_cache_dir, args.embedder, args.depth)
     else:
         report(args.dumps, args.save, args.save_second)
 

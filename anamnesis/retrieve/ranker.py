@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from .channels import SearchRequest
 
 #: How many of the best fused candidates the model reorders.
-RANKER_DEPTH = 50
+RANKER_DEPTH = 100
 #: The model bundled in ``anamnesis/data`` (fitted on the benchmarks' first halves).
 DEFAULT_RANKER_MODEL = "ranker-logistic.json"
 #: Channels whose rank and score are features (those of ``full-priors``).

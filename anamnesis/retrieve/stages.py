@@ -19,7 +19,7 @@ about last Tuesday is an event of last Tuesday.
 | ``role_prior`` | the other side of a chat ×0.5 (``rerank-role``) | ~1 ms |
 | ``question_prior`` | short turns ending with "?" ×0.6 | ~1 ms |
 | ``fact_boost`` | ×1.2 for episodes stating a matching fact (``facts-rerank``) | fact search |
-| ``learned_rerank`` | a logistic model over 37 features reorders the top 50 (ranker.py) | ~3 ms |
+| ``learned_rerank`` | a logistic model over 37 features reorders the top 100 (ranker.py) | ~5 ms |
 
 Costs are CPU-time medians over 100 LoCoMo questions on a store of all LoCoMo and BEAM
 messages (hybrid alone: 25 ms); see BENCHMARKS.md ("Post-fusion stages";
