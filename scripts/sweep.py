@@ -32,9 +32,8 @@ reported on the second:
 prints each configuration's mean metric over the scored questions of each half.
 
 The learned ranker is fitted on one half and judged on the other
-(``scripts/ranker_train.py``); with both ``full-ranker-roles`` (the models fitted on
-the first halves, for both kinds of chat) and ``ranker-second`` (fitted on the second)
-in a run,
+(``scripts/ranker_train.py``); with both ``full-ranker`` (the models fitted on the
+first halves) and ``ranker-second`` (fitted on the second) in a run,
 
     python scripts/sweep.py crossfit RESULTS OUT
 
@@ -105,10 +104,10 @@ for candidates in (100,):
     PRESETS[f"candidates-{candidates}"] = _DEFAULT.with_(candidates=candidates)
 
 
-#: ``full-ranker-roles`` with the models fitted on the second halves of the cases
+#: ``full-ranker`` with the models fitted on the second halves of the cases
 #: (``scripts/ranker_train.py fit ... --save-second results/ranker-second-halves.json``).
 PRESETS["ranker-second"] = _staged(
-    PRESETS["full-ranker-roles"], "learned_rerank", model="results/ranker-second-halves.json"
+    PRESETS["full-ranker"], "learned_rerank", model="results/ranker-second-halves.json"
 )
 
 
@@ -121,7 +120,7 @@ def _first_half(records: list[dict]) -> set[str]:
 def crossfit(results: Path, out: Path) -> None:
     """Copy a run's records to ``out`` with one more configuration, ``ranker-heldout``:
     each question as ranked by the models fitted on the other half of the cases (the
-    first half's from ``ranker-second``, the second half's from ``full-ranker-roles``), so
+    first half's from ``ranker-second``, the second half's from ``full-ranker``), so
     every question is judged by a model that has not seen its case."""
     records = [json.loads(line) for line in (results / "records.jsonl").open()]
     first = _first_half(records)
@@ -129,7 +128,7 @@ def crossfit(results: Path, out: Path) -> None:
     with (out / "records.jsonl").open("w") as handle:
         for r in records:
             handle.write(json.dumps(r) + "\n")
-            source = "ranker-second" if r["case"] in first else "full-ranker-roles"
+            source = "ranker-second" if r["case"] in first else "full-ranker"
             if r["config"] == source:
                 handle.write(json.dumps({**r, "config": "ranker-heldout"}) + "\n")
 

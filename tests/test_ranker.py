@@ -47,18 +47,22 @@ def _request(memory, config, question=QUESTION):
     return retriever, retriever.request(question, USER, Filters())
 
 
-def _model(tmp_path, **weights: float) -> str:
-    """A ranker file whose models (both chat kinds) weigh only the named features."""
-    model = RankerModel(
+def _weighing(**weights: float) -> RankerModel:
+    """A model that weighs only the named features (taken as they are)."""
+    return RankerModel(
         features=FEATURES,
         mean=(0.0,) * len(FEATURES),
         scale=(1.0,) * len(FEATURES),
         coef=tuple(weights.get(name, 0.0) for name in FEATURES),
         intercept=0.0,
     )
+
+
+def _model(tmp_path, **weights: float) -> str:
+    """A ranker file whose models (both chat kinds) weigh only the named features."""
+    model = _weighing(**weights)
     path = tmp_path / "model.json"
-    ranker = {"speakers": model, "roles": model}
-    path.write_text(json.dumps(ranker_to_dict(ranker)), encoding="utf-8")
+    path.write_text(json.dumps(ranker_to_dict({"speakers": model, "roles": model})))
     return str(path)
 
 
@@ -135,7 +139,7 @@ def test_a_bad_depth_is_refused(chat):
         learned_rerank(request, [Fused(ids[0], 1.0)])
 
 
-def test_user_assistant_chats_keep_the_fused_order_unless_asked(tmp_path, embedder):
+def test_each_kind_of_chat_has_its_model_and_can_be_left_alone(tmp_path, embedder):
     chat = [
         {"role": "user", "content": "So what's your favourite video game?"},
         {"role": "assistant", "content": "I have no favourite video game, I am an assistant."},
@@ -143,14 +147,18 @@ def test_user_assistant_chats_keep_the_fused_order_unless_asked(tmp_path, embedd
     ]
     with Memory(path=tmp_path / "roles.db", embedder=embedder) as memory:
         asks, _, answer = (e.id for e in memory.add_many(chat, user_id=USER.user_id))
-        model = _model(tmp_path, asks=-5.0)
+        # The model of user-assistant chats reads the asking turn; the other one is inert.
+        models = {"speakers": _weighing(), "roles": _weighing(asks=-5.0)}
+        path = tmp_path / "kinds.json"
+        path.write_text(json.dumps(ranker_to_dict(models)))
+        _, request = _request(memory, _ranker(str(path)))
         fused = [Fused(asks, 0.9), Fused(answer, 0.8)]
-        _, request = _request(memory, _ranker(model))
+        assert [f.episode_id for f in learned_rerank(request, fused)] == [answer, asks]
+        fused = [Fused(asks, 0.9), Fused(answer, 0.8)]
+        _, request = _request(memory, _ranker(str(path), chats=("speakers",)))
         kept = learned_rerank(request, fused)
         assert [(f.episode_id, f.score) for f in kept] == [(asks, 0.9), (answer, 0.8)]
-        _, request = _request(memory, _ranker(model, chats=("speakers", "roles")))
-        assert [f.episode_id for f in learned_rerank(request, fused)] == [answer, asks]
-        _, request = _request(memory, _ranker(model, chats=("everyone",)))
+        _, request = _request(memory, _ranker(str(path), chats=("everyone",)))
         with pytest.raises(InvalidInputError, match="chats"):
             learned_rerank(request, fused)
 
