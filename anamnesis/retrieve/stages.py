@@ -19,13 +19,14 @@ about last Tuesday is an event of last Tuesday.
 | ``role_prior`` | the other side of a chat ×0.5 (``rerank-role``) | ~1 ms |
 | ``question_prior`` | short turns ending with "?" ×0.6 | ~1 ms |
 | ``fact_boost`` | ×1.2 for episodes stating a matching fact (``facts-rerank``) | fact search |
-| ``learned_rerank`` | a logistic model over 37 features reorders the top 100 (ranker.py) | ~5 ms |
+| ``learned_rerank`` | a logistic model reorders the top 100 (ranker.py) | +5 to +9 ms p50 |
 
 Costs are CPU-time medians over 100 LoCoMo questions on a store of all LoCoMo and BEAM
-messages (hybrid alone: 25 ms); see BENCHMARKS.md ("Post-fusion stages";
-``learned_rerank``: 10k LoCoMo turns, "Learned ranker"). The default preset,
-``full-ranker``, runs ``time_match``, ``question_prior`` and ``learned_rerank``; the
-others did not improve recall on the benchmarks and are off by default.
+messages (hybrid alone: 25 ms); see BENCHMARKS.md ("Post-fusion stages"). For
+``learned_rerank`` they are wall-clock p50 at 10k LoCoMo and LongMemEval turns ("Learned
+ranker"). The default preset, ``full-ranker``, runs ``time_match``, ``question_prior``
+and ``learned_rerank``; the others did not improve recall on the benchmarks and are off
+by default.
 """
 
 from __future__ import annotations
