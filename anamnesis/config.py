@@ -96,6 +96,12 @@ def _then(base: SearchConfig, stage: str, **changes: object) -> SearchConfig:
     return base.with_(stages=(*base.stages, stage), **changes)
 
 
+def _staged(base: SearchConfig, stage: str, **options: object) -> SearchConfig:
+    """``base`` with some of ``stage``'s options set (the others kept)."""
+    merged = {**base.stage_options.get(stage, {}), **options}
+    return base.with_(stage_options={**base.stage_options, stage: merged})
+
+
 def _without(
     base: SearchConfig, *, channel: str | None = None, query: str | None = None
 ) -> SearchConfig:
@@ -262,11 +268,8 @@ PRESETS["full-priors"] = _then(PRESETS["full-replies"], "question_prior").with_(
 #: (ablation: better session ndcg, less evidence within a token budget; BENCHMARKS.md,
 #: "Learned ranker").
 PRESETS["full-ranker"] = _then(PRESETS["full-priors"], "learned_rerank")
-PRESETS["full-ranker-speakers"] = PRESETS["full-ranker"].with_(
-    stage_options={
-        **PRESETS["full-ranker"].stage_options,
-        "learned_rerank": {"chats": ("speakers",)},
-    }
+PRESETS["full-ranker-speakers"] = _staged(
+    PRESETS["full-ranker"], "learned_rerank", chats=("speakers",)
 )
 
 #: The preset ``Memory`` and the CLI use when none is named: the best measured

@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 
 from anamnesis.bench import datasets
-from anamnesis.bench.fitting import newton_logistic
+from anamnesis.bench.fitting import first_half, newton_logistic
 from anamnesis.bench.runner import dev_questions
 from anamnesis.bench.tokens import CachingEmbedder
 from anamnesis.config import PRESETS
@@ -96,8 +96,7 @@ def load(path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """A dump's records, split into the first and second half of its cases."""
     with gzip.open(path, "rt", encoding="utf-8") as handle:
         records = [json.loads(line) for line in handle]
-    cases = list(dict.fromkeys(r["case"] for r in records))
-    first = set(cases[: len(cases) // 2])
+    first = first_half(records)
     return (
         [r for r in records if r["case"] in first],
         [r for r in records if r["case"] not in first],

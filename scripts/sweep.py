@@ -48,19 +48,14 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+from anamnesis.bench.fitting import first_half
 from anamnesis.cli import main
-from anamnesis.config import PRESETS, SearchConfig, _plus, _then, _without
+from anamnesis.config import PRESETS, SearchConfig, _plus, _staged, _then, _without
 
 
 def _doubled(base: SearchConfig, channel: str) -> SearchConfig:
     """``base`` with ``channel``'s weight doubled."""
     return base.with_(weights={**base.weights, channel: 2 * base.weights.get(channel, 1.0)})
-
-
-def _staged(base: SearchConfig, stage: str, **options: object) -> SearchConfig:
-    """``base`` with some of ``stage``'s options set (the others kept)."""
-    merged = {**base.stage_options.get(stage, {}), **options}
-    return base.with_(stage_options={**base.stage_options, stage: merged})
 
 
 for mix in (0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6):
@@ -111,19 +106,13 @@ PRESETS["ranker-second"] = _staged(
 )
 
 
-def _first_half(records: list[dict]) -> set[str]:
-    """The cases of the first half, in run order."""
-    cases = list(dict.fromkeys(r["case"] for r in records))
-    return set(cases[: len(cases) // 2])
-
-
 def crossfit(results: Path, out: Path) -> None:
     """Copy a run's records to ``out`` with one more configuration, ``ranker-heldout``:
     each question as ranked by the models fitted on the other half of the cases (the
     first half's from ``ranker-second``, the second half's from ``full-ranker``), so
     every question is judged by a model that has not seen its case."""
     records = [json.loads(line) for line in (results / "records.jsonl").open()]
-    first = _first_half(records)
+    first = first_half(records)
     out.mkdir(parents=True, exist_ok=True)
     with (out / "records.jsonl").open("w") as handle:
         for r in records:
@@ -137,7 +126,7 @@ def halves(results: Path, metric: str) -> None:
     """Print each configuration's mean ``metric`` on the first and second half of the
     cases (questions without the metric, abstention and LoCoMo category 5 excluded)."""
     records = [json.loads(line) for line in (results / "records.jsonl").open()]
-    first = _first_half(records)
+    first = first_half(records)
     values: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for r in records:
         value = r["metrics"].get(metric)

@@ -30,6 +30,7 @@ from ..context import assemble
 from ..embed import get_embedder
 from ..errors import InvalidInputError
 from ..memory import Memory
+from ..retrieve.channels import SearchRequest
 from ..retrieve.filters import confidence
 from ..retrieve.fusion import Fused
 from ..retrieve.pipeline import Retriever
@@ -355,7 +356,7 @@ class DevQuestion:
     case: Case
     question: Question
     retriever: Retriever
-    request: Any  # retrieve.channels.SearchRequest
+    request: SearchRequest
     #: Evidence key of each episode of the case's store, by episode id.
     key: dict[str, str]
 

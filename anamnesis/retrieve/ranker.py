@@ -31,7 +31,7 @@ import numpy as np
 from ..errors import InvalidInputError
 from .candidates import NO_TURN, speakers_named, turn_info
 from .fusion import Fused
-from .query import search_terms, words
+from .query import words
 from .resources import load_model_file
 from .understanding import only_asks
 
@@ -56,9 +56,6 @@ RANKED_CHANNELS = (
     "role_dense",
     "replies",
 )
-#: A turn of at most this many words ending with "?" counts as only asking.
-ASKING_WORDS = 40
-
 #: The features, in model order.
 FEATURES: tuple[str, ...] = (
     "log_rank",  # log(1 + fused rank - 1)
@@ -83,6 +80,10 @@ FEATURES: tuple[str, ...] = (
     "role_match",  # 1 when the turn's chat role is the one the question addresses
     "has_role",  # 1 when the turn has a chat role
 )
+
+
+#: Each feature's column in a feature row.
+_COLUMN = {name: i for i, name in enumerate(FEATURES)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,7 +180,7 @@ def candidate_features(request: SearchRequest, fused: Sequence[Fused]) -> np.nda
     x = np.zeros((n, len(FEATURES)), dtype=np.float64)
     if n == 0:
         return x
-    column = {name: i for i, name in enumerate(FEATURES)}
+    column = _COLUMN
     ids = [f.episode_id for f in fused]
     episodes = request.episodes(ids)
     info = turn_info(request, ids)
@@ -210,7 +211,7 @@ def candidate_features(request: SearchRequest, fused: Sequence[Fused]) -> np.nda
         x[rows, column[f"z_{channel}"]] = _z(scores)
 
     # Words: the question's content words and names found in each turn.
-    terms = search_terms(request.analysis.text)
+    terms = request.analysis.terms  # its content words (query.search_terms)
     speakers = set(speakers_named(request)) if any(e.speaker for e in episodes.values()) else set()
     names = {n.lower() for n in request.analysis.features.get("names", ())}
     names -= {s.lower() for s in speakers}
@@ -240,7 +241,7 @@ def candidate_features(request: SearchRequest, fused: Sequence[Fused]) -> np.nda
         if names:
             row[column["names_coverage"]] = len(names & mine) / len(names)
         row[column["log_words"]] = math.log1p(len(tokens[i]))
-        row[column["asks"]] = float(only_asks(texts[i], ASKING_WORDS))
+        row[column["asks"]] = float(only_asks(texts[i]))
         episode = episodes.get(i)
         row[column["speaker_named"]] = float(episode is not None and episode.speaker in speakers)
         session, index, _, turn_role = turns[r]

@@ -42,7 +42,7 @@ from .filters import abstain, dedup
 from .fusion import Fused
 from .ranker import learned_rerank
 from .rerank import memx, surprise_stage
-from .understanding import is_list_question, only_asks
+from .understanding import ASKING_WORDS, is_list_question, only_asks
 
 Stage = Callable[[SearchRequest, list[Fused]], list[Fused]]
 
@@ -190,10 +190,8 @@ def role_prior(request: SearchRequest, fused: list[Fused]) -> list[Fused]:
 
 #: Default multiplier of the ``question_prior`` stage for turns that only ask.
 QUESTION_PRIOR = 0.6
-#: A turn of at most this many words that ends with "?" counts as only asking; a longer
-#: one usually tells something before it asks ("I moved to Lisbon last week... any
-#: tips?"), as users' turns in LongMemEval do.
-QUESTION_PRIOR_WORDS = 40
+#: Default word limit of a turn that only asks (option ``words``).
+QUESTION_PRIOR_WORDS = ASKING_WORDS
 #: How many of the best fused candidates ``question_prior`` reads.
 QUESTION_PRIOR_DEPTH = 100
 

@@ -224,7 +224,13 @@ def decompose(text: str) -> list[str]:
     return []
 
 
-def only_asks(text: str, words: int) -> bool:
+#: A turn of at most this many words that ends with "?" only asks; a longer one usually
+#: tells something before it asks ("I moved to Lisbon last week... any tips?"), as
+#: users' turns in LongMemEval do.
+ASKING_WORDS = 40
+
+
+def only_asks(text: str, words: int = ASKING_WORDS) -> bool:
     """Whether ``text`` ends with "?" and has at most ``words`` words (a turn that only
     asks: ``question_prior`` scales it down, the learned ranker reads it)."""
     text = text.rstrip()
