@@ -47,6 +47,7 @@ import json
 import sys
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 from anamnesis.bench.fitting import first_half
 from anamnesis.cli import main
@@ -106,13 +107,20 @@ PRESETS["ranker-second"] = _staged(
 )
 
 
+def scored(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The records of questions the models are fitted and judged on: with evidence, not
+    abstention (``bench.runner.dev_questions``'s questions), so that ``first_half``
+    splits the cases as ``scripts/ranker_train.py`` does."""
+    return [r for r in records if r["evidence"] and not r["abstention"]]
+
+
 def crossfit(results: Path, out: Path) -> None:
     """Copy a run's records to ``out`` with one more configuration, ``ranker-heldout``:
     each question as ranked by the models fitted on the other half of the cases (the
     first half's from ``ranker-second``, the second half's from ``full-ranker``), so
     every question is judged by a model that has not seen its case."""
     records = [json.loads(line) for line in (results / "records.jsonl").open()]
-    first = first_half(records)
+    first = first_half(scored(records))
     out.mkdir(parents=True, exist_ok=True)
     with (out / "records.jsonl").open("w") as handle:
         for r in records:
@@ -126,7 +134,7 @@ def halves(results: Path, metric: str) -> None:
     """Print each configuration's mean ``metric`` on the first and second half of the
     cases (questions without the metric, abstention and LoCoMo category 5 excluded)."""
     records = [json.loads(line) for line in (results / "records.jsonl").open()]
-    first = first_half(records)
+    first = first_half(scored(records))
     values: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for r in records:
         value = r["metrics"].get(metric)
