@@ -16,6 +16,7 @@ from anamnesis.retrieve.fusion import Fused
 from anamnesis.retrieve.pipeline import Retriever
 from anamnesis.retrieve.ranker import (
     FEATURES,
+    NO_NEIGHBOUR_Z,
     RankerModel,
     candidate_features,
     learned_rerank,
@@ -84,6 +85,24 @@ def test_features_describe_each_candidate(chat):
     assert row[turtles]["mentions_time"] == 1.0 and row[bike]["mentions_time"] == 1.0
     assert row[answer]["mentions_time"] == 0.0
     assert {r["has_role"] for r in row.values()} == {0.0}
+
+
+def test_neighbour_features_read_the_candidates_beside_each_turn(chat):
+    memory, (asks, answer, bike, turtles) = chat
+    _, request = _request(memory, PRESETS["full-priors"])
+    # The chat's turns 0..3 are asks, answer, bike, turtles; bike is not a candidate.
+    fused = [Fused(asks, 1.0), Fused(turtles, 0.5), Fused(answer, 0.25)]
+    x = candidate_features(request, fused)
+    row = {f.episode_id: dict(zip(FEATURES, x[i], strict=True)) for i, f in enumerate(fused)}
+    cosine = {i: row[i]["cosine_z"] for i in row}
+    # The answer sits between the question (score 1) and the bike turn (no candidate).
+    assert row[answer]["neighbour_score"] == 1.0
+    assert row[answer]["neighbour_cosine_z"] == cosine[asks]
+    # The question's neighbour is the answer; the turtles turn is two turns from it.
+    assert row[asks]["neighbour_score"] == 0.25 and row[asks]["neighbour_score_2"] == 0.25
+    assert row[answer]["neighbour_score_2"] == 1.0
+    assert row[turtles]["neighbour_score"] == 0.0 and row[turtles]["neighbour_score_2"] == 0.25
+    assert row[turtles]["neighbour_cosine_z"] == NO_NEIGHBOUR_Z
 
 
 def test_the_model_orders_the_best_candidates(chat, tmp_path):

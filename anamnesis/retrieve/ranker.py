@@ -3,7 +3,8 @@
 Fusion and the priors score each candidate from its channel ranks and a few fixed
 multipliers. Many cheap signals that tell evidence from near misses are left out: the
 question's rare words appearing in the turn, the named speaker saying it, its session
-holding other good hits, the turn being a mere question, its length, the times it
+holding other good hits, the turns beside it scoring well (the answer often follows
+the turn that matches), the turn being a mere question, its length, the times it
 mentions. ``learned_rerank`` reads ``FEATURES`` for each of the best ``RANKER_DEPTH``
 candidates and orders them by a logistic model's score; the rest keep their order
 behind them. There is one model for chats between named people and one for
@@ -11,7 +12,9 @@ user–assistant chats (``CHAT_KINDS``).
 
 The model is fitted by ``scripts/ranker_train.py`` on the first half of each
 benchmark's cases (LoCoMo, BEAM, LongMemEval) and judged on the second half
-(BENCHMARKS.md, "Learned ranker"). It is trained on the output of the ``full-priors``
+(BENCHMARKS.md, "Learned ranker"). Held out by case, not by kind of data: a model
+learns the chats it was fitted on (one fitted on the user–assistant benchmarks alone
+ranked LoCoMo worse than fusion did). It is trained on the output of the ``full-priors``
 pipeline, so it belongs after that pipeline's stages: the features of a channel a
 configuration does not run are zero. Features are scale-free where they can be (ranks,
 z-scores within the candidates, fractions of the question's words), so the model does
@@ -73,6 +76,9 @@ FEATURES: tuple[str, ...] = (
     "session_share",  # share of the top 10 from the turn's session
     "session_rank",  # log(1 + rank of the turn's session by its first candidate)
     "beside_top5",  # 1 when the turn is adjacent to one of the top 5
+    "neighbour_score",  # best score_ratio of a candidate one turn away (0 if none)
+    "neighbour_score_2",  # the same within two turns
+    "neighbour_cosine_z",  # best cosine_z of a candidate one turn away (NO_NEIGHBOUR_Z)
     "mentions_time",  # 1 when the turn mentions a time
     "dating_mentions",  # 1 when it does and the question asks when / how long
     "in_window",  # 1 when dated in, or mentioning, a time the question names (+ margin)
@@ -81,6 +87,10 @@ FEATURES: tuple[str, ...] = (
     "has_role",  # 1 when the turn has a chat role
 )
 
+
+#: ``neighbour_cosine_z`` of a turn with no candidate beside it: below almost every
+#: candidate's own z-score.
+NO_NEIGHBOUR_Z = -2.0
 
 #: Each feature's column in a feature row.
 _COLUMN = {name: i for i, name in enumerate(FEATURES)}
@@ -229,6 +239,10 @@ def candidate_features(request: SearchRequest, fused: Sequence[Fused]) -> np.nda
     top10 = sessions[:10]
     top5 = [(t[0], t[1]) for t in turns[:5] if t[1] is not None]
 
+    neighbours = _neighbour_features(turns, x[:, column["score_ratio"]], x[:, column["cosine_z"]])
+    for name, values in neighbours.items():
+        x[:, column[name]] = values
+
     time = request.analysis.time
     windows, calendar = time.windows, time.calendar_times
     role = request.analysis.features.get("role")
@@ -259,6 +273,29 @@ def candidate_features(request: SearchRequest, fused: Sequence[Fused]) -> np.nda
         row[column["has_role"]] = float(turn_role is not None)
         row[column["role_match"]] = float(role is not None and turn_role == role)
     return x
+
+
+def _neighbour_features(
+    turns: Sequence[tuple], score_ratio: np.ndarray, cosine_z: np.ndarray
+) -> dict[str, np.ndarray]:
+    """How well the candidates next to each one score: an answer often sits a turn or
+    two from the turn that matches the question (the reply, the follow-up)."""
+    where = {(t[0], t[1]): r for r, t in enumerate(turns) if t[1] is not None}
+    n = len(turns)
+    score, score_2 = np.zeros(n), np.zeros(n)
+    cosine = np.full(n, NO_NEIGHBOUR_Z)
+    for r, (session, index, *_) in enumerate(turns):
+        if index is None:
+            continue
+        for step in (-2, -1, 1, 2):
+            other = where.get((session, index + step))
+            if other is None:
+                continue
+            score_2[r] = max(score_2[r], score_ratio[other])
+            if abs(step) == 1:
+                score[r] = max(score[r], score_ratio[other])
+                cosine[r] = max(cosine[r], cosine_z[other])
+    return {"neighbour_score": score, "neighbour_score_2": score_2, "neighbour_cosine_z": cosine}
 
 
 def learned_rerank(request: SearchRequest, fused: list[Fused]) -> list[Fused]:
