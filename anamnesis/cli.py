@@ -17,14 +17,30 @@ from rich.table import Table
 from . import __version__
 from .bench.cli import bench
 from .cli_errors import errors, handled
-from .config import DEFAULT_PRESET, PRESETS, default_path
+from .config import DEFAULT_PRESET, PRESETS, SearchConfig, default_path
 from .context import DEFAULT_BUDGET_TOKENS
 from .errors import InvalidInputError
 from .memory import Memory
+from .retrieve.ranker import load_ranker
+from .retrieve.ranker_fit import LabelledQuestion, fit_ranker, ranker_examples, save_ranker
 from .types import Context, Episode, Fact, Hit
 
 F = TypeVar("F", bound=Callable[..., Any])
 console = Console()
+
+
+def _search_config(options: dict[str, Any]) -> SearchConfig:
+    """The ``--config`` preset, reading the ``--ranker-model`` file if one is given."""
+    config = PRESETS[options["config"]]
+    model = options.get("ranker_model")
+    if model is None:
+        return config
+    if "learned_rerank" not in config.stages:
+        raise InvalidInputError(
+            f"--ranker-model needs a preset that runs the learned ranker, not {options['config']!r}"
+        )
+    load_ranker(str(model))  # a bad file fails here, not at the first search
+    return config.with_options("learned_rerank", model=str(model))
 
 
 def _open(ctx: click.Context) -> Memory:
@@ -34,7 +50,7 @@ def _open(ctx: click.Context) -> Memory:
             path=options["path"],
             url=options["url"],
             embedder=options["embedder"],
-            config=PRESETS[options["config"]],
+            config=_search_config(options),
             reindex=options.get("reindex", False),
             llm=options.get("llm"),
         )
@@ -97,13 +113,24 @@ def with_scope(func: F) -> F:
     show_default=True,
     help="Search pipeline preset.",
 )
+@click.option(
+    "--ranker-model",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="A learned-ranker file from `fit-ranker` instead of the bundled one.",
+)
 @click.pass_context
 def main(
-    ctx: click.Context, path: Path | None, url: str | None, embedder: str, config: str
+    ctx: click.Context,
+    path: Path | None,
+    url: str | None,
+    embedder: str,
+    config: str,
+    ranker_model: Path | None,
 ) -> None:
     """Anamnesis: long-term memory for LLM agents, verbatim and offline."""
     ctx.ensure_object(dict)
-    ctx.obj.update(path=path, url=url, embedder=embedder, config=config)
+    ctx.obj.update(path=path, url=url, embedder=embedder, config=config, ranker_model=ranker_model)
 
 
 @main.command()
@@ -626,6 +653,43 @@ def reindex(ctx: click.Context) -> None:
             task = progress.add_task("re-embedding", total=total)
             count = memory.reindex(progress=lambda done: progress.update(task, completed=done))
     errors.print(f"re-embedded {count} episodes with {memory.embedder.name}")
+
+
+@main.command("fit-ranker")
+@click.argument("questions", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    required=True,
+    help="Where to write the ranker (JSON); search with it by --ranker-model.",
+)
+@click.pass_context
+def fit_ranker_(ctx: click.Context, questions: Path, out: Path) -> None:
+    """Fit the learned ranker on labelled QUESTIONS from this memory.
+
+    QUESTIONS is a JSON-lines file: {"question", "evidence": [episode ids], "user_id",
+    "agent_id"?, "now"?}. A chat kind (named speakers, or user and assistant) without
+    questions keeps the bundled model.
+    """
+    with handled():
+        memory = _open(ctx)
+        labelled = []
+        for number, line in enumerate(questions.read_text(encoding="utf-8").splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise InvalidInputError(f"{questions}:{number}: not JSON ({exc})") from exc
+            labelled.append(LabelledQuestion.from_dict(record))
+        examples = ranker_examples(memory, labelled)
+        base = load_ranker()
+        models = fit_ranker(examples, base=base, trained_on=f"{len(labelled)} labelled questions")
+        save_ranker(models, out)
+    for kind, model in models.items():
+        source = "bundled, no questions of this kind" if model is base[kind] else "fitted"
+        click.echo(f"{kind}: {source}")
+    click.echo(f"wrote {out}")
 
 
 @main.command()

@@ -80,6 +80,12 @@ class SearchConfig:
         """A copy with some fields changed."""
         return replace(self, **changes)  # type: ignore[arg-type]
 
+    def with_options(self, stage: str, **options: object) -> SearchConfig:
+        """A copy with some of ``stage``'s options set (its others kept), e.g.
+        ``PRESETS["full-ranker"].with_options("learned_rerank", model="my-ranker.json")``."""
+        merged = {**self.stage_options.get(stage, {}), **options}
+        return self.with_(stage_options={**self.stage_options, stage: merged})
+
 
 _HYBRID = SearchConfig()
 
@@ -94,12 +100,6 @@ def _plus(base: SearchConfig, channel: str, weight: float, **changes: object) ->
 def _then(base: SearchConfig, stage: str, **changes: object) -> SearchConfig:
     """``base`` with one more post-fusion stage, run last."""
     return base.with_(stages=(*base.stages, stage), **changes)
-
-
-def _staged(base: SearchConfig, stage: str, **options: object) -> SearchConfig:
-    """``base`` with some of ``stage``'s options set (the others kept)."""
-    merged = {**base.stage_options.get(stage, {}), **options}
-    return base.with_(stage_options={**base.stage_options, stage: merged})
 
 
 def _without(
@@ -268,8 +268,8 @@ PRESETS["full-priors"] = _then(PRESETS["full-replies"], "question_prior").with_(
 #: (ablation: better session ndcg, less evidence within a token budget; BENCHMARKS.md,
 #: "Learned ranker").
 PRESETS["full-ranker"] = _then(PRESETS["full-priors"], "learned_rerank")
-PRESETS["full-ranker-speakers"] = _staged(
-    PRESETS["full-ranker"], "learned_rerank", chats=("speakers",)
+PRESETS["full-ranker-speakers"] = PRESETS["full-ranker"].with_options(
+    "learned_rerank", chats=("speakers",)
 )
 
 #: The preset ``Memory`` and the CLI use when none is named: the best measured

@@ -41,27 +41,20 @@ from typing import Any
 import numpy as np
 
 from anamnesis.bench import datasets
-from anamnesis.bench.fitting import first_half, newton_logistic
+from anamnesis.bench.fitting import first_half
 from anamnesis.bench.runner import dev_questions
 from anamnesis.bench.tokens import CachingEmbedder
 from anamnesis.config import PRESETS
 from anamnesis.embed import get_embedder
 from anamnesis.retrieve.ranker import (
-    CHAT_KINDS,
-    FEATURES,
     RANKER_DEPTH,
     RankerModel,
     candidate_features,
-    chat_kind,
-    ranker_to_dict,
 )
+from anamnesis.retrieve.ranker_fit import BASE_PRESET, example_kind, fit_ranker, save_ranker
 
-#: The pipeline whose candidates the ranker learns to reorder.
-BASE_PRESET = "full-priors"
 #: Recall cut-off reported per data set (the issue-5 target metrics).
 CUTOFF = {"locomo": 10, "beam": 20, "longmemeval": 10}
-#: L2 penalty of the fit (on standardised features).
-L2 = 1.0
 
 
 def dump(
@@ -103,36 +96,6 @@ def load(path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     )
 
 
-def kind(record: dict[str, Any]) -> str:
-    """The chat kind of a question's candidates (which model ranks them)."""
-    column = FEATURES.index("has_role")
-    return chat_kind([row[column] > 0.5 for row in record["features"]])
-
-
-def fit_kinds(records: Sequence[dict[str, Any]], trained_on: str) -> dict[str, RankerModel]:
-    """One model per chat kind, each fitted on the questions of its kind."""
-    return {k: fit([r for r in records if kind(r) == k], trained_on) for k in CHAT_KINDS}
-
-
-def fit(records: Sequence[dict[str, Any]], trained_on: str) -> RankerModel:
-    """Newton's method on the L2-regularised logistic loss over every candidate."""
-    rows = [r for r in records if r["features"]]
-    x = np.concatenate([np.asarray(r["features"], dtype=np.float64) for r in rows])
-    y = np.concatenate([[1.0 if k in set(r["evidence"]) else 0.0 for k in r["keys"]] for r in rows])
-    mean, scale = x.mean(0), x.std(0)
-    scale[scale == 0.0] = 1.0
-    z = np.c_[(x - mean) / scale, np.ones(len(x))]
-    w = newton_logistic(z, y, L2)
-    return RankerModel(
-        features=FEATURES,
-        mean=tuple(float(v) for v in mean),
-        scale=tuple(float(v) for v in scale),
-        coef=tuple(float(v) for v in w[:-1]),
-        intercept=float(w[-1]),
-        trained_on=trained_on,
-    )
-
-
 Order = Callable[[dict[str, Any]], list[str]]
 
 
@@ -145,7 +108,9 @@ def by_model(models: dict[str, RankerModel]) -> Order:
     def order(record: dict[str, Any]) -> list[str]:
         if not record["features"]:
             return []
-        logits = models[kind(record)].logits(np.asarray(record["features"], dtype=np.float64))
+        logits = models[example_kind(record)].logits(
+            np.asarray(record["features"], dtype=np.float64)
+        )
         return [record["keys"][i] for i in np.argsort(-logits, kind="stable")]
 
     return order
@@ -168,9 +133,9 @@ def report(paths: Sequence[Path], save: Path | None, save_second: Path | None = 
     print("|---|---|---|---|---|")
     for fitted, judged in ((0, 1), (1, 0)):
         label = "first" if fitted == 0 else "second"
-        models = fit_kinds(
+        models = fit_ranker(
             [r for p in paths for r in halves[p][fitted]],
-            f"{label} halves of " + ", ".join(names[p] for p in paths),
+            trained_on=f"{label} halves of " + ", ".join(names[p] for p in paths),
         )
         for p in paths:
             test = halves[p][judged]
@@ -186,8 +151,7 @@ def report(paths: Sequence[Path], save: Path | None, save_second: Path | None = 
             print(f"{row} recall@{depth} | {whole:.1f} | {whole:.1f} |")
         target = save if fitted == 0 else save_second
         if target is not None:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(json.dumps(ranker_to_dict(models), indent=1) + "\n", encoding="utf-8")
+            save_ranker(models, target)
             print(f"saved the models fitted on the {label} halves to {target}", file=sys.stderr)
 
 

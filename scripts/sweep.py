@@ -51,7 +51,7 @@ from typing import Any
 
 from anamnesis.bench.fitting import first_half
 from anamnesis.cli import main
-from anamnesis.config import PRESETS, SearchConfig, _plus, _staged, _then, _without
+from anamnesis.config import PRESETS, SearchConfig, _plus, _then, _without
 
 
 def _doubled(base: SearchConfig, channel: str) -> SearchConfig:
@@ -75,22 +75,22 @@ _ASKS = _then(_DEFAULT, "question_prior")
 for factor in (0.5, 0.6, 0.7, 0.8, 0.9):
     for words in (15, 25, 40, 10**6):
         suffix = "" if words == 40 else "-any" if words == 10**6 else f"-{words}w"
-        PRESETS[f"qp-{factor}{suffix}"] = _staged(
-            _ASKS, "question_prior", factor=factor, words=words
+        PRESETS[f"qp-{factor}{suffix}"] = _ASKS.with_options(
+            "question_prior", factor=factor, words=words
         )
 for boost in (1.3, 1.6, 2.0, 3.0):
-    PRESETS[f"tx-{boost}"] = _staged(_DEFAULT, "time_match", exact=boost)
+    PRESETS[f"tx-{boost}"] = _DEFAULT.with_options("time_match", exact=boost)
     for factor in (0.6, 0.8):
-        PRESETS[f"tx-{boost}-qp-{factor}"] = _staged(
-            _staged(_ASKS, "time_match", exact=boost), "question_prior", factor=factor
-        )
+        PRESETS[f"tx-{boost}-qp-{factor}"] = _ASKS.with_options(
+            "time_match", exact=boost
+        ).with_options("question_prior", factor=factor)
 _PRIORS = PRESETS["full-priors"]
 # The two rules of full-priors switched off (ablations): the extra boost for relative
 # times too, the question prior for turns with a chat role too.
-PRESETS["tx-3.0-relative"] = _staged(_PRIORS, "time_match", relative=True)
-PRESETS["qp-0.6-roles"] = _staged(_PRIORS, "question_prior", roles=True)
+PRESETS["tx-3.0-relative"] = _PRIORS.with_options("time_match", relative=True)
+PRESETS["qp-0.6-roles"] = _PRIORS.with_options("question_prior", roles=True)
 for boost in (2.0, 4.0, 6.0):
-    PRESETS[f"fp-exact-{boost}"] = _staged(_PRIORS, "time_match", exact=boost)
+    PRESETS[f"fp-exact-{boost}"] = _PRIORS.with_options("time_match", exact=boost)
 for channel in ("role_lexical", "role_dense"):
     PRESETS[f"fp-x2-{channel}"] = _doubled(_PRIORS, channel)
 #: ``full-priors`` then the ``dated`` stage (turns that mention a time, for "when" and
@@ -102,8 +102,8 @@ for candidates in (100,):
 
 #: ``full-ranker`` with the models fitted on the second halves of the cases
 #: (``scripts/ranker_train.py fit ... --save-second results/ranker-second-halves.json``).
-PRESETS["ranker-second"] = _staged(
-    PRESETS["full-ranker"], "learned_rerank", model="results/ranker-second-halves.json"
+PRESETS["ranker-second"] = PRESETS["full-ranker"].with_options(
+    "learned_rerank", model="results/ranker-second-halves.json"
 )
 
 

@@ -37,6 +37,7 @@ def test_help_lists_every_verb() -> None:
         "demo",
         "consolidate",
         "facts",
+        "fit-ranker",
     ):
         assert verb in result.output
 

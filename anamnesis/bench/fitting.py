@@ -7,7 +7,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-import numpy as np
+from ..retrieve.ranker_fit import newton_logistic
+
+__all__ = ["first_half", "newton_logistic"]
 
 
 def first_half(records: Iterable[Mapping[str, Any]]) -> set[str]:
@@ -19,21 +21,3 @@ def first_half(records: Iterable[Mapping[str, Any]]) -> set[str]:
     """
     cases = list(dict.fromkeys(r["case"] for r in records))
     return set(cases[: len(cases) // 2])
-
-
-def newton_logistic(z: np.ndarray, y: np.ndarray, l2: float, iterations: int = 50) -> np.ndarray:
-    """Weights of an L2-regularised logistic regression by Newton's method.
-
-    ``z`` holds standardised features with a last column of ones (the intercept, not
-    penalised); ``y`` the 0/1 labels. Returns one weight per column of ``z``.
-    """
-    w = np.zeros(z.shape[1])
-    for _ in range(iterations):
-        p = 1.0 / (1.0 + np.exp(-(z @ w)))
-        grad = z.T @ (p - y) + l2 * np.r_[w[:-1], 0.0]
-        hess = (z * (p * (1.0 - p))[:, None]).T @ z + l2 * np.eye(len(w))
-        step = np.linalg.solve(hess, grad)
-        w -= step
-        if np.abs(step).max() < 1e-8:
-            break
-    return w
