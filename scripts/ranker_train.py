@@ -64,11 +64,15 @@ def dump(
     cache_dir: Path | None,
     embedder: str,
     depth: int = RANKER_DEPTH,
+    candidates: int | None = None,
 ) -> None:
-    """Write one JSON line per scored question: its candidates' features and labels."""
+    """Write one JSON line per scored question: its candidates' features and labels
+    (``candidates``: how many each channel proposes, if not the base preset's)."""
     dataset = datasets.load(name, data)
     caching = CachingEmbedder.with_cache_dir(get_embedder(embedder), cache_dir)
     config = PRESETS[BASE_PRESET]
+    if candidates is not None:
+        config = config.with_(candidates=candidates)
     out.parent.mkdir(parents=True, exist_ok=True)
     with gzip.open(out, "wt", encoding="utf-8") as handle:
         for dev in dev_questions(dataset, caching, config, out.parent / "stores"):
@@ -165,6 +169,7 @@ def main(argv: list[str] | None = None) -> None:
     d.add_argument("--embedding-cache-dir", type=Path)
     d.add_argument("--embedder", default="minilm")
     d.add_argument("--depth", type=int, default=RANKER_DEPTH, help="candidates per question")
+    d.add_argument("--candidates", type=int, help="candidates per channel (default: the preset's)")
     f = sub.add_parser("fit", help="fit on first halves, judge on second halves (and back)")
     f.add_argument("dumps", type=Path, nargs="+")
     f.add_argument("--save", type=Path, help="write the models fitted on the first halves")
@@ -175,7 +180,15 @@ def main(argv: list[str] | None = None) -> None:
     )
     args = parser.parse_args(argv)
     if args.command == "dump":
-        dump(args.dataset, args.data, args.out, args.embedding_cache_dir, args.embedder, args.depth)
+        dump(
+            args.dataset,
+            args.data,
+            args.out,
+            args.embedding_cache_dir,
+            args.embedder,
+            args.depth,
+            args.candidates,
+        )
     else:
         report(args.dumps, args.save, args.save_second)
 
