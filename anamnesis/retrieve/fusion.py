@@ -4,7 +4,7 @@ mixed with standardised scores) or a learned logistic model."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 
 import numpy as np
@@ -72,14 +72,19 @@ def check_score_mix(score_mix: float) -> None:
         raise InvalidInputError(f"score_mix must be between 0 and 1, got {score_mix}")
 
 
+def standardise(values: np.ndarray) -> np.ndarray:
+    """``values`` z-scored (zeros when they are all equal, or fewer than two)."""
+    spread = float(values.std()) if len(values) > 1 else 0.0
+    return (values - values.mean()) / spread if spread > 0.0 else np.zeros_like(values)
+
+
 def _z_scores(candidates: Sequence[Candidate]) -> np.ndarray:
     """Each candidate's score standardised within its list (zeros when the scores
     are all equal or do not fall with rank)."""
     scores = np.fromiter((c.score for c in candidates), dtype=np.float64, count=len(candidates))
-    spread = float(scores.std()) if len(scores) > 1 else 0.0
-    if spread == 0.0 or np.any(np.diff(scores) > 1e-12 * max(1.0, abs(float(scores[0])))):
+    if len(scores) > 1 and np.any(np.diff(scores) > 1e-12 * max(1.0, abs(float(scores[0])))):
         return np.zeros_like(scores)
-    return (scores - scores.mean()) / spread
+    return standardise(scores)
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,16 +120,8 @@ class LogisticFusion:
         )
 
     def to_dict(self) -> dict[str, object]:
-        """A JSON-friendly form."""
-        return {
-            "channels": list(self.channels),
-            "mean": list(self.mean),
-            "scale": list(self.scale),
-            "coef": list(self.coef),
-            "intercept": self.intercept,
-            "k": self.k,
-            "trained_on": self.trained_on,
-        }
+        """A JSON-friendly form (its tuples serialise as lists)."""
+        return asdict(self)
 
 
 def channel_features(

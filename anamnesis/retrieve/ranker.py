@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
@@ -34,7 +34,7 @@ import numpy as np
 
 from ..errors import InvalidInputError
 from .candidates import NO_TURN, speakers_named, turn_info
-from .fusion import Fused
+from .fusion import Fused, standardise
 from .query import words
 from .resources import load_model_file
 from .understanding import only_asks
@@ -136,15 +136,8 @@ class RankerModel:
         )
 
     def to_dict(self) -> dict[str, object]:
-        """A JSON-friendly form."""
-        return {
-            "features": list(self.features),
-            "mean": list(self.mean),
-            "scale": list(self.scale),
-            "coef": list(self.coef),
-            "intercept": self.intercept,
-            "trained_on": self.trained_on,
-        }
+        """A JSON-friendly form (its tuples serialise as lists)."""
+        return asdict(self)
 
 
 #: The kinds of chat with a model each: turns of named people (LoCoMo) or of a user and
@@ -179,12 +172,6 @@ def ranker_to_dict(models: Mapping[str, RankerModel]) -> dict[str, object]:
     return {"models": {kind: models[kind].to_dict() for kind in CHAT_KINDS}}
 
 
-def _z(values: np.ndarray) -> np.ndarray:
-    """``values`` standardised (zeros when they are all equal)."""
-    spread = float(values.std()) if len(values) > 1 else 0.0
-    return (values - values.mean()) / spread if spread > 0.0 else np.zeros_like(values)
-
-
 def candidate_features(request: SearchRequest, fused: Sequence[Fused]) -> np.ndarray:
     """One row of ``FEATURES`` per candidate of ``fused`` (in order)."""
     n = len(fused)
@@ -202,11 +189,11 @@ def candidate_features(request: SearchRequest, fused: Sequence[Fused]) -> np.nda
     query = request.query_vector
     zero = np.zeros(len(query), dtype=np.float32)
     vectors = np.stack([stored.get(i, zero) for i in ids]).astype(np.float64)
-    x[:, column["cosine_z"]] = _z(vectors @ query)
+    x[:, column["cosine_z"]] = standardise(vectors @ query)
     near = vectors @ vectors[: min(3, n)].T
     for j in range(near.shape[1]):
         near[j, j] = -1.0
-    x[:, column["near_top_z"]] = _z(near.max(axis=1)) if n > 1 else 0.0
+    x[:, column["near_top_z"]] = standardise(near.max(axis=1)) if n > 1 else 0.0
 
     # Fusion: the fused rank and score, each channel's rank and standardised score.
     x[:, column["log_rank"]] = np.log1p(np.arange(n))
@@ -219,7 +206,7 @@ def candidate_features(request: SearchRequest, fused: Sequence[Fused]) -> np.nda
         ranks = np.array([fused[r].channels[channel].rank for r in rows], dtype=np.float64)
         scores = np.array([fused[r].channels[channel].score for r in rows], dtype=np.float64)
         x[rows, column[f"rank_{channel}"]] = 10.0 / (10.0 + ranks)
-        x[rows, column[f"z_{channel}"]] = _z(scores)
+        x[rows, column[f"z_{channel}"]] = standardise(scores)
 
     # Words: the question's content words and names found in each turn.
     terms = request.analysis.terms  # its content words (query.search_terms)
