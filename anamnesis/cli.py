@@ -39,7 +39,6 @@ def _search_config(options: dict[str, Any]) -> SearchConfig:
         raise InvalidInputError(
             f"--ranker-model needs a preset that runs the learned ranker, not {options['config']!r}"
         )
-    load_ranker(str(model))  # a bad file fails here, not at the first search
     return config.with_options("learned_rerank", model=str(model))
 
 

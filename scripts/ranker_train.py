@@ -25,7 +25,8 @@ Two steps, both reproducible:
    A dump is named by its file name up to the first dot. The LongMemEval dumps of both
    embedders (``dump longmemeval ... --embedder edge``) train the model of user–assistant
    chats to read either one's dense ranks: fitted on the MiniLM dump alone, it lost
-   turn recall under the edge embedder.
+   turn recall under the edge embedder. ``--without FEATURE`` zeroes a feature in
+   every dump first: the same fit without it, an ablation row.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from anamnesis.bench.tokens import CachingEmbedder
 from anamnesis.config import PRESETS
 from anamnesis.embed import get_embedder
 from anamnesis.retrieve.ranker import (
+    FEATURES,
     RANKER_DEPTH,
     RankerModel,
     candidate_features,
@@ -89,10 +91,18 @@ def dump(
             handle.write(json.dumps(record) + "\n")
 
 
-def load(path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """A dump's records, split into the first and second half of its cases."""
+def load(
+    path: Path, without: Sequence[str] = ()
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """A dump's records, split into the first and second half of its cases; the
+    ``without`` features are zeroed (a constant column gets no weight)."""
     with gzip.open(path, "rt", encoding="utf-8") as handle:
         records = [json.loads(line) for line in handle]
+    columns = [FEATURES.index(name) for name in without]
+    for r in records:
+        for row in r["features"]:
+            for c in columns:
+                row[c] = 0.0
     first = first_half(records)
     return (
         [r for r in records if r["case"] in first],
@@ -129,9 +139,14 @@ def recall(records: Sequence[dict[str, Any]], order: Order, k: int) -> tuple[flo
     return 100 * float(np.mean(fractions)), 100 * float(np.mean([f == 1.0 for f in fractions]))
 
 
-def report(paths: Sequence[Path], save: Path | None, save_second: Path | None = None) -> None:
+def report(
+    paths: Sequence[Path],
+    save: Path | None,
+    save_second: Path | None = None,
+    without: Sequence[str] = (),
+) -> None:
     """Fit on one half of every dump, judge on the other half, both ways round."""
-    halves = {p: load(p) for p in paths}
+    halves = {p: load(p, without) for p in paths}
     names = {p: p.name.split(".")[0] for p in paths}
     print("| fitted on | judged on | metric | full-priors | ranker, both chat kinds |")
     print("|---|---|---|---|---|")
@@ -178,6 +193,14 @@ def main(argv: list[str] | None = None) -> None:
         type=Path,
         help="write the models fitted on the second halves (to judge the first halves)",
     )
+    f.add_argument(
+        "--without",
+        action="append",
+        default=[],
+        choices=FEATURES,
+        metavar="FEATURE",
+        help="zero this feature before fitting (an ablation row); repeatable",
+    )
     args = parser.parse_args(argv)
     if args.command == "dump":
         dump(
@@ -190,7 +213,7 @@ def main(argv: list[str] | None = None) -> None:
             args.candidates,
         )
     else:
-        report(args.dumps, args.save, args.save_second)
+        report(args.dumps, args.save, args.save_second, args.without)
 
 
 if __name__ == "__main__":

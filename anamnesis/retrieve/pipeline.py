@@ -21,6 +21,7 @@ from .fusion import (
     weighted_rrf,
 )
 from .hyde import client as hyde_client
+from .ranker import ranker_settings
 from .resources import StageResources
 from .stages import STAGES
 
@@ -50,6 +51,8 @@ class Retriever:
         if self.config.fusion == "learned":
             # Loaded now, so a bad model fails here rather than at the first search.
             self._fusion_model = load_fusion_model(self.config.fusion_model)
+        if "learned_rerank" in self.config.stages:
+            ranker_settings(self.config.stage_options.get("learned_rerank", {}))
         if "hyde" in self.config.channels:
             hyde_client()  # InvalidInputError now when no LLM endpoint is configured
 

@@ -32,7 +32,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..embed.static import WordLlamaEmbedder
 from ..errors import InvalidInputError
+from ..ingest.normalise import embedding_text
 from .candidates import NO_TURN, speakers_named, turn_info
 from .fusion import Fused, standardise
 from .query import words
@@ -68,6 +70,7 @@ FEATURES: tuple[str, ...] = (
     *(f"z_{c}" for c in RANKED_CHANNELS),  # channel score z-scored among the candidates
     "cosine_z",  # cosine to the question, z-scored among the candidates
     "near_top_z",  # best cosine to one of the top 3 (itself excluded), z-scored
+    "edge_cosine_z",  # the static edge model's cosine (first EDGE_CHARS), z-scored
     "coverage",  # share of the question's content words in the turn
     "rare_coverage",  # the same, each word weighted by its rarity among the candidates
     "names_coverage",  # share of the question's non-speaker names in the turn
@@ -88,6 +91,11 @@ FEATURES: tuple[str, ...] = (
     "has_role",  # 1 when the turn has a chat role
 )
 
+
+#: How much of each candidate ``edge_cosine_z`` reads: its first characters. On the
+#: held-out LongMemEval halves the feature gained as much from 250 as from all of each
+#: turn (BENCHMARKS.md, "A second view"), and long turns cost the time to tokenise.
+EDGE_CHARS = 500
 
 #: ``neighbour_cosine_z`` of a turn with no candidate beside it: below almost every
 #: candidate's own z-score.
@@ -115,7 +123,7 @@ class RankerModel:
         if self.features != FEATURES:
             raise InvalidInputError(
                 "ranker model was fitted on other features than this version computes; "
-                "re-fit it with scripts/ranker_train.py"
+                "re-fit it (anamnesis fit-ranker)"
             )
 
     def logits(self, x: np.ndarray) -> np.ndarray:
@@ -194,6 +202,11 @@ def candidate_features(request: SearchRequest, fused: Sequence[Fused]) -> np.nda
     for j in range(near.shape[1]):
         near[j, j] = -1.0
     x[:, column["near_top_z"]] = standardise(near.max(axis=1)) if n > 1 else 0.0
+    embedded = [
+        embedding_text(episodes[i].content, episodes[i].speaker) if i in episodes else ""
+        for i in ids
+    ]
+    x[:, column["edge_cosine_z"]] = standardise(_edge_cosines(request.analysis.text, embedded))
 
     # Fusion: the fused rank and score, each channel's rank and standardised score.
     x[:, column["log_rank"]] = np.log1p(np.arange(n))
@@ -263,6 +276,20 @@ def candidate_features(request: SearchRequest, fused: Sequence[Fused]) -> np.nda
     return x
 
 
+@lru_cache(maxsize=1)
+def _edge_model() -> WordLlamaEmbedder:
+    return WordLlamaEmbedder()
+
+
+def _edge_cosines(question: str, texts: Sequence[str]) -> np.ndarray:
+    """A second view of similarity: the static edge model's cosine of each text's first
+    ``EDGE_CHARS`` characters to the question. It reads words rather than MiniLM's
+    sentence sense, and its errors differ; a few milliseconds for 100 candidates."""
+    model = _edge_model()
+    vectors = model.embed_documents([t[:EDGE_CHARS] for t in texts])
+    return vectors @ model.embed_query(question)
+
+
 def _neighbour_features(
     turns: Sequence[tuple], score_ratio: np.ndarray, cosine_z: np.ndarray
 ) -> dict[str, np.ndarray]:
@@ -286,6 +313,25 @@ def _neighbour_features(
     return {"neighbour_score": score, "neighbour_score_2": score_2, "neighbour_cosine_z": cosine}
 
 
+def ranker_settings(
+    options: Mapping[str, object],
+) -> tuple[dict[str, RankerModel], int, tuple[str, ...]]:
+    """``learned_rerank``'s options checked, with its models loaded (once per file):
+    the models by chat kind, the depth, and the chat kinds to reorder. ``Retriever``
+    calls it when built, so a bad option fails then, not at the first search."""
+    models = load_ranker(str(options.get("model", DEFAULT_RANKER_MODEL)))
+    depth = options.get("depth", RANKER_DEPTH)
+    if not isinstance(depth, int) or depth < 1:
+        raise InvalidInputError(
+            f"learned_rerank depth must be an integer of at least 1, got {depth!r}"
+        )
+    chats = options.get("chats", DEFAULT_CHATS)
+    chats = (chats,) if isinstance(chats, str) else tuple(chats)  # type: ignore[arg-type]
+    if not chats or not set(chats) <= set(CHAT_KINDS):
+        raise InvalidInputError(f"learned_rerank chats must be among {CHAT_KINDS}, got {chats}")
+    return models, depth, chats
+
+
 def learned_rerank(request: SearchRequest, fused: list[Fused]) -> list[Fused]:
     """Reorder the best ``RANKER_DEPTH`` candidates by the ranker model of their chat
     kind (``chat_kind``).
@@ -298,15 +344,7 @@ def learned_rerank(request: SearchRequest, fused: list[Fused]) -> list[Fused]:
     """
     if not fused:
         return fused
-    options = request.options("learned_rerank")
-    models = load_ranker(str(options.get("model", DEFAULT_RANKER_MODEL)))
-    depth = int(options.get("depth", RANKER_DEPTH))
-    if depth < 1:
-        raise InvalidInputError(f"learned_rerank depth must be at least 1, got {depth}")
-    chats = options.get("chats", DEFAULT_CHATS)
-    chats = (chats,) if isinstance(chats, str) else tuple(chats)
-    if not chats or not set(chats) <= set(CHAT_KINDS):
-        raise InvalidInputError(f"learned_rerank chats must be among {CHAT_KINDS}, got {chats}")
+    models, depth, chats = ranker_settings(request.options("learned_rerank"))
     head, tail = fused[:depth], fused[depth:]
     info = turn_info(request, [f.episode_id for f in head])
     kind = chat_kind([info.get(f.episode_id, NO_TURN)[3] is not None for f in head])
