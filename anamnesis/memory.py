@@ -125,15 +125,17 @@ class Memory(FactVerbs):
             threading.Thread(target=self._warm_up, name="anamnesis-warm-up", daemon=True).start()
 
     def _warm_up(self) -> None:
-        """Load the embedding model and the dense index in the background.
+        """Load the embedding model, the dense index and the stages' models in the
+        background.
 
-        Both are loaded lazily anyway; doing it at open means the first search does
+        All are loaded lazily anyway; doing it at open means the first search does
         not pay for it. A failure here is not lost: the same load runs again, and
         raises, in the call that needs it.
         """
         try:
             self._embedder.embed_query("warm-up")
             self._store.warm_up()
+            self._retriever.warm_up()
         except AnamnesisError:
             return
 

@@ -19,6 +19,7 @@ from anamnesis.retrieve.ranker import (
     NO_NEIGHBOUR_Z,
     RankerModel,
     candidate_features,
+    edge_model,
     learned_rerank,
     load_ranker,
     ranker_to_dict,
@@ -198,3 +199,10 @@ def test_the_fit_learns_which_feature_marks_evidence():
     z = np.c_[informative, noise, np.ones(400)]
     w = newton_logistic(z, labels, l2=1.0)
     assert w[0] > 2.0 and abs(w[1]) < 0.5 and w[2] < 0.0  # evidence is the rarer class
+
+
+def test_warming_up_loads_the_rankers_edge_model(tmp_path, embedder):
+    with Memory(path=tmp_path / "cold.db", embedder=embedder, warm=False) as memory:
+        edge_model.cache_clear()
+        Retriever(memory.store, memory.embedder, PRESETS["full-ranker"]).warm_up()
+        assert edge_model.cache_info().currsize == 1

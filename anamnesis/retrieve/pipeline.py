@@ -21,7 +21,7 @@ from .fusion import (
     weighted_rrf,
 )
 from .hyde import client as hyde_client
-from .ranker import ranker_settings
+from .ranker import edge_model, ranker_settings
 from .resources import StageResources
 from .stages import STAGES
 
@@ -55,6 +55,12 @@ class Retriever:
             ranker_settings(self.config.stage_options.get("learned_rerank", {}))
         if "hyde" in self.config.channels:
             hyde_client()  # InvalidInputError now when no LLM endpoint is configured
+
+    def warm_up(self) -> None:
+        """Load what the configured stages read at every search (the ranker's edge
+        model), so that the first search does not pay for it."""
+        if "learned_rerank" in self.config.stages:
+            edge_model()
 
     def request(
         self,

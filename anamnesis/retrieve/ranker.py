@@ -277,7 +277,8 @@ def candidate_features(request: SearchRequest, fused: Sequence[Fused]) -> np.nda
 
 
 @lru_cache(maxsize=1)
-def _edge_model() -> WordLlamaEmbedder:
+def edge_model() -> WordLlamaEmbedder:
+    """The static edge model of ``edge_cosine_z``, loaded once per process."""
     return WordLlamaEmbedder()
 
 
@@ -285,7 +286,7 @@ def _edge_cosines(question: str, texts: Sequence[str]) -> np.ndarray:
     """A second view of similarity: the static edge model's cosine of each text's first
     ``EDGE_CHARS`` characters to the question. It reads words rather than MiniLM's
     sentence sense, and its errors differ; a few milliseconds for 100 candidates."""
-    model = _edge_model()
+    model = edge_model()
     vectors = model.embed_documents([t[:EDGE_CHARS] for t in texts])
     return vectors @ model.embed_query(question)
 
