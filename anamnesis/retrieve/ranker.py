@@ -93,9 +93,9 @@ FEATURES: tuple[str, ...] = (
 
 
 #: How much of each candidate ``edge_cosine_z`` reads: its first characters. On the
-#: held-out LongMemEval halves the feature gained as much from 250 as from all of each
-#: turn (BENCHMARKS.md, "A second view"), and long turns cost the time to tokenise.
-EDGE_CHARS = 500
+#: held-out halves the feature gained as much reading 250 as 500, 1,000 or all of each
+#: turn (BENCHMARKS.md, "A second view"); tokenising is most of its cost.
+EDGE_CHARS = 250
 
 #: ``neighbour_cosine_z`` of a turn with no candidate beside it: below almost every
 #: candidate's own z-score.
