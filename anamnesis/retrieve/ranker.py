@@ -5,10 +5,11 @@ multipliers. Many cheap signals that tell evidence from near misses are left out
 question's rare words appearing in the turn, the named speaker saying it, its session
 holding other good hits, the turns beside it scoring well (the answer often follows
 the turn that matches), the turn being a mere question, its length, the times it
-mentions. ``learned_rerank`` reads ``FEATURES`` for each of the best ``RANKER_DEPTH``
-candidates and orders them by a logistic model's score; the rest keep their order
-behind them. There is one model for chats between named people and one for
-user–assistant chats (``CHAT_KINDS``).
+mentions, and its similarity to the question seen through a second, static model
+(``edge_cosine_z``: words rather than MiniLM's sentence sense). ``learned_rerank``
+reads ``FEATURES`` for each of the best ``RANKER_DEPTH`` candidates and orders them by
+a logistic model's score; the rest keep their order behind them. There is one model
+for chats between named people and one for user–assistant chats (``CHAT_KINDS``).
 
 The model is fitted by ``scripts/ranker_train.py`` on the first half of each
 benchmark's cases (LoCoMo, BEAM, LongMemEval) and judged on the second half
