@@ -155,7 +155,8 @@ def test_a_model_of_other_features_is_refused(tmp_path):
 
 def test_bad_ranker_options_are_refused_when_the_retriever_is_built(chat, tmp_path):
     memory, _ = chat
-    bad = [{"depth": 0}, {"depth": "ten"}, {"chats": ()}, {"chats": ("teams",)}]
+    bad = [{"depth": 0}, {"depth": "ten"}, {"depth": True}, {"chats": ()}, {"chats": 3}]
+    bad.append({"chats": ("teams",)})
     bad.append({"model": str(tmp_path / "missing.json")})
     for options in bad:
         config = PRESETS["full-ranker"].with_(stage_options={"learned_rerank": options})

@@ -323,15 +323,15 @@ def ranker_settings(
     calls it when built, so a bad option fails then, not at the first search."""
     models = load_ranker(str(options.get("model", DEFAULT_RANKER_MODEL)))
     depth = options.get("depth", RANKER_DEPTH)
-    if not isinstance(depth, int) or depth < 1:
+    if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
         raise InvalidInputError(
             f"learned_rerank depth must be an integer of at least 1, got {depth!r}"
         )
-    chats = options.get("chats", DEFAULT_CHATS)
-    chats = (chats,) if isinstance(chats, str) else tuple(chats)  # type: ignore[arg-type]
-    if not chats or not set(chats) <= set(CHAT_KINDS):
-        raise InvalidInputError(f"learned_rerank chats must be among {CHAT_KINDS}, got {chats}")
-    return models, depth, chats
+    given = options.get("chats", DEFAULT_CHATS)
+    chats = (given,) if isinstance(given, str) else given
+    if not isinstance(chats, (tuple, list)) or not chats or not set(chats) <= set(CHAT_KINDS):
+        raise InvalidInputError(f"learned_rerank chats must be among {CHAT_KINDS}, got {given!r}")
+    return models, depth, tuple(chats)
 
 
 def learned_rerank(request: SearchRequest, fused: list[Fused]) -> list[Fused]:
