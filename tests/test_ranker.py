@@ -15,11 +15,12 @@ from anamnesis.errors import InvalidInputError
 from anamnesis.retrieve.fusion import Fused
 from anamnesis.retrieve.pipeline import Retriever
 from anamnesis.retrieve.ranker import (
+    EDGE_CHARS,
     FEATURES,
     NO_NEIGHBOUR_Z,
+    EdgeView,
     RankerModel,
     candidate_features,
-    edge_model,
     learned_rerank,
     load_ranker,
     ranker_to_dict,
@@ -204,6 +205,24 @@ def test_the_fit_learns_which_feature_marks_evidence():
 
 def test_warming_up_loads_the_rankers_edge_model(tmp_path, embedder):
     with Memory(path=tmp_path / "cold.db", embedder=embedder, warm=False) as memory:
-        edge_model.cache_clear()
-        Retriever(memory.store, memory.embedder, PRESETS["full-ranker"]).warm_up()
-        assert edge_model.cache_info().currsize == 1
+        plain = Retriever(memory.store, memory.embedder, PRESETS["full-priors"])
+        plain.warm_up()
+        assert EdgeView not in plain.resources  # no ranker, nothing to load
+        ranking = Retriever(memory.store, memory.embedder, PRESETS["full-ranker"])
+        ranking.warm_up()
+        assert EdgeView in ranking.resources
+
+
+def test_the_edge_view_keeps_the_vectors_of_recent_candidates():
+    view = EdgeView(capacity=2)
+    question = "What is Nate's favourite video game?"
+    texts = [turn["content"] for turn in CHAT[:3]]
+    first = view.cosines(question, texts)
+    assert len(view) == 2  # the oldest text's vector made room
+    assert np.allclose(view.cosines(question, texts), first)  # cached or not, the same
+    # Only each text's first EDGE_CHARS characters count.
+    long = " ".join([texts[1]] * 10)
+    assert len(long) > EDGE_CHARS
+    assert np.allclose(view.cosines(question, [long + " tail"]), view.cosines(question, [long]))
+    assert first[2] == min(first)  # the bike is farthest from the video game
+    assert view.cosines(question, []).shape == (0,)

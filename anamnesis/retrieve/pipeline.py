@@ -21,7 +21,7 @@ from .fusion import (
     weighted_rrf,
 )
 from .hyde import client as hyde_client
-from .ranker import edge_model, ranker_settings
+from .ranker import edge_view, ranker_settings
 from .resources import StageResources
 from .stages import STAGES
 
@@ -60,7 +60,7 @@ class Retriever:
         """Load what the configured stages read at every search (the ranker's edge
         model), so that the first search does not pay for it."""
         if "learned_rerank" in self.config.stages:
-            edge_model()
+            edge_view(self.resources)
 
     def request(
         self,

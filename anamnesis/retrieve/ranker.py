@@ -26,6 +26,8 @@ not depend on the embedder's cosine scale.
 from __future__ import annotations
 
 import math
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from functools import lru_cache
@@ -39,7 +41,7 @@ from ..ingest.normalise import embedding_text
 from .candidates import NO_TURN, speakers_named, turn_info
 from .fusion import Fused, standardise
 from .query import words
-from .resources import load_model_file
+from .resources import StageResources, load_model_file
 from .understanding import only_asks
 
 if TYPE_CHECKING:
@@ -97,6 +99,8 @@ FEATURES: tuple[str, ...] = (
 #: held-out halves the feature gained as much reading 250 as 500, 1,000 or all of each
 #: turn (BENCHMARKS.md, "A second view"); tokenising is most of its cost.
 EDGE_CHARS = 250
+#: How many candidates' edge vectors an ``EdgeView`` keeps (about 25 MB).
+EDGE_CACHE = 20_000
 
 #: ``neighbour_cosine_z`` of a turn with no candidate beside it: below almost every
 #: candidate's own z-score.
@@ -207,7 +211,8 @@ def candidate_features(request: SearchRequest, fused: Sequence[Fused]) -> np.nda
         embedding_text(episodes[i].content, episodes[i].speaker) if i in episodes else ""
         for i in ids
     ]
-    x[:, column["edge_cosine_z"]] = standardise(_edge_cosines(request.analysis.text, embedded))
+    view = edge_view(request.resources)
+    x[:, column["edge_cosine_z"]] = standardise(view.cosines(request.analysis.text, embedded))
 
     # Fusion: the fused rank and score, each channel's rank and standardised score.
     x[:, column["log_rank"]] = np.log1p(np.arange(n))
@@ -277,19 +282,50 @@ def candidate_features(request: SearchRequest, fused: Sequence[Fused]) -> np.nda
     return x
 
 
-@lru_cache(maxsize=1)
-def edge_model() -> WordLlamaEmbedder:
-    """The static edge model of ``edge_cosine_z``, loaded once per process."""
-    return WordLlamaEmbedder()
+class EdgeView:
+    """The ranker's second view of similarity: the static edge model's cosine of each
+    candidate's first ``EDGE_CHARS`` characters to the question. It reads words rather
+    than MiniLM's sentence sense, and its errors differ.
+
+    Tokenising is most of its cost (about 5 ms for 100 short turns), and the same
+    candidates come back search after search of one memory, so it keeps the vectors of
+    the last ``capacity`` texts it embedded (about 1 KB each). Safe to share between
+    threads; a ``Retriever`` holds one in its ``StageResources``.
+    """
+
+    def __init__(self, capacity: int = EDGE_CACHE) -> None:
+        self._model = WordLlamaEmbedder()
+        self._capacity = capacity
+        self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def cosines(self, question: str, texts: Sequence[str]) -> np.ndarray:
+        """Each text's cosine to ``question``."""
+        keys = [t[:EDGE_CHARS] for t in texts]
+        with self._lock:
+            known = {k: self._vectors[k] for k in keys if k in self._vectors}
+        missing = [k for k in dict.fromkeys(keys) if k not in known]
+        if missing:
+            known.update(zip(missing, self._model.embed_documents(missing), strict=True))
+        with self._lock:
+            for key in dict.fromkeys(keys):
+                self._vectors[key] = known[key]
+                self._vectors.move_to_end(key)
+            while len(self._vectors) > self._capacity:
+                self._vectors.popitem(last=False)
+        if not keys:
+            return np.zeros(0, dtype=np.float32)
+        return np.stack([known[k] for k in keys]) @ self._model.embed_query(question)
+
+    def __len__(self) -> int:
+        """How many texts' vectors it holds."""
+        with self._lock:
+            return len(self._vectors)
 
 
-def _edge_cosines(question: str, texts: Sequence[str]) -> np.ndarray:
-    """A second view of similarity: the static edge model's cosine of each text's first
-    ``EDGE_CHARS`` characters to the question. It reads words rather than MiniLM's
-    sentence sense, and its errors differ; a few milliseconds for 100 candidates."""
-    model = edge_model()
-    vectors = model.embed_documents([t[:EDGE_CHARS] for t in texts])
-    return vectors @ model.embed_query(question)
+def edge_view(resources: StageResources) -> EdgeView:
+    """The ``EdgeView`` of a retriever's resources, built on first use."""
+    return resources.get(EdgeView, EdgeView)
 
 
 def _neighbour_features(

@@ -40,6 +40,11 @@ class StageResources:
                 self._items[key] = build()
             return self._items[key]  # type: ignore[no-any-return]
 
+    def __contains__(self, key: object) -> bool:
+        """Whether the object under ``key`` has been built."""
+        with self._lock:
+            return key in self._items
+
     def close(self) -> None:
         """Release what was built (objects with a ``close`` method are closed)."""
         with self._lock:
