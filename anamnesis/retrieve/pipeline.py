@@ -21,9 +21,8 @@ from .fusion import (
     weighted_rrf,
 )
 from .hyde import client as hyde_client
-from .ranker import edge_view, ranker_settings
 from .resources import StageResources
-from .stages import STAGES
+from .stages import STAGE_CHECKS, STAGE_WARM_UPS, STAGES
 
 
 @dataclass(slots=True)
@@ -51,16 +50,18 @@ class Retriever:
         if self.config.fusion == "learned":
             # Loaded now, so a bad model fails here rather than at the first search.
             self._fusion_model = load_fusion_model(self.config.fusion_model)
-        if "learned_rerank" in self.config.stages:
-            ranker_settings(self.config.stage_options.get("learned_rerank", {}))
+        for stage in self.config.stages:
+            if stage in STAGE_CHECKS:
+                STAGE_CHECKS[stage](self.config.stage_options.get(stage, {}))
         if "hyde" in self.config.channels:
             hyde_client()  # InvalidInputError now when no LLM endpoint is configured
 
     def warm_up(self) -> None:
         """Load what the configured stages read at every search (the ranker's edge
         model), so that the first search does not pay for it."""
-        if "learned_rerank" in self.config.stages:
-            edge_view(self.resources)
+        for stage in self.config.stages:
+            if stage in STAGE_WARM_UPS:
+                STAGE_WARM_UPS[stage](self.resources)
 
     def request(
         self,

@@ -26,8 +26,6 @@ not depend on the embedder's cosine scale.
 from __future__ import annotations
 
 import math
-import threading
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from functools import lru_cache
@@ -41,7 +39,7 @@ from ..ingest.normalise import embedding_text
 from .candidates import NO_TURN, speakers_named, turn_info
 from .fusion import Fused, standardise
 from .query import words
-from .resources import StageResources, load_model_file
+from .resources import CandidateVectors, StageResources, load_model_file
 from .understanding import only_asks
 
 if TYPE_CHECKING:
@@ -282,45 +280,25 @@ def candidate_features(request: SearchRequest, fused: Sequence[Fused]) -> np.nda
     return x
 
 
-class EdgeView:
+class EdgeView(CandidateVectors):
     """The ranker's second view of similarity: the static edge model's cosine of each
     candidate's first ``EDGE_CHARS`` characters to the question. It reads words rather
     than MiniLM's sentence sense, and its errors differ.
 
     Tokenising is most of its cost (about 5 ms for 100 short turns), and the same
     candidates come back search after search of one memory, so it keeps the vectors of
-    the last ``capacity`` texts it embedded (about 1 KB each). Safe to share between
-    threads; a ``Retriever`` holds one in its ``StageResources``.
+    the last ``capacity`` texts it embedded (about 1 KB each). A ``Retriever`` holds
+    one in its ``StageResources``.
     """
 
     def __init__(self, capacity: int = EDGE_CACHE) -> None:
-        self._model = WordLlamaEmbedder()
-        self._capacity = capacity
-        self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
-        self._lock = threading.Lock()
+        super().__init__(WordLlamaEmbedder(), capacity)
 
     def cosines(self, question: str, texts: Sequence[str]) -> np.ndarray:
         """Each text's cosine to ``question``."""
-        keys = [t[:EDGE_CHARS] for t in texts]
-        with self._lock:
-            known = {k: self._vectors[k] for k in keys if k in self._vectors}
-        missing = [k for k in dict.fromkeys(keys) if k not in known]
-        if missing:
-            known.update(zip(missing, self._model.embed_documents(missing), strict=True))
-        with self._lock:
-            for key in dict.fromkeys(keys):
-                self._vectors[key] = known[key]
-                self._vectors.move_to_end(key)
-            while len(self._vectors) > self._capacity:
-                self._vectors.popitem(last=False)
-        if not keys:
+        if not texts:
             return np.zeros(0, dtype=np.float32)
-        return np.stack([known[k] for k in keys]) @ self._model.embed_query(question)
-
-    def __len__(self) -> int:
-        """How many texts' vectors it holds."""
-        with self._lock:
-            return len(self._vectors)
+        return self.documents([t[:EDGE_CHARS] for t in texts]) @ self.query(question)
 
 
 def edge_view(resources: StageResources) -> EdgeView:

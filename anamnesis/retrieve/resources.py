@@ -10,12 +10,17 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from importlib import resources as package_files
 from pathlib import Path
 from typing import Any, TypeVar
 
+import numpy as np
+
+from ..embed.base import Embedder
+from ..embed.vector_file import VectorFile
 from ..errors import InvalidInputError
 
 T = TypeVar("T")
@@ -53,6 +58,64 @@ class StageResources:
                 if callable(closer):
                     closer()
             self._items.clear()
+
+
+class CandidateVectors:
+    """A second embedder's vectors of candidate texts, embedded at search time (the
+    store keeps only the primary embedder's) and kept for the searches after: the last
+    ``capacity`` texts in memory and, with a ``disk`` file, every one on disk.
+
+    Stages that read a second view of the candidates build one in ``StageResources``
+    (the ranker's edge view, the e5 ensemble). ``computed`` counts the texts it had to
+    embed. Safe to share between threads; embedding runs outside the lock.
+    """
+
+    def __init__(self, model: Embedder, capacity: int, disk: VectorFile | None = None) -> None:
+        self.model = model
+        self.capacity = capacity
+        self.disk = disk
+        self.computed = 0
+        self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def documents(self, texts: Sequence[str]) -> np.ndarray:
+        """The vectors of ``texts``, shape ``(len(texts), dim)``, embedding only those
+        not kept from before."""
+        with self._lock:
+            known = {t: self._vectors[t] for t in texts if t in self._vectors}
+        todo = [t for t in dict.fromkeys(texts) if t not in known]
+        if todo and self.disk is not None:
+            known.update(self.disk.get(todo))
+            todo = [t for t in todo if t not in known]
+        if todo:
+            fresh = self.model.embed_documents(todo)
+            self.computed += len(todo)
+            if self.disk is not None:
+                self.disk.put(todo, fresh)
+            known.update(zip(todo, fresh, strict=True))
+        with self._lock:
+            for text in dict.fromkeys(texts):
+                self._vectors[text] = known[text]
+                self._vectors.move_to_end(text)
+            while len(self._vectors) > self.capacity:
+                self._vectors.popitem(last=False)
+        if not texts:
+            return np.zeros((0, self.model.dim), dtype=np.float32)
+        return np.stack([known[t] for t in texts])
+
+    def query(self, text: str) -> np.ndarray:
+        """The second embedder's query vector (never kept)."""
+        return self.model.embed_query(text)
+
+    def __len__(self) -> int:
+        """How many texts' vectors it keeps in memory."""
+        with self._lock:
+            return len(self._vectors)
+
+    def close(self) -> None:
+        """Close the disk file, if any."""
+        if self.disk is not None:
+            self.disk.close()
 
 
 def load_model_file(name: str, what: str, build: Callable[[Any], T]) -> T:

@@ -31,7 +31,7 @@ by default.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from ..facts.search import current_at
 from .candidates import OTHER_ROLE, turn_info
@@ -40,8 +40,9 @@ from .crossencoder import cross_encoder_stage
 from .ensemble import ensemble_e5
 from .filters import abstain, dedup
 from .fusion import Fused
-from .ranker import learned_rerank
+from .ranker import edge_view, learned_rerank, ranker_settings
 from .rerank import memx, surprise_stage
+from .resources import StageResources
 from .understanding import ASKING_WORDS, is_list_question, only_asks
 
 Stage = Callable[[SearchRequest, list[Fused]], list[Fused]]
@@ -281,4 +282,14 @@ STAGES: dict[str, Stage] = {
     "cross-encoder": cross_encoder_stage,
     "ensemble-e5": ensemble_e5,
     "learned_rerank": learned_rerank,
+}
+
+#: Checks of a stage's options (``SearchConfig.stage_options``), with what they load,
+#: run when a ``Retriever`` is built: a bad option fails then, not at the first search.
+STAGE_CHECKS: dict[str, Callable[[Mapping[str, object]], object]] = {
+    "learned_rerank": ranker_settings,
+}
+#: What a stage reads at every search, loaded by ``Retriever.warm_up``.
+STAGE_WARM_UPS: dict[str, Callable[[StageResources], object]] = {
+    "learned_rerank": edge_view,
 }
