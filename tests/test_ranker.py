@@ -87,8 +87,10 @@ def test_features_describe_each_candidate(chat):
     assert row[turtles]["mentions_time"] == 1.0 and row[bike]["mentions_time"] == 1.0
     assert row[answer]["mentions_time"] == 0.0
     assert {r["has_role"] for r in row.values()} == {0.0}
-    # The second view (the static edge model) also puts the answer above the bike turn.
+    # The second view (the static edge model) also puts the answer above the bike turn,
+    # by its vector and by its words.
     assert row[answer]["edge_cosine_z"] > row[bike]["edge_cosine_z"]
+    assert row[answer]["soft_match_z"] > row[bike]["soft_match_z"]
 
 
 def test_neighbour_features_read_the_candidates_beside_each_turn(chat):
@@ -221,8 +223,29 @@ def test_the_edge_view_keeps_the_vectors_of_recent_candidates():
     assert len(view) == 2  # the oldest text's vector made room
     assert np.allclose(view.cosines(question, texts), first)  # cached or not, the same
     # Only each text's first EDGE_CHARS characters count.
-    long = " ".join([texts[1]] * 10)
+    long = " ".join([texts[1]] * (EDGE_CHARS // len(texts[1]) + 1))
     assert len(long) > EDGE_CHARS
     assert np.allclose(view.cosines(question, [long + " tail"]), view.cosines(question, [long]))
     assert first[2] == min(first)  # the bike is farthest from the video game
     assert view.cosines(question, []).shape == (0,)
+
+
+def test_the_edge_view_matches_the_questions_words_by_sense():
+    view = EdgeView()
+    question = "Which puppy did Maria adopt?"
+    kin = "Maria adopted a little dog from the shelter."  # no word of the question but her name
+    other = "Maria repainted the kitchen."
+    scores = view.soft_matches(question, [kin, other, "", question])
+    # Each question token counts by its closest token in the turn: "dog" and
+    # "adopted" come near "puppy" and "adopt", the kitchen does not.
+    assert scores[0] > scores[1]
+    assert scores[2] == 0.0  # a turn without tokens matches nothing
+    assert scores[3] == max(scores) and scores[3] == pytest.approx(1.0, abs=1e-5)
+    # A word weighs more the fewer candidates hold it: of a turn with "Maria" and one
+    # with "dog" (one token each), the turn holding the rarer word wins.
+    maria, dog = "Maria said hello.", "A dog said hello."
+    asked = "Which dog did Maria adopt?"
+    assert np.argmax(view.soft_matches(asked, [maria] + [dog] * 5)) == 0
+    assert np.argmax(view.soft_matches(asked, [maria] * 5 + [dog])) == 5
+    assert view.soft_matches(question, []).shape == (0,)
+    assert not view.soft_matches("", [kin, other]).any()

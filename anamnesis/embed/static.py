@@ -52,29 +52,47 @@ class WordLlamaEmbedder:
         self._table = np.ascontiguousarray(
             load_file(str(weights))["embedding.weight"], dtype=np.float32
         )
+        norms = np.linalg.norm(self._table, axis=1)
+        self._inverse_norms = np.where(norms > 0, 1.0 / np.maximum(norms, 1e-12), 0.0).astype(
+            np.float32
+        )
         self._tokenizer = Tokenizer.from_file(str(tokenizer))
         self._tokenizer.no_padding()
         self._tokenizer.no_truncation()
         self.dim = dim
         self.name = f"wordllama-l2-supercat-{dim}"
 
+    def token_ids(self, texts: Sequence[str]) -> list[np.ndarray]:
+        """Each text's token ids (rows of the embedding table), unpadded."""
+        if not texts:
+            return []
+        encoded = self._tokenizer.encode_batch(list(texts), add_special_tokens=False)
+        last = len(self._table) - 1
+        return [np.minimum(np.asarray(e.ids, dtype=np.intp), last) for e in encoded]
+
+    def pooled(self, token_ids: Sequence[np.ndarray]) -> np.ndarray:
+        """The unit-length mean of each text's token rows (the zero vector for a text
+        with no tokens): the texts' embeddings."""
+        out = np.zeros((len(token_ids), self.dim), dtype=np.float32)
+        if not token_ids:
+            return out
+        # Gather each text's rows into one reused buffer: a fresh array per text costs
+        # more in page faults than the sums themselves.
+        buffer = np.empty((max(len(ids) for ids in token_ids), self.dim), dtype=np.float32)
+        for row, ids in enumerate(token_ids):
+            if len(ids):
+                rows = np.take(self._table, ids, axis=0, out=buffer[: len(ids)])
+                out[row] = rows.sum(axis=0) / len(ids)
+        return normalise(out)
+
+    def token_vectors(self, token_ids: np.ndarray) -> np.ndarray:
+        """The unit-length table rows of ``token_ids``: one token's sense, for comparing
+        words with words."""
+        return self._table[token_ids] * self._inverse_norms[token_ids, None]
+
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
         """Embed many texts (a text with no tokens gets the zero vector)."""
-        out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        if not texts:
-            return out
-        encoded = self._tokenizer.encode_batch(list(texts), add_special_tokens=False)
-        # Gather each text's rows into one reused buffer: a fresh array per batch costs
-        # more in page faults than the sums themselves.
-        buffer = np.empty((max(len(e.ids) for e in encoded), self.dim), dtype=np.float32)
-        last = len(self._table) - 1
-        for row, tokens in enumerate(encoded):
-            if not tokens.ids:
-                continue
-            ids = np.minimum(np.asarray(tokens.ids, dtype=np.intp), last)
-            rows = np.take(self._table, ids, axis=0, out=buffer[: len(ids)])
-            out[row] = rows.sum(axis=0) / len(ids)
-        return normalise(out)
+        return self.pooled(self.token_ids(texts))
 
     def embed_query(self, text: str) -> np.ndarray:
         """Embed one query."""

@@ -6,10 +6,12 @@ question's rare words appearing in the turn, the named speaker saying it, its se
 holding other good hits, the turns beside it scoring well (the answer often follows
 the turn that matches), the turn being a mere question, its length, the times it
 mentions, and its similarity to the question seen through a second, static model
-(``edge_cosine_z``: words rather than MiniLM's sentence sense). ``learned_rerank``
-reads ``FEATURES`` for each of the best ``RANKER_DEPTH`` candidates and orders them by
-a logistic model's score; the rest keep their order behind them. There is one model
-for chats between named people and one for user–assistant chats (``CHAT_KINDS``).
+(``edge_cosine_z``: words rather than MiniLM's sentence sense), which also matches
+each of the question's words to the turn's closest in sense (``soft_match_z``).
+``learned_rerank`` reads ``FEATURES`` for each of the best ``RANKER_DEPTH`` candidates
+and orders them by a logistic model's score; the rest keep their order behind them.
+There is one model for chats between named people and one for user–assistant chats
+(``CHAT_KINDS``).
 
 The model is fitted by ``scripts/ranker_train.py`` on the first half of each
 benchmark's cases (LoCoMo, BEAM, LongMemEval) and judged on the second half
@@ -39,7 +41,7 @@ from ..ingest.normalise import embedding_text
 from .candidates import NO_TURN, speakers_named, turn_info
 from .fusion import Fused, standardise
 from .query import words
-from .resources import CandidateVectors, StageResources, load_model_file
+from .resources import StageResources, TextCache, load_model_file
 from .understanding import only_asks
 
 if TYPE_CHECKING:
@@ -72,6 +74,7 @@ FEATURES: tuple[str, ...] = (
     "cosine_z",  # cosine to the question, z-scored among the candidates
     "near_top_z",  # best cosine to one of the top 3 (itself excluded), z-scored
     "edge_cosine_z",  # the static edge model's cosine (first EDGE_CHARS), z-scored
+    "soft_match_z",  # the question's tokens matched to the turn's by sense, z-scored
     "coverage",  # share of the question's content words in the turn
     "rare_coverage",  # the same, each word weighted by its rarity among the candidates
     "names_coverage",  # share of the question's non-speaker names in the turn
@@ -93,11 +96,12 @@ FEATURES: tuple[str, ...] = (
 )
 
 
-#: How much of each candidate ``edge_cosine_z`` reads: its first characters. On the
-#: held-out halves the feature gained as much reading 250 as 500, 1,000 or all of each
-#: turn (BENCHMARKS.md, "A second view"); tokenising is most of its cost.
-EDGE_CHARS = 250
-#: How many candidates' edge vectors an ``EdgeView`` keeps (about 25 MB).
+#: How much of each candidate the edge view reads: its first characters. On the
+#: held-out halves ``edge_cosine_z`` gained as much reading 250 as 500, 1,000 or all of
+#: each turn, and ``soft_match_z`` gained more over 1,000 than over 250 (BENCHMARKS.md,
+#: "A second view" and "Words matched by sense"); tokenising is most of its cost.
+EDGE_CHARS = 1000
+#: How many candidates' token ids and vectors an ``EdgeView`` keeps (a few KB each).
 EDGE_CACHE = 20_000
 
 #: ``neighbour_cosine_z`` of a turn with no candidate beside it: below almost every
@@ -211,6 +215,7 @@ def candidate_features(request: SearchRequest, fused: Sequence[Fused]) -> np.nda
     ]
     view = edge_view(request.resources)
     x[:, column["edge_cosine_z"]] = standardise(view.cosines(request.analysis.text, embedded))
+    x[:, column["soft_match_z"]] = standardise(view.soft_matches(request.analysis.text, embedded))
 
     # Fusion: the fused rank and score, each channel's rank and standardised score.
     x[:, column["log_rank"]] = np.log1p(np.arange(n))
@@ -280,25 +285,70 @@ def candidate_features(request: SearchRequest, fused: Sequence[Fused]) -> np.nda
     return x
 
 
-class EdgeView(CandidateVectors):
-    """The ranker's second view of similarity: the static edge model's cosine of each
-    candidate's first ``EDGE_CHARS`` characters to the question. It reads words rather
-    than MiniLM's sentence sense, and its errors differ.
+@dataclass(frozen=True, slots=True)
+class EdgeText:
+    """A candidate text as the edge view reads it: its token ids and its vector."""
+
+    token_ids: np.ndarray
+    vector: np.ndarray
+
+
+class EdgeView(TextCache[EdgeText]):
+    """The ranker's second view of the candidates, through the static edge model
+    (WordLlama): it reads words rather than MiniLM's sentence sense, and its errors
+    differ. Of each candidate's first ``EDGE_CHARS`` characters it gives
+
+    - ``cosines``: the text's vector against the question's;
+    - ``soft_matches``: how well the question's tokens are matched by the text's, each
+      by its closest token in sense ("puppy" for "dog", "painted" for "painting"), the
+      rarer ones among the candidates weighing more. A soft form of word coverage.
 
     Tokenising is most of its cost (about 5 ms for 100 short turns), and the same
-    candidates come back search after search of one memory, so it keeps the vectors of
-    the last ``capacity`` texts it embedded (about 1 KB each). A ``Retriever`` holds
-    one in its ``StageResources``.
+    candidates come back search after search of one memory, so it keeps the token ids
+    and vectors of the last ``capacity`` texts. A ``Retriever`` holds one in its
+    ``StageResources``.
     """
 
     def __init__(self, capacity: int = EDGE_CACHE) -> None:
-        super().__init__(WordLlamaEmbedder(), capacity)
+        super().__init__(capacity)
+        self.model = WordLlamaEmbedder()
+
+    def _compute(self, texts: list[str]) -> dict[str, EdgeText]:
+        ids = self.model.token_ids([t[:EDGE_CHARS] for t in texts])
+        vectors = self.model.pooled(ids)
+        return {
+            t: EdgeText(i.astype(np.int32), v) for t, i, v in zip(texts, ids, vectors, strict=True)
+        }
 
     def cosines(self, question: str, texts: Sequence[str]) -> np.ndarray:
         """Each text's cosine to ``question``."""
         if not texts:
             return np.zeros(0, dtype=np.float32)
-        return self.documents([t[:EDGE_CHARS] for t in texts]) @ self.query(question)
+        vectors = np.stack([t.vector for t in self.values(texts)])
+        return vectors @ self.model.embed_query(question)
+
+    def soft_matches(self, question: str, texts: Sequence[str]) -> np.ndarray:
+        """For each text, the mean over the question's distinct tokens of their best
+        cosine to one of the text's tokens, weighted by ``log(1 + n / (1 + df))`` where
+        ``df`` counts the ``n`` texts holding the token itself (0 for a text without
+        tokens, or all 0 for a question without)."""
+        out = np.zeros(len(texts), dtype=np.float64)
+        asked = np.unique(self.model.token_ids([question])[0]) if texts else np.zeros(0)
+        entries = self.values(texts) if len(asked) else []
+        lengths = np.array([len(e.token_ids) for e in entries], dtype=np.intp)
+        if not lengths.any():
+            return out
+        flat = np.concatenate([e.token_ids for e in entries])
+        present = lengths > 0
+        starts = (np.cumsum(lengths) - lengths)[present]  # empty texts add no columns
+        distinct, where = np.unique(flat, return_inverse=True)
+        asked_vectors = self.model.token_vectors(asked)
+        similarity = (asked_vectors @ self.model.token_vectors(distinct).T)[:, where]
+        best = np.maximum.reduceat(similarity, starts, axis=1)  # (asked, texts with tokens)
+        holds = np.add.reduceat(flat[None, :] == asked[:, None], starts, axis=1) > 0
+        weights = np.log1p(len(texts) / (1.0 + holds.sum(axis=1)))
+        out[present] = weights @ best / weights.sum()
+        return out
 
 
 def edge_view(resources: StageResources) -> EdgeView:

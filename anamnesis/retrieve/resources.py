@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from importlib import resources as package_files
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 
@@ -60,57 +60,79 @@ class StageResources:
             self._items.clear()
 
 
-class CandidateVectors:
-    """A second embedder's vectors of candidate texts, embedded at search time (the
-    store keeps only the primary embedder's) and kept for the searches after: the last
-    ``capacity`` texts in memory and, with a ``disk`` file, every one on disk.
+class TextCache(Generic[T]):
+    """Values computed from candidate texts at search time (a second embedder's
+    vectors, token ids), kept for the searches after: the last ``capacity`` texts.
 
-    Stages that read a second view of the candidates build one in ``StageResources``
-    (the ranker's edge view, the e5 ensemble). ``computed`` counts the texts it had to
-    embed. Safe to share between threads; embedding runs outside the lock.
+    Subclasses say how to compute the values of texts not kept (``_compute``). Safe to
+    share between threads; computing runs outside the lock.
+    """
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self._values: OrderedDict[str, T] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def _compute(self, texts: list[str]) -> dict[str, T]:
+        """The values of ``texts`` (distinct, none kept)."""
+        raise NotImplementedError
+
+    def values(self, texts: Sequence[str]) -> list[T]:
+        """The value of each of ``texts``, computing only those not kept from before."""
+        with self._lock:
+            known = {t: self._values[t] for t in texts if t in self._values}
+        todo = [t for t in dict.fromkeys(texts) if t not in known]
+        if todo:
+            known.update(self._compute(todo))
+        with self._lock:
+            for text in dict.fromkeys(texts):
+                self._values[text] = known[text]
+                self._values.move_to_end(text)
+            while len(self._values) > self.capacity:
+                self._values.popitem(last=False)
+        return [known[t] for t in texts]
+
+    def __len__(self) -> int:
+        """How many texts' values it keeps in memory."""
+        with self._lock:
+            return len(self._values)
+
+
+class CandidateVectors(TextCache[np.ndarray]):
+    """A second embedder's vectors of candidate texts, embedded at search time (the
+    store keeps only the primary embedder's): the last ``capacity`` texts in memory
+    and, with a ``disk`` file, every one on disk.
+
+    The e5 ensemble builds one in ``StageResources``. ``computed`` counts the texts it
+    had to embed.
     """
 
     def __init__(self, model: Embedder, capacity: int, disk: VectorFile | None = None) -> None:
+        super().__init__(capacity)
         self.model = model
-        self.capacity = capacity
         self.disk = disk
         self.computed = 0
-        self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
-        self._lock = threading.Lock()
 
-    def documents(self, texts: Sequence[str]) -> np.ndarray:
-        """The vectors of ``texts``, shape ``(len(texts), dim)``, embedding only those
-        not kept from before."""
-        with self._lock:
-            known = {t: self._vectors[t] for t in texts if t in self._vectors}
-        todo = [t for t in dict.fromkeys(texts) if t not in known]
-        if todo and self.disk is not None:
-            known.update(self.disk.get(todo))
-            todo = [t for t in todo if t not in known]
+    def _compute(self, texts: list[str]) -> dict[str, np.ndarray]:
+        found = self.disk.get(texts) if self.disk is not None else {}
+        todo = [t for t in texts if t not in found]
         if todo:
             fresh = self.model.embed_documents(todo)
             self.computed += len(todo)
             if self.disk is not None:
                 self.disk.put(todo, fresh)
-            known.update(zip(todo, fresh, strict=True))
-        with self._lock:
-            for text in dict.fromkeys(texts):
-                self._vectors[text] = known[text]
-                self._vectors.move_to_end(text)
-            while len(self._vectors) > self.capacity:
-                self._vectors.popitem(last=False)
+            found.update(zip(todo, fresh, strict=True))
+        return found
+
+    def documents(self, texts: Sequence[str]) -> np.ndarray:
+        """The vectors of ``texts``, shape ``(len(texts), dim)``."""
         if not texts:
             return np.zeros((0, self.model.dim), dtype=np.float32)
-        return np.stack([known[t] for t in texts])
+        return np.stack(self.values(texts))
 
     def query(self, text: str) -> np.ndarray:
         """The second embedder's query vector (never kept)."""
         return self.model.embed_query(text)
-
-    def __len__(self) -> int:
-        """How many texts' vectors it keeps in memory."""
-        with self._lock:
-            return len(self._vectors)
 
     def close(self) -> None:
         """Close the disk file, if any."""
