@@ -158,11 +158,14 @@ def store_bytes(path: Path) -> int:
 
 
 @contextmanager
-def fresh_memory(work_dir: Path, embedder: Any, *, keep: bool = False) -> Iterator[Memory]:
-    """A new Memory in its own temporary directory under ``work_dir``, removed afterwards."""
+def fresh_memory(
+    work_dir: Path, embedder: Any, *, keep: bool = False, config: SearchConfig | None = None
+) -> Iterator[Memory]:
+    """A new Memory in its own temporary directory under ``work_dir``, removed afterwards;
+    ``config`` is its search configuration (default: ``Memory``'s)."""
     work_dir.mkdir(parents=True, exist_ok=True)
     directory = Path(tempfile.mkdtemp(prefix="store-", dir=work_dir))
-    memory = Memory(path=directory / "memory.db", embedder=embedder)
+    memory = Memory(path=directory / "memory.db", embedder=embedder, config=config)
     try:
         yield memory
     finally:
@@ -369,7 +372,9 @@ def dev_questions(
     (same stores, same as-of filter). For scripts that study the pipeline's candidates
     (``scripts/fusion_sweep.py``, ``scripts/ranker_train.py``); prints each case done."""
     for case in dataset.cases:
-        with fresh_memory(work_dir, embedder) as memory:
+        # Built with the configuration under study, so that studying the candidates of
+        # a new ranker feature does not need a model fitted on it.
+        with fresh_memory(work_dir, embedder, config=config) as memory:
             memory.add_many(case.messages, user_id="bench")
             scope = Scope("bench")
             episodes, _ = memory.store.list_episodes(scope, limit=10**7, offset=0)

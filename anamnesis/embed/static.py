@@ -66,7 +66,8 @@ class WordLlamaEmbedder:
         """Each text's token ids (rows of the embedding table), unpadded."""
         if not texts:
             return []
-        encoded = self._tokenizer.encode_batch(list(texts), add_special_tokens=False)
+        # The same ids as ``encode_batch``, about a fifth faster: no character offsets.
+        encoded = self._tokenizer.encode_batch_fast(list(texts), add_special_tokens=False)
         last = len(self._table) - 1
         return [np.minimum(np.asarray(e.ids, dtype=np.intp), last) for e in encoded]
 
