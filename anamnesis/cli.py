@@ -196,14 +196,20 @@ def _read_messages(path: Path) -> tuple[str, list[dict[str, Any]] | list[str]]:
         raise InvalidInputError(f"{path}: line 1 is not JSON: {exc}") from exc
     if isinstance(head, dict) and head.get("type") == "anamnesis-export":
         return "export", lines
-    messages = []
+    return "messages", _json_lines(path, lines)
+
+
+def _json_lines(path: Path, lines: list[str]) -> list[Any]:
+    """The JSON value of each non-blank line of ``path``; the first bad line raises
+    ``InvalidInputError`` naming it."""
+    values = []
     for number, line in enumerate(lines, start=1):
         if line.strip():
             try:
-                messages.append(json.loads(line))
+                values.append(json.loads(line))
             except json.JSONDecodeError as exc:
                 raise InvalidInputError(f"{path}: line {number} is not JSON: {exc}") from exc
-    return "messages", messages
+    return values
 
 
 @main.command("import")
@@ -672,15 +678,8 @@ def fit_ranker_(ctx: click.Context, questions: Path, out: Path) -> None:
     """
     with handled():
         memory = _open(ctx)
-        labelled = []
-        for number, line in enumerate(questions.read_text(encoding="utf-8").splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InvalidInputError(f"{questions}:{number}: not JSON ({exc})") from exc
-            labelled.append(LabelledQuestion.from_dict(record))
+        lines = questions.read_text(encoding="utf-8").splitlines()
+        labelled = [LabelledQuestion.from_dict(r) for r in _json_lines(questions, lines)]
         examples = ranker_examples(memory, labelled)
         base = load_ranker()
         models = fit_ranker(examples, base=base, trained_on=f"{len(labelled)} labelled questions")

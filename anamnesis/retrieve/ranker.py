@@ -213,9 +213,9 @@ def candidate_features(request: SearchRequest, fused: Sequence[Fused]) -> np.nda
         embedding_text(episodes[i].content, episodes[i].speaker) if i in episodes else ""
         for i in ids
     ]
-    view = edge_view(request.resources)
-    x[:, column["edge_cosine_z"]] = standardise(view.cosines(request.analysis.text, embedded))
-    x[:, column["soft_match_z"]] = standardise(view.soft_matches(request.analysis.text, embedded))
+    edge_cosines, soft_matches = edge_view(request.resources).read(request.analysis.text, embedded)
+    x[:, column["edge_cosine_z"]] = standardise(edge_cosines)
+    x[:, column["soft_match_z"]] = standardise(soft_matches)
 
     # Fusion: the fused rank and score, each channel's rank and standardised score.
     x[:, column["log_rank"]] = np.log1p(np.arange(n))
@@ -301,7 +301,9 @@ class EdgeView(TextCache[EdgeText]):
     - ``cosines``: the text's vector against the question's;
     - ``soft_matches``: how well the question's tokens are matched by the text's, each
       by its closest token in sense ("puppy" for "dog", "painted" for "painting"), the
-      rarer ones among the candidates weighing more. A soft form of word coverage.
+      rarer ones among the candidates weighing more. A soft form of word coverage;
+
+    ``read`` gives both from one pass (the ranker's features).
 
     Tokenising is most of its cost (about 5 ms for 100 short turns), and the same
     candidates come back search after search of one memory, so it keeps the token ids
@@ -320,23 +322,33 @@ class EdgeView(TextCache[EdgeText]):
             t: EdgeText(i.astype(np.int32), v) for t, i, v in zip(texts, ids, vectors, strict=True)
         }
 
+    def read(self, question: str, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """``cosines`` and ``soft_matches`` of ``texts`` at once: the question is
+        tokenised, and the texts looked up, once for both."""
+        if not texts:
+            return np.zeros(0, dtype=np.float32), np.zeros(0, dtype=np.float64)
+        question_ids = self.model.token_ids([question])[0]
+        entries = self.values(texts)
+        query = self.model.pooled([question_ids])[0]
+        cosines = np.stack([e.vector for e in entries]) @ query
+        return cosines, self._soft_matches(np.unique(question_ids), entries)
+
     def cosines(self, question: str, texts: Sequence[str]) -> np.ndarray:
         """Each text's cosine to ``question``."""
-        if not texts:
-            return np.zeros(0, dtype=np.float32)
-        vectors = np.stack([t.vector for t in self.values(texts)])
-        return vectors @ self.model.embed_query(question)
+        return self.read(question, texts)[0]
 
     def soft_matches(self, question: str, texts: Sequence[str]) -> np.ndarray:
         """For each text, the mean over the question's distinct tokens of their best
         cosine to one of the text's tokens, weighted by ``log(1 + n / (1 + df))`` where
         ``df`` counts the ``n`` texts holding the token itself (0 for a text without
         tokens, or all 0 for a question without)."""
-        out = np.zeros(len(texts), dtype=np.float64)
-        asked = np.unique(self.model.token_ids([question])[0]) if texts else np.zeros(0)
-        entries = self.values(texts) if len(asked) else []
+        return self.read(question, texts)[1]
+
+    def _soft_matches(self, asked: np.ndarray, entries: Sequence[EdgeText]) -> np.ndarray:
+        """``soft_matches`` of the question's distinct token ids ``asked``."""
+        out = np.zeros(len(entries), dtype=np.float64)
         lengths = np.array([len(e.token_ids) for e in entries], dtype=np.intp)
-        if not lengths.any():
+        if len(asked) == 0 or not lengths.any():
             return out
         flat = np.concatenate([e.token_ids for e in entries])
         present = lengths > 0
@@ -346,7 +358,7 @@ class EdgeView(TextCache[EdgeText]):
         similarity = (asked_vectors @ self.model.token_vectors(distinct).T)[:, where]
         best = np.maximum.reduceat(similarity, starts, axis=1)  # (asked, texts with tokens)
         holds = np.add.reduceat(flat[None, :] == asked[:, None], starts, axis=1) > 0
-        weights = np.log1p(len(texts) / (1.0 + holds.sum(axis=1)))
+        weights = np.log1p(len(entries) / (1.0 + holds.sum(axis=1)))
         out[present] = weights @ best / weights.sum()
         return out
 

@@ -147,7 +147,7 @@ def fit_ranker(
 
 def _fit(examples: Sequence[Mapping[str, Any]], l2: float, trained_on: str) -> RankerModel:
     x = np.concatenate([np.asarray(e["features"], dtype=np.float64) for e in examples])
-    y = np.concatenate([[float(k in set(e["evidence"])) for k in e["keys"]] for e in examples])
+    y = np.concatenate([np.isin(e["keys"], e["evidence"]).astype(np.float64) for e in examples])
     mean, scale = x.mean(0), x.std(0)
     scale[scale == 0.0] = 1.0
     w = newton_logistic(np.c_[(x - mean) / scale, np.ones(len(x))], y, l2)
