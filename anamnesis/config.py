@@ -41,7 +41,9 @@ class SearchConfig:
     ``query`` lists what the question analysis may do to the query: ``"speakers"``
     drops the names of known speakers from the lexical terms (turns do not contain
     their own speaker's name), ``"decompose"`` runs multi-part questions as
-    sub-queries through the lexical and dense channels. ``seed_channels`` are the
+    sub-queries through the lexical and dense channels, ``"decompose-llm"`` the
+    sub-questions an LLM writes (with ``ANAMNESIS_LLM_*`` set; ``retrieve/llm_decompose``).
+    ``seed_channels`` are the
     channels whose fused ranking seeds the ``neighbours`` and ``session`` channels;
     ``seeds`` how many of its best hits they expand; ``neighbour_decay`` the share of
     a seed's score its adjacent turns inherit (squared two turns away);
@@ -175,6 +177,8 @@ PRESETS.update(
         "hybrid-prf": _plus(_SPEAKERS, "prf", 1.0),
         "hybrid-entity": _plus(_SPEAKERS, "entity", 0.5),
         "hybrid-decompose": _SPEAKERS.with_(query=("speakers", "decompose")),
+        # The rules' sub-queries and an LLM's (needs ANAMNESIS_LLM_*; no row offline).
+        "hybrid-decompose-llm": _SPEAKERS.with_(query=("speakers", "decompose", "decompose-llm")),
         "full-equal": _ALL_CHANNELS,
         # Weights from the coordinate-ascent sweep on the A splits (first half of the
         # cases) of LoCoMo and BEAM 128K together (scripts/fusion_sweep.py; the B splits
@@ -270,6 +274,14 @@ PRESETS["full-priors"] = _then(PRESETS["full-replies"], "question_prior").with_(
 PRESETS["full-ranker"] = _then(PRESETS["full-priors"], "learned_rerank")
 PRESETS["full-ranker-speakers"] = PRESETS["full-ranker"].with_options(
     "learned_rerank", chats=("speakers",)
+)
+#: The ranker models fitted on the second halves of the cases (``anamnesis/data``).
+SECOND_HALVES_RANKER = "ranker-logistic-second-halves.json"
+#: ``full-ranker`` with the models fitted on the *second* halves instead, for benchmark
+#: reports held out by case: each question is ranked by whichever of the two did not
+#: see its case (``bench.fitting.crossfit``; ``scripts/recall_ablation.py``).
+PRESETS["ranker-second"] = PRESETS["full-ranker"].with_options(
+    "learned_rerank", model=SECOND_HALVES_RANKER
 )
 
 #: The preset ``Memory`` and the CLI use when none is named: the best measured

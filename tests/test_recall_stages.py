@@ -5,6 +5,10 @@ fusion, on a real LoCoMo slice (see fixtures/README.md) with the real MiniLM."""
 from __future__ import annotations
 
 import json
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import numpy as np
 import pytest
@@ -13,10 +17,11 @@ from locomo_slice import load_slice
 from anamnesis import Memory
 from anamnesis.config import PRESETS, SearchConfig, _plus, _then
 from anamnesis.errors import InvalidInputError
-from anamnesis.retrieve.candidates import seed_ranking, speakers_named
+from anamnesis.retrieve.candidates import query_texts, seed_ranking, speakers_named
 from anamnesis.retrieve.contextual import CONTEXT_WEIGHT
 from anamnesis.retrieve.expansion import feedback_terms
 from anamnesis.retrieve.fusion import Fused, LogisticFusion, learned_fusion, load_fusion_model
+from anamnesis.retrieve.llm_decompose import parse_subqueries
 from anamnesis.retrieve.pipeline import Retriever
 from anamnesis.retrieve.stages import STAGES
 from anamnesis.retrieve.understanding import (
@@ -498,29 +503,27 @@ def test_the_bundled_fusion_model_loads_and_an_unknown_fusion_is_refused(open_me
         )
 
 
-# -- HyDE (LLM only) -----------------------------------------------------------------------------
-def test_hyde_needs_a_configured_llm(open_memory, monkeypatch):
+# -- the LLM-only query stages: HyDE, decomposition by an LLM ------------------------------------
+@dataclass
+class FakeLLM:
+    """An OpenAI-compatible endpoint on loopback that answers every call with ``reply``
+    and records the prompts it was asked."""
+
+    reply: str = ""
+    asked: list[str] = field(default_factory=list)
+
+
+@pytest.fixture
+def llm(monkeypatch) -> Iterator[FakeLLM]:
     from anamnesis.bench import qa
 
-    monkeypatch.delenv(qa.BASE_URL_ENV, raising=False)
-    with pytest.raises(InvalidInputError, match="ANAMNESIS_LLM_BASE_URL"):
-        Retriever(open_memory.store, open_memory.embedder, SearchConfig(channels=("hyde",)))
+    fake = FakeLLM()
 
-
-def test_hyde_searches_with_the_llms_hypothetical_answer(open_memory, monkeypatch):
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-    from anamnesis.bench import qa
-
-    asked = []
-
-    class Writer(BaseHTTPRequestHandler):
+    class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:  # noqa: N802
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            asked.append(body["messages"][-1]["content"])
-            reply = "I've been looking into adoption agencies, it's a big step for me."
-            data = json.dumps({"choices": [{"message": {"content": reply}}]}).encode()
+            fake.asked.append(body["messages"][-1]["content"])
+            data = json.dumps({"choices": [{"message": {"content": fake.reply}}]}).encode()
             self.send_response(200)
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
@@ -529,16 +532,73 @@ def test_hyde_searches_with_the_llms_hypothetical_answer(open_memory, monkeypatc
         def log_message(self, *args: object) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Writer)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setenv(qa.BASE_URL_ENV, f"http://127.0.0.1:{server.server_address[1]}/v1")
+    monkeypatch.setenv(qa.MODEL_ENV, "fake-model")
     try:
-        monkeypatch.setenv(qa.BASE_URL_ENV, f"http://127.0.0.1:{server.server_address[1]}/v1")
-        monkeypatch.setenv(qa.MODEL_ENV, "fake-model")
-        config = SearchConfig(channels=("hyde",))
-        _, request = _request(open_memory, config, "What did Caroline research?")
-        top = _episodes(open_memory, request.channel("hyde", 3))
+        yield fake
     finally:
         server.shutdown()
         server.server_close()
-    assert len(asked) == 1 and "What did Caroline research?" in asked[0]
+
+
+@pytest.mark.parametrize(
+    "config", [SearchConfig(channels=("hyde",)), SearchConfig(query=("decompose-llm",))]
+)
+def test_llm_stages_need_a_configured_llm(open_memory, monkeypatch, config):
+    from anamnesis.bench import qa
+
+    monkeypatch.delenv(qa.BASE_URL_ENV, raising=False)
+    with pytest.raises(InvalidInputError, match="ANAMNESIS_LLM_BASE_URL"):
+        Retriever(open_memory.store, open_memory.embedder, config)
+
+
+def test_an_unknown_query_feature_is_refused(open_memory):
+    with pytest.raises(InvalidInputError, match="query feature.*decompse"):
+        Retriever(open_memory.store, open_memory.embedder, SearchConfig(query=("decompse",)))
+
+
+def test_hyde_searches_with_the_llms_hypothetical_answer(open_memory, llm):
+    llm.reply = "I've been looking into adoption agencies, it's a big step for me."
+    config = SearchConfig(channels=("hyde",))
+    _, request = _request(open_memory, config, "What did Caroline research?")
+    top = _episodes(open_memory, request.channel("hyde", 3))
+    assert len(llm.asked) == 1 and "What did Caroline research?" in llm.asked[0]
     assert "D2:8" in [e.metadata["dia_id"] for e in top]
+
+
+def test_llm_subqueries_are_the_lines_of_its_reply():
+    question = "What do Caroline and Melanie paint?"
+    reply = "1. What does Caroline paint?\n\n- What does Melanie paint?\n2) " + question
+    assert parse_subqueries(reply, question, 4) == [
+        "What does Caroline paint?",
+        "What does Melanie paint?",
+    ]
+    assert parse_subqueries(question, question, 4) == []  # one question: nothing to add
+    assert parse_subqueries("a?\nb?\nc?", question, 2) == ["a?", "b?"]
+
+
+def test_llm_subqueries_run_through_the_channels_after_the_rules(open_memory, llm):
+    llm.reply = "What did Caroline research?\nWhich agencies did Caroline look into?"
+    config = PRESETS["hybrid"].with_(query=("decompose", "decompose-llm"))
+    question = "What did Caroline research, and what do Caroline and Melanie paint?"
+    _, request = _request(open_memory, config, question)
+    assert query_texts(request) == [
+        question,
+        "What did Caroline research, and what do Caroline paint?",
+        "What did Caroline research, and what do Melanie paint?",
+        "What did Caroline research?",
+        "Which agencies did Caroline look into?",
+    ]
+    with_llm = _episodes(open_memory, request.channel("lexical", 10))
+    request.channel("dense", 10)
+    assert len(llm.asked) == 1  # one call per search, shared by the channels
+    assert question in llm.asked[0]
+    assert ("vector", "Which agencies did Caroline look into?") in request.memo
+    # The LLM's sub-question lifts the adoption agencies turn (D2:8) above where the
+    # rules' sub-queries alone put it.
+    _, rules_only = _request(open_memory, config.with_(query=("decompose",)), question)
+    without = _episodes(open_memory, rules_only.channel("lexical", 10))
+    rank = [e.metadata["dia_id"] for e in with_llm].index("D2:8")
+    assert rank < [e.metadata["dia_id"] for e in without].index("D2:8")

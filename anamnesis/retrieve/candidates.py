@@ -37,6 +37,7 @@ from ..types import Scope
 from .expansion import feedback_terms
 from .fusion import weighted_rrf
 from .hyde import hyde
+from .llm_decompose import llm_subqueries
 from .query import search_terms, words
 from .understanding import is_summary_request, named_speakers, strip_names
 
@@ -133,12 +134,25 @@ def speakers_named(request: SearchRequest) -> list[str]:
     return request.memo[key]
 
 
+#: What the question analysis may do to the query (``SearchConfig.query``):
+QUERY_FEATURES = {
+    "speakers": "drop the names of known speakers from the lexical terms",
+    "decompose": "run a multi-part question's parts as sub-queries (rule-based)",
+    "decompose-llm": "the same, the parts written by an LLM (needs ANAMNESIS_LLM_*)",
+}
+
+
 def query_texts(request: SearchRequest) -> list[str]:
-    """The question, followed by its sub-queries when ``"decompose"`` is configured."""
-    texts = [request.analysis.text]
+    """The question, followed by its sub-queries when ``"decompose"`` (rule-made) or
+    ``"decompose-llm"`` (LLM-written) is configured: at most ``MAX_SUBQUERIES``, the
+    rules' first, none twice."""
+    subqueries: list[str] = []
     if "decompose" in request.config.query:
-        texts += list(request.analysis.features["subqueries"])[:MAX_SUBQUERIES]
-    return texts
+        subqueries += request.analysis.features["subqueries"]
+    if "decompose-llm" in request.config.query:
+        subqueries += llm_subqueries(request, MAX_SUBQUERIES)
+    texts = list(dict.fromkeys([request.analysis.text, *subqueries]))
+    return texts[: 1 + MAX_SUBQUERIES]
 
 
 def _terms(request: SearchRequest, text: str) -> list[str]:

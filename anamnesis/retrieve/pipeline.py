@@ -8,9 +8,11 @@ from datetime import datetime
 from ..config import SearchConfig
 from ..embed.base import Embedder
 from ..errors import InvalidInputError
+from ..llm import ChatClient
 from ..store.base import Candidate, Filters, Store
 from ..types import Hit, Scope
 from .analysis import analyse
+from .candidates import QUERY_FEATURES
 from .channels import CHANNELS, SearchRequest
 from .fusion import (
     Fused,
@@ -20,7 +22,6 @@ from .fusion import (
     load_fusion_model,
     weighted_rrf,
 )
-from .hyde import client as hyde_client
 from .resources import StageResources
 from .stages import STAGE_CHECKS, STAGE_WARM_UPS, STAGES
 
@@ -53,8 +54,9 @@ class Retriever:
         for stage in self.config.stages:
             if stage in STAGE_CHECKS:
                 STAGE_CHECKS[stage](self.config.stage_options.get(stage, {}))
-        if "hyde" in self.config.channels:
-            hyde_client()  # InvalidInputError now when no LLM endpoint is configured
+        _check_names("query feature", self.config.query, QUERY_FEATURES)
+        if "hyde" in self.config.channels or "decompose-llm" in self.config.query:
+            ChatClient.from_env()  # InvalidInputError now when no endpoint is configured
 
     def warm_up(self) -> None:
         """Load what the configured stages read at every search (the ranker's edge
