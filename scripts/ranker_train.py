@@ -15,12 +15,14 @@ Two steps, both reproducible:
    order, as ``scripts/sweep.py halves`` splits them), judged on the second half; then
    the other way round. Prints recall before and after reordering for both, and with
    ``--save`` writes the models fitted on the first halves (the bundled ones); with
-   ``--save-second`` those fitted on the second halves, so that every question can be
-   judged by a model that has not seen its case (``scripts/sweep.py crossfit``).
+   ``--save-second`` those fitted on the second halves (the ``ranker-second`` preset's),
+   so that every question can be judged by a model that has not seen its case
+   (``bench.fitting.crossfit``).
 
        python scripts/ranker_train.py fit out/locomo.ranker.jsonl.gz out/beam.ranker.jsonl.gz \\
            out/lme.ranker.jsonl.gz out/lme-edge.ranker.jsonl.gz \\
-           --save anamnesis/data/ranker-logistic.json
+           --save anamnesis/data/ranker-logistic.json \\
+           --save-second anamnesis/data/ranker-logistic-second-halves.json
 
    A dump is named by its file name up to the first dot. The LongMemEval dumps of both
    embedders (``dump longmemeval ... --embedder edge``) train the model of user–assistant

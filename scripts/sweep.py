@@ -47,9 +47,8 @@ import json
 import sys
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
 
-from anamnesis.bench.fitting import first_half
+from anamnesis.bench import fitting
 from anamnesis.cli import main
 from anamnesis.config import PRESETS, SearchConfig, _plus, _then, _without
 
@@ -100,41 +99,24 @@ for candidates in (100,):
     PRESETS[f"candidates-{candidates}"] = _DEFAULT.with_(candidates=candidates)
 
 
-#: ``full-ranker`` with the models fitted on the second halves of the cases
-#: (``scripts/ranker_train.py fit ... --save-second results/ranker-second-halves.json``).
-PRESETS["ranker-second"] = PRESETS["full-ranker"].with_options(
-    "learned_rerank", model="results/ranker-second-halves.json"
-)
-
-
-def scored(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The records of questions the models are fitted and judged on: with evidence, not
-    abstention (``bench.runner.dev_questions``'s questions), so that ``first_half``
-    splits the cases as ``scripts/ranker_train.py`` does."""
-    return [r for r in records if r["evidence"] and not r["abstention"]]
-
-
 def crossfit(results: Path, out: Path) -> None:
     """Copy a run's records to ``out`` with one more configuration, ``ranker-heldout``:
-    each question as ranked by the models fitted on the other half of the cases (the
-    first half's from ``ranker-second``, the second half's from ``full-ranker``), so
-    every question is judged by a model that has not seen its case."""
+    each question as ranked by the models fitted on the other half of the cases
+    (``full-ranker``'s and ``ranker-second``'s), so every question is judged by a model
+    that has not seen its case."""
     records = [json.loads(line) for line in (results / "records.jsonl").open()]
-    first = first_half(scored(records))
+    heldout = fitting.crossfit(records, "full-ranker", "ranker-second", "ranker-heldout")
     out.mkdir(parents=True, exist_ok=True)
     with (out / "records.jsonl").open("w") as handle:
-        for r in records:
+        for r in [*records, *heldout]:
             handle.write(json.dumps(r) + "\n")
-            source = "ranker-second" if r["case"] in first else "full-ranker"
-            if r["config"] == source:
-                handle.write(json.dumps({**r, "config": "ranker-heldout"}) + "\n")
 
 
 def halves(results: Path, metric: str) -> None:
     """Print each configuration's mean ``metric`` on the first and second half of the
     cases (questions without the metric, abstention and LoCoMo category 5 excluded)."""
     records = [json.loads(line) for line in (results / "records.jsonl").open()]
-    first = first_half(scored(records))
+    first = fitting.first_half(fitting.scored(records))
     values: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for r in records:
         value = r["metrics"].get(metric)

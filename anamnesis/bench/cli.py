@@ -21,6 +21,7 @@ from rich.progress import (
 
 from ..cli_errors import handled
 from ..config import PRESETS
+from .abstention import RULES, THRESHOLDS
 from .qa import DEFAULT_QA_BUDGET
 from .runner import DEFAULT_DEPTH, BenchOptions
 from .scoring import DEFAULT_BUDGETS
@@ -437,13 +438,13 @@ def report_command(results: Path, merge: tuple[Path, ...]) -> None:
 @click.option("--config", "config", default="hybrid", show_default=True, help="Config to sweep.")
 @click.option(
     "--thresholds",
-    default="0.0,0.1,0.15,0.2,0.25,0.3,0.35,0.4,0.45,0.5",
+    default=",".join(str(t) for t in THRESHOLDS),
     show_default=True,
     help="Comma-separated best-cosine thresholds.",
 )
 @click.option(
     "--rule",
-    type=click.Choice(["r1", "cosine"]),
+    type=click.Choice(RULES),
     default="r1",
     show_default=True,
     help="r1: reject when no lexical hit and cosine below τ (MemX); cosine: cosine alone.",

@@ -9,7 +9,7 @@ from typing import Any
 
 from ..retrieve.ranker_fit import newton_logistic
 
-__all__ = ["first_half", "newton_logistic"]
+__all__ = ["crossfit", "first_half", "newton_logistic", "scored"]
 
 
 def first_half(records: Iterable[Mapping[str, Any]]) -> set[str]:
@@ -21,3 +21,26 @@ def first_half(records: Iterable[Mapping[str, Any]]) -> set[str]:
     """
     cases = list(dict.fromkeys(r["case"] for r in records))
     return set(cases[: len(cases) // 2])
+
+
+def scored(records: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The records of questions the models are fitted and judged on: with evidence, not
+    abstention (``bench.runner.dev_questions``'s questions), so that ``first_half``
+    splits a run's cases as ``scripts/ranker_train.py`` does."""
+    return [r for r in records if r["evidence"] and not r["abstention"]]
+
+
+def crossfit(
+    records: list[dict[str, Any]], first: str, second: str, name: str
+) -> list[dict[str, Any]]:
+    """The records of a held-out configuration ``name``, from a run that holds two
+    configurations alike but for their ranker: ``first`` with the models fitted on the
+    first halves of the cases, ``second`` with those fitted on the second halves. Each
+    question is taken from the one whose models did not see its case, so every
+    question is judged by a model fitted without it."""
+    first_cases = first_half(scored(records))
+    return [
+        {**r, "config": name}
+        for r in records
+        if r["config"] == (second if r["case"] in first_cases else first)
+    ]

@@ -169,15 +169,27 @@ def _speed(result: RunResult) -> dict[str, Any]:
     }
 
 
+#: Up to this many configurations a run compares every pair; beyond it (an ablation of
+#: dozens of rows) each configuration against the first named, the baseline.
+ALL_PAIRS = 6
+
+
 def _comparisons(
     result: RunResult, by_config: dict[str, list[dict[str, Any]]]
 ) -> list[dict[str, Any]]:
-    """Each pair of configurations on the headline metrics, over the same questions."""
+    """Each pair of configurations on the headline metrics, over the same questions; with
+    more than ``ALL_PAIRS`` configurations, each against the first one only."""
     if result.dataset not in HEADLINE or len(by_config) < 2:
         return []
     continuous, binary = HEADLINE[result.dataset]
+    configs = list(by_config)
+    pairs = (
+        itertools.combinations(configs, 2)
+        if len(configs) <= ALL_PAIRS
+        else ((configs[0], b) for b in configs[1:])
+    )
     out = []
-    for a, b in itertools.combinations(by_config, 2):
+    for a, b in pairs:
         pa = {r["question_id"]: r["metrics"] for r in by_config[a] if not r["abstention"]}
         pb = {r["question_id"]: r["metrics"] for r in by_config[b] if not r["abstention"]}
         common = sorted(set(pa) & set(pb))

@@ -86,6 +86,11 @@ def confidence(fused: list[Fused]) -> dict[str, float]:
     }
 
 
+#: The abstention rules: MemX's R1 (no lexical hit and a low best cosine), or the best
+#: cosine alone.
+ABSTAIN_RULES = ("r1", "cosine")
+
+
 def rejects(signals: dict[str, float], min_cosine: float, rule: str = "r1") -> bool:
     """Whether the abstention rule rejects a search with these ``confidence`` signals."""
     low = signals["top_cosine"] < min_cosine
@@ -102,6 +107,6 @@ def abstain(request: SearchRequest, fused: list[Fused]) -> list[Fused]:
     options = request.options("abstain")
     min_cosine = float(options.get("min_cosine", ABSTAIN_MIN_COSINE))  # type: ignore[arg-type]
     rule = str(options.get("rule", "r1"))
-    if rule not in ("r1", "cosine"):
+    if rule not in ABSTAIN_RULES:
         raise InvalidInputError(f"abstain rule must be 'r1' or 'cosine', not {rule!r}")
     return [] if rejects(confidence(fused), min_cosine, rule) else fused
