@@ -49,10 +49,12 @@ _DEFAULT = PRESETS["default"]
 
 
 def _without_stage(base: SearchConfig, stage: str) -> SearchConfig:
+    """``base`` with one post-fusion stage left out."""
     return base.with_(stages=tuple(s for s in base.stages if s != stage))
 
 
 def _without_channels(base: SearchConfig, *channels: str) -> SearchConfig:
+    """``base`` without ``channels``, neither as candidate channels nor as seeds."""
     for channel in channels:
         base = _without(base, channel=channel)
     return base.with_(seed_channels=tuple(c for c in base.seed_channels if c not in channels))
