@@ -105,14 +105,20 @@ def _then(base: SearchConfig, stage: str, **changes: object) -> SearchConfig:
 
 
 def _without(
-    base: SearchConfig, *, channel: str | None = None, query: str | None = None
+    base: SearchConfig,
+    *,
+    channel: str | None = None,
+    query: str | None = None,
+    stage: str | None = None,
 ) -> SearchConfig:
-    """``base`` with one channel (and its weight) or one query feature left out."""
+    """``base`` with one channel (and its weight), one query feature or one post-fusion
+    stage left out."""
     channels = tuple(c for c in base.channels if c != channel)
     return base.with_(
         channels=channels,
         weights={c: w for c, w in base.weights.items() if c in channels},
         query=tuple(q for q in base.query if q != query),
+        stages=tuple(s for s in base.stages if s != stage),
     )
 
 

@@ -43,21 +43,10 @@ from anamnesis.bench import abstention, fitting
 from anamnesis.bench.metrics import paired_bootstrap
 from anamnesis.cli import main as anamnesis
 from anamnesis.config import PRESETS, SECOND_HALVES_RANKER, SearchConfig, _plus, _without
+from anamnesis.retrieve.filters import ABSTAIN_RULES
 
 _HYBRID = PRESETS["hybrid"]
 _DEFAULT = PRESETS["default"]
-
-
-def _without_stage(base: SearchConfig, stage: str) -> SearchConfig:
-    """``base`` with one post-fusion stage left out."""
-    return base.with_(stages=tuple(s for s in base.stages if s != stage))
-
-
-def _without_channels(base: SearchConfig, *channels: str) -> SearchConfig:
-    """``base`` without ``channels``, neither as candidate channels nor as seeds."""
-    for channel in channels:
-        base = _without(base, channel=channel)
-    return base.with_(seed_channels=tuple(c for c in base.seed_channels if c not in channels))
 
 
 #: Ablation-only presets: the role channels and the replies channel added alone to
@@ -71,9 +60,10 @@ EXTRA: dict[str, SearchConfig] = {
     "default-no-prf": _without(_DEFAULT, channel="prf"),
     "default-no-session": _without(_DEFAULT, channel="session"),
     "default-no-replies": _without(_DEFAULT, channel="replies"),
-    "default-no-roles": _without_channels(_DEFAULT, "role_lexical", "role_dense"),
-    "default-no-time": _without_stage(_without(_DEFAULT, channel="temporal"), "time_match"),
-    "default-no-question-prior": _without_stage(_DEFAULT, "question_prior"),
+    # A channel left out seeds nothing either (``candidates.seed_ranking``).
+    "default-no-roles": _without(_without(_DEFAULT, channel="role_lexical"), channel="role_dense"),
+    "default-no-time": _without(_DEFAULT, channel="temporal", stage="time_match"),
+    "default-no-question-prior": _without(_DEFAULT, stage="question_prior"),
     "default-no-score-mix": _DEFAULT.with_(score_mix=0.0),
 }
 
@@ -250,7 +240,7 @@ def table(out: Path) -> str:
         cases = len({r["case"] for r in records})
         parts.append(f"### {name} ({cases} cases)\n")
         parts.extend(_rows(records, metrics, category_metric))
-        for rule in abstention.RULES:
+        for rule in ABSTAIN_RULES:
             rows = abstention.sweep(
                 records, "default", abstention.THRESHOLDS, dataset=name, rule=rule
             )

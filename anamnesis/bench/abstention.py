@@ -16,11 +16,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..retrieve.filters import ABSTAIN_RULES, rejects
+from ..retrieve.filters import rejects
 from .scoring import HEADLINE
 
-#: The rules a sweep can replay.
-RULES = ABSTAIN_RULES
 #: The best-cosine thresholds swept unless others are given.
 THRESHOLDS = (0.0, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5)
 

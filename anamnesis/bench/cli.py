@@ -21,7 +21,8 @@ from rich.progress import (
 
 from ..cli_errors import handled
 from ..config import PRESETS
-from .abstention import RULES, THRESHOLDS
+from ..retrieve.filters import ABSTAIN_RULES
+from .abstention import THRESHOLDS
 from .qa import DEFAULT_QA_BUDGET
 from .runner import DEFAULT_DEPTH, BenchOptions
 from .scoring import DEFAULT_BUDGETS
@@ -444,7 +445,7 @@ def report_command(results: Path, merge: tuple[Path, ...]) -> None:
 )
 @click.option(
     "--rule",
-    type=click.Choice(RULES),
+    type=click.Choice(ABSTAIN_RULES),
     default="r1",
     show_default=True,
     help="r1: reject when no lexical hit and cosine below τ (MemX); cosine: cosine alone.",

@@ -28,15 +28,10 @@ PROMPT = (
 MAX_TOKENS = 80
 
 
-def client() -> ChatClient:
-    """The endpoint HyDE uses, from ``ANAMNESIS_LLM_*`` (InvalidInputError when unset)."""
-    return ChatClient.from_env()
-
-
 def hypothesis(request: SearchRequest) -> str:
     """The LLM's hypothetical answer to the question (one call per search, memoised)."""
     if "hyde_text" not in request.memo:
-        text, _ = client().complete(
+        text, _ = ChatClient.from_env().complete(
             [{"role": "user", "content": PROMPT.format(question=request.analysis.text)}],
             max_tokens=MAX_TOKENS,
         )

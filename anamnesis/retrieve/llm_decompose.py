@@ -37,11 +37,6 @@ MAX_TOKENS = 160
 _MARKER = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s*")
 
 
-def client() -> ChatClient:
-    """The endpoint, from ``ANAMNESIS_LLM_*`` (``InvalidInputError`` when unset)."""
-    return ChatClient.from_env()
-
-
 def parse_subqueries(reply: str, question: str, count: int) -> list[str]:
     """The sub-questions of an LLM's ``reply``: one per non-empty line, list markers
     removed, the question itself and repeats left out, at most ``count``."""
@@ -60,7 +55,7 @@ def llm_subqueries(request: SearchRequest, count: int) -> list[str]:
     the channels through ``request.memo``)."""
     if "llm_subqueries" not in request.memo:
         question = request.analysis.text
-        reply, _ = client().complete(
+        reply, _ = ChatClient.from_env().complete(
             [{"role": "user", "content": PROMPT.format(count=count, question=question)}],
             max_tokens=MAX_TOKENS,
         )
