@@ -1,5 +1,8 @@
 """Anamnesis: long-term memory for LLM agents, verbatim, offline, in one file."""
 
+# isort: off
+from . import offline  # noqa: F401  (first: switches telemetry off before onnxruntime loads)
+# isort: on
 from .config import SearchConfig
 from .errors import (
     AnamnesisError,

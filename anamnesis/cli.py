@@ -52,6 +52,7 @@ def _open(ctx: click.Context) -> Memory:
             config=_search_config(options),
             reindex=options.get("reindex", False),
             llm=options.get("llm"),
+            warm=False,  # one verb per process: nothing to load ahead of it
         )
     ctx.call_on_close(memory.close)
     return memory

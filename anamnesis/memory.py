@@ -6,8 +6,10 @@ Read path: retrieve (channels → fusion) → hits with their neighbouring turns
 
 from __future__ import annotations
 
+import atexit
 import os
 import threading
+import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -16,6 +18,7 @@ from typing import IO, Any, TypeVar
 
 import numpy as np
 
+from . import offline
 from .config import DEFAULT_PRESET, DEFAULT_USER, PRESETS, URL_ENV, SearchConfig, default_path
 from .context import DEFAULT_BUDGET_TOKENS, DEFAULT_NEIGHBOUR_HITS, assemble, facts_of
 from .embed import Embedder, get_embedder
@@ -60,6 +63,22 @@ CONTEXT_HITS = 50
 
 ProgressCallback = Callable[[int], None]
 T = TypeVar("T")
+
+#: Every Memory not yet closed, so that the process can close them before it exits.
+_OPEN_MEMORIES: weakref.WeakSet[Memory] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_open_memories() -> None:
+    """Close what a program left open, before the interpreter shuts down.
+
+    A background thread still inside native code (onnxruntime loading a model) when
+    the interpreter finalises is torn down mid-call, and the C++ runtime aborts the
+    process (exit 134) after the program's work is done. Closing joins those threads
+    first, so the exit code is the program's own.
+    """
+    for memory in list(_OPEN_MEMORIES):
+        memory.close()
 
 
 def _open_store(path: str | os.PathLike[str] | None, url: str | None, dim: int) -> Store:
@@ -106,6 +125,7 @@ class Memory(FactVerbs):
         llm: ChatClient | str | None = None,
     ) -> None:
         self.default_user = check_id(user_id, "user_id", required=True) or DEFAULT_USER
+        offline.warn_if_telemetry_on()
         if isinstance(llm, str):
             if llm != "env":
                 raise InvalidInputError("llm must be a ChatClient, 'env' or None")
@@ -120,9 +140,20 @@ class Memory(FactVerbs):
             self._store.close()  # a bad configuration leaves no store open
             raise
         self._tokens: TokenCounter | None = None
-        self._check_embedder(reindex)
+        try:
+            self._check_embedder(reindex)
+        except AnamnesisError:
+            self._store.close()
+            raise
+        self._closed = False
+        self._close_lock = threading.Lock()
+        self._warm_thread: threading.Thread | None = None
+        _OPEN_MEMORIES.add(self)
         if warm:
-            threading.Thread(target=self._warm_up, name="anamnesis-warm-up", daemon=True).start()
+            self._warm_thread = threading.Thread(
+                target=self._warm_up, name="anamnesis-warm-up", daemon=True
+            )
+            self._warm_thread.start()
 
     def _warm_up(self) -> None:
         """Load the embedding model, the dense index and the stages' models in the
@@ -141,11 +172,21 @@ class Memory(FactVerbs):
 
     # -- lifecycle ---------------------------------------------------------------------------
     def close(self) -> None:
-        """Stop background consolidation and close the store. The Memory cannot be used
-        afterwards."""
+        """Wait for the warm-up, stop background consolidation and close the store.
+
+        The Memory cannot be used afterwards. Closing twice, or from several threads,
+        is harmless; a Memory left open is closed when the process exits.
+        """
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
+        if self._warm_thread is not None and self._warm_thread is not threading.current_thread():
+            self._warm_thread.join()
         self._stop_consolidation()
         self._retriever.resources.close()
         self._store.close()
+        _OPEN_MEMORIES.discard(self)
 
     def __enter__(self) -> Memory:
         return self
@@ -165,7 +206,8 @@ class Memory(FactVerbs):
 
     @property
     def capabilities(self) -> dict[str, Any]:
-        """What is active: backend, embedder, vector search, lexical search, LLM."""
+        """What is active: backend, embedder, vector search, lexical search, LLM, and
+        whether third-party telemetry is off (``"off"``, or why it may not be)."""
         return {
             "backend": self._store.backend,
             "embedder": self._embedder.name,
@@ -177,6 +219,7 @@ class Memory(FactVerbs):
             "llm": self.llm.model if self.llm is not None else None,
             "fact_extractor": "llm" if self.llm is not None else "rules",
             "consolidation": self._worker.state if self._worker is not None else "manual",
+            "telemetry": offline.telemetry(),
         }
 
     def _check_embedder(self, reindex: bool) -> None:
