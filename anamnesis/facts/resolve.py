@@ -7,7 +7,10 @@ For each draft, in event-time order:
    A single-valued predicate places the value in the slot's history by its
    ``valid_from``: the value before it is superseded by it (``valid_to`` set, never
    deleted); a value after it supersedes it in turn; the same value as its
-   neighbour only confirms that fact.
+   neighbour only confirms that fact. Two values for the same start: the later
+   statement wins. A value stated again after the new one was said holds again
+   from then (statements may arrive out of order). So a slot always has one
+   current value: the one stated for the latest time.
 2. **Same attribute, other predicate.** When the slot is empty, the subject's current
    single-valued facts under *other* predicates are compared by the embedding of the
    predicate's words ("lives in" / "home city"). At or above
@@ -54,6 +57,13 @@ class Judge:
 
 def _start(fact: Fact) -> datetime:
     return fact.valid_from or fact.recorded_at
+
+
+def _on_timeline(fact: Fact) -> bool:
+    """Whether the fact held for some time: a value replaced at the very moment it
+    began (two values stated for the same start; the later statement won) never did,
+    and takes no part in placing the values after it."""
+    return fact.valid_to is None or fact.valid_to > _start(fact)
 
 
 class Resolver:
@@ -148,10 +158,15 @@ class Resolver:
         self._place(draft, slot, value)
 
     def _place(self, draft: Draft, slot: list[Fact], value: str) -> None:
-        """Insert a single-valued draft into its slot's history by valid time."""
+        """Insert a single-valued draft into its slot's history by valid time.
+
+        A draft that starts when a stored value starts replaces it: drafts come in
+        event-time order, so the later statement wins.
+        """
         when = draft.valid_from or draft.episode.event_time
-        before = [f for f in slot if _start(f) <= when]
-        after = [f for f in slot if _start(f) > when]
+        timeline = [f for f in slot if _on_timeline(f)]
+        before = [f for f in timeline if _start(f) <= when]
+        after = [f for f in timeline if _start(f) > when]
         previous = before[-1] if before else None
         following = after[0] if after else None
         if previous is not None and normalise_value(previous.object) == value:
@@ -163,8 +178,38 @@ class Resolver:
         new = self._add(draft)
         if previous is not None:
             self._supersede(previous, new)
+            new = self._resume(previous, draft, new, following)
         if following is not None:
             self._supersede(new, following)
+
+    def _resume(self, previous: Fact, draft: Draft, new: Fact, following: Fact | None) -> Fact:
+        """``previous``'s value again, from the first time an episode stated it after
+        ``draft`` was said (a statement that arrived out of order, inside the span of a
+        value restated later); else ``new``. Returns the value that ``following``
+        (if any) replaces."""
+        said = max(draft.episode.event_time, new.valid_from or draft.episode.event_time)
+        times = self.store.episode_times(previous.provenance, self.scope)
+        later = {i: t.event_time for i, t in times.items() if t.event_time > said}
+        if not later:
+            return new
+        resumed = min(later.values())
+        if following is not None and resumed >= _start(following):
+            return new
+        restated = replace(
+            previous,
+            id=new_id("fact"),
+            valid_from=resumed,
+            valid_to=None,
+            supersedes=None,
+            superseded_by=None,
+            superseded_at=None,
+            provenance=tuple(i for i in previous.provenance if i in later),
+        )
+        self.changes.added.append(restated)
+        self._update(restated)
+        self.report.added += 1
+        self._supersede(new, restated)
+        return restated
 
     def _same_attribute(self, draft: Draft) -> Fact | None:
         """A current single-valued fact of the subject that names the same attribute
