@@ -2,6 +2,7 @@
 
 # isort: off
 from . import offline  # noqa: F401  (first: switches telemetry off before onnxruntime loads)
+
 # isort: on
 from .config import SearchConfig
 from .errors import (
