@@ -322,7 +322,7 @@ class Memory(FactVerbs):
         written = 0
         for start in range(0, len(episodes), batch or 1):
             chunk = episodes[start : start + batch]
-            vectors = self._embed(chunk)
+            vectors = self._embed(chunk, scope)
             self._store.insert_episodes(chunk, vectors, sessions if start == 0 else ())
             written += len(chunk)
             if self._worker is not None:
@@ -374,10 +374,10 @@ class Memory(FactVerbs):
             for sid, started in first.items()
         ]
 
-    def _embed(self, episodes: Sequence[Episode]) -> np.ndarray:
-        """Vectors for episodes, reusing stored vectors of identical text."""
+    def _embed(self, episodes: Sequence[Episode], scope: Scope) -> np.ndarray:
+        """Vectors for episodes, reusing the scope's stored vectors of identical text."""
         hashes = [e.content_hash for e in episodes]
-        known = self._store.vectors_for_hashes(hashes)
+        known = self._store.vectors_for_hashes(hashes, scope)
         todo: dict[str, str] = {}
         for episode in episodes:
             if episode.content_hash not in known:

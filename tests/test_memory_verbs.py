@@ -106,8 +106,23 @@ def test_identical_text_reuses_the_stored_vector(memory: Memory, monkeypatch) ->
         "embed_documents",
         lambda texts: calls.append(list(texts)) or original(texts),
     )
-    memory.add(["Same words twice", "Something new"], user_id="bob")
+    memory.add(["Same words twice", "Something new"], user_id="ana")
     assert calls == [["Something new"]]
+
+
+def test_another_users_vector_is_never_reused(memory: Memory, monkeypatch) -> None:
+    """A tenant can neither plant the vector another tenant's text receives, nor learn
+    from the speed of an add that another tenant stored the same text."""
+    memory.add("Same words twice", user_id="ana")
+    calls: list[list[str]] = []
+    original = memory.embedder.embed_documents
+    monkeypatch.setattr(
+        memory.embedder,
+        "embed_documents",
+        lambda texts: calls.append(list(texts)) or original(texts),
+    )
+    memory.add("Same words twice", user_id="bob")
+    assert calls == [["Same words twice"]]
 
 
 def test_delete_removes_text_index_vector_and_versions(memory: Memory, db_path) -> None:

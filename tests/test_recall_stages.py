@@ -281,7 +281,9 @@ def test_dense_context_scores_each_turn_with_its_neighbours_vectors(tmp_path, em
         assert scores[ids[2]] > plain[ids[2]]
         assert {c.episode_id for c in found[:2]} == {ids[1], ids[2]}
         # Its score is the cosine of (own + w * previous + w * next), renormalised.
-        vectors = memory.store.vectors_for_hashes([e.content_hash for e in added])
+        vectors = memory.store.vectors_for_hashes(
+            [e.content_hash for e in added], Scope(added[0].user_id)
+        )
         v = [vectors[e.content_hash] for e in added]
         expected = v[2] + CONTEXT_WEIGHT * (v[1] + v[3])
         expected = float(expected @ request.query_vector / np.linalg.norm(expected))

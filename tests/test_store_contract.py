@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 from store_fixtures import (  # noqa: F401  (fixtures are found by their registered names)
+    DEFAULT_SCOPE,
     DIM,
     T0,
     backend_fixture,
@@ -161,11 +162,12 @@ def test_next_turn_index_counts_per_user_and_session(store):
 def test_vectors_for_hashes_returns_stored_vectors(store):
     episodes = [make_episode("x", content_hash="h1"), make_episode("y", content_hash="h2")]
     vectors = add(store, episodes)
-    found = store.vectors_for_hashes(["h1", "h2", "h1", "missing"])
+    found = store.vectors_for_hashes(["h1", "h2", "h1", "missing"], DEFAULT_SCOPE)
     assert set(found) == {"h1", "h2"}
     np.testing.assert_array_equal(found["h1"], vectors[0])
     assert found["h2"].dtype == np.float32
-    assert store.vectors_for_hashes([]) == {}
+    assert store.vectors_for_hashes([], DEFAULT_SCOPE) == {}
+    assert store.vectors_for_hashes(["h1"], Scope("bob")) == {}
 
 
 # -- listing --------------------------------------------------------------------------------------
@@ -382,7 +384,9 @@ def test_update_keeps_prior_versions_and_reindexes(store):
     assert store.dense_search(new_vector, ALICE, Filters(), 1)[0].score == pytest.approx(
         1.0, abs=1e-5
     )
-    np.testing.assert_array_equal(store.vectors_for_hashes(["hash-new"])["hash-new"], new_vector)
+    np.testing.assert_array_equal(
+        store.vectors_for_hashes(["hash-new"], ALICE)["hash-new"], new_vector
+    )
 
 
 def test_update_without_vector_keeps_the_old_one_and_counts_versions(store):
@@ -672,7 +676,7 @@ def test_concurrent_writers_and_readers_share_one_store(store):
 def test_vectors_keep_their_dimension(store):
     assert DIM == unit_vectors(1).shape[1]
     [vector] = add(store, [make_episode("x", content_hash="hx")])
-    assert store.vectors_for_hashes(["hx"])["hx"].shape == (DIM,)
+    assert store.vectors_for_hashes(["hx"], DEFAULT_SCOPE)["hx"].shape == (DIM,)
     assert vector.shape == (DIM,)
 
 

@@ -101,7 +101,9 @@ class SearchRequest:
 
     def _get_vectors(self, episode_ids: list[str], scope: Scope) -> dict[str, np.ndarray]:
         episodes = self.episodes(episode_ids)
-        by_hash = self.store.vectors_for_hashes(list({e.content_hash for e in episodes.values()}))
+        by_hash = self.store.vectors_for_hashes(
+            list({e.content_hash for e in episodes.values()}), scope
+        )
         return {
             i: by_hash[e.content_hash] for i, e in episodes.items() if e.content_hash in by_hash
         }

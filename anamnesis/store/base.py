@@ -235,8 +235,10 @@ class Store(Protocol):
         """The position the next turn of a session takes."""
         ...
 
-    def vectors_for_hashes(self, hashes: Sequence[str]) -> dict[str, np.ndarray]:
-        """Stored vectors of episodes whose content hash is in ``hashes``."""
+    def vectors_for_hashes(self, hashes: Sequence[str], scope: Scope) -> dict[str, np.ndarray]:
+        """Stored vectors of ``scope.user_id``'s episodes whose content hash is in
+        ``hashes``. Never another user's: a vector one tenant stored (or imported)
+        must not become another's, nor tell them that a text exists."""
         ...
 
     def update_episode(

@@ -421,16 +421,16 @@ class PostgresStore(PostgresFacts):
             ).fetchone()
         return 0 if row is None or row[0] is None else row[0] + 1
 
-    def vectors_for_hashes(self, hashes: Sequence[str]) -> dict[str, np.ndarray]:
+    def vectors_for_hashes(self, hashes: Sequence[str], scope: Scope) -> dict[str, np.ndarray]:
         unique = list(dict.fromkeys(hashes))
         if not unique:
             return {}
         with self._transaction() as conn:
             rows = conn.execute(
                 """SELECT DISTINCT ON (content_hash) content_hash, embedding FROM episodes
-                   WHERE content_hash = ANY(%s) AND embedding IS NOT NULL
+                   WHERE user_id = %s AND content_hash = ANY(%s) AND embedding IS NOT NULL
                    ORDER BY content_hash, rowid""",
-                (unique,),
+                (scope.user_id, unique),
                 binary=True,
             ).fetchall()
         return {content_hash: vector for content_hash, vector in rows}

@@ -321,7 +321,7 @@ class SQLiteStore(SQLiteFacts):
         )
         return 0 if rows[0][0] is None else rows[0][0] + 1
 
-    def vectors_for_hashes(self, hashes: Sequence[str]) -> dict[str, np.ndarray]:
+    def vectors_for_hashes(self, hashes: Sequence[str], scope: Scope) -> dict[str, np.ndarray]:
         found: dict[str, np.ndarray] = {}
         unique = list(dict.fromkeys(hashes))
         for start in range(0, len(unique), 500):
@@ -330,8 +330,8 @@ class SQLiteStore(SQLiteFacts):
             for content_hash, blob in self._read(
                 f"""SELECT e.content_hash, v.embedding FROM episodes e
                     JOIN vectors v ON v.episode_rowid = e.rowid
-                    WHERE e.content_hash IN ({marks})""",
-                chunk,
+                    WHERE e.user_id = ? AND e.content_hash IN ({marks})""",
+                [scope.user_id, *chunk],
             ):
                 found.setdefault(content_hash, np.frombuffer(blob, dtype=np.float32))
         return found
