@@ -181,7 +181,12 @@ def add(
 
 def _read_messages(path: Path) -> tuple[str, list[dict[str, Any]] | list[str]]:
     """('export', lines) for an Anamnesis export, else ('messages', dicts)."""
-    text = path.read_text(encoding="utf-8") if str(path) != "-" else sys.stdin.read()
+    try:
+        text = path.read_text(encoding="utf-8") if str(path) != "-" else sys.stdin.read()
+    except UnicodeDecodeError as exc:
+        raise InvalidInputError(
+            f"{path} is not UTF-8 text ({exc}); convert it first, e.g. iconv -f latin1 -t utf-8"
+        ) from exc
     stripped = text.lstrip()
     if stripped.startswith("["):
         try:
@@ -224,9 +229,17 @@ def import_(
     agent_id: str | None,
     session_id: str | None,
 ) -> None:
-    """Import FILE: an `anamnesis export`, a JSON list or JSONL of messages."""
+    """Import FILE: an `anamnesis export`, a JSON list or JSONL of messages.
+
+    Messages go to --user/--agent/--session. An export keeps its own users, agents
+    and sessions unless --user/--agent is given: then every record moves there.
+    """
     with handled():
         kind, items = _read_messages(file)
+        if kind == "export" and session_id is not None:
+            raise InvalidInputError(
+                "--session applies to a file of messages; an export keeps its own sessions"
+            )
         memory = _open(ctx)
         with _progress() as progress:
             task = progress.add_task(f"importing {file.name}", total=len(items) or None)
@@ -235,7 +248,12 @@ def import_(
                 progress.update(task, completed=done)
 
             if kind == "export":
-                count = memory.import_jsonl(items, progress=advance)  # type: ignore[arg-type]
+                count = memory.import_jsonl(
+                    items,  # type: ignore[arg-type]
+                    user_id=user_id,
+                    agent_id=agent_id,
+                    progress=advance,
+                )
             else:
                 count = len(
                     memory.add_many(

@@ -632,12 +632,25 @@ class Memory(FactVerbs):
         return export_jsonl(self._store, self._embedder, out, user_id=user_id)
 
     def import_jsonl(
-        self, lines: Iterable[str], *, progress: ProgressCallback | None = None
+        self,
+        lines: Iterable[str],
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        progress: ProgressCallback | None = None,
     ) -> int:
-        """Restore an export, keeping ids and times; vectors are reused when compatible."""
+        """Restore an export, keeping ids and times; vectors are reused when compatible.
+
+        The file is checked whole, as ``add`` checks messages, before anything is
+        written: a bad line stores nothing. ``user_id`` (and ``agent_id``) move every
+        record into that scope instead of the ones the file names.
+        """
         from .portable import import_jsonl
 
-        return import_jsonl(self._store, self._embedder, lines, progress=progress)
+        owner = None
+        if user_id is not None or agent_id is not None:
+            owner = self._scope(user_id, agent_id, None)
+        return import_jsonl(self._store, self._embedder, lines, progress=progress, owner=owner)
 
 
 def _in_batches(items: Iterable[T], handle: Callable[[list[T]], None]) -> None:

@@ -18,6 +18,7 @@ import base64
 import json
 from collections.abc import Callable, Iterable
 from contextlib import ExitStack
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import IO, Any
 
@@ -26,7 +27,18 @@ import numpy as np
 from .embed.base import Embedder
 from .errors import InvalidInputError
 from .facts.predicates import embedding_text as fact_embedding_text
-from .ingest.normalise import embedding_text
+from .ingest.normalise import (
+    check_count,
+    check_id,
+    check_metadata,
+    check_modality,
+    check_name,
+    check_text,
+    content_hash,
+    embedding_text,
+    parse_time,
+    require_time,
+)
 from .store.base import FactChanges, Store
 from .types import Episode, EpisodeVersion, Fact, Scope, Session
 
@@ -47,8 +59,9 @@ def _time(value: datetime | None) -> str | None:
     return value.astimezone(UTC).isoformat() if value is not None else None
 
 
-def _parse_time(value: str | None) -> datetime | None:
-    return datetime.fromisoformat(value) if value is not None else None
+#: The largest export line read (an episode at the content limit, its versions and
+#: vector, in JSON): a longer line is refused before it is parsed.
+MAX_LINE_CHARS = 8_000_000
 
 
 def export_jsonl(
@@ -172,31 +185,60 @@ def import_jsonl(
     *,
     progress: Callable[[int], None] | None = None,
     bulk: bool | None = None,
+    owner: Scope | None = None,
 ) -> int:
     """Restore an export; episodes whose id is already stored are skipped.
 
-    Returns the number of episodes imported. Malformed lines raise InvalidInputError
-    naming the line; batches already written stay written. ``bulk`` chooses the
-    store's bulk mode (``Store.bulk_load``): True for the whole import, False never,
-    None (the default) from the moment the import turns out large
-    (``BULK_IMPORT_MIN_EPISODES``) relative to the store (``BULK_IMPORT_MAX_EXISTING_RATIO``).
+    Every record is checked as ``add`` checks a message (ids, scope, text, times,
+    metadata, types), content hashes are recomputed, and a vector is kept only when
+    the export's embedder is the store's and its size is right: the whole file is
+    checked before anything is written, so a bad line stores nothing and raises
+    ``InvalidInputError`` naming the line. ``owner`` moves every record into that
+    user (and agent, when it names one) instead of the ones the file names.
+
+    Returns the number of episodes imported. ``bulk`` chooses the store's bulk mode
+    (``Store.bulk_load``): True for the whole import, False never, None (the
+    default) from the moment the import turns out large (``BULK_IMPORT_MIN_EPISODES``)
+    relative to the store (``BULK_IMPORT_MAX_EXISTING_RATIO``).
     """
+    replayable = _replayable(lines)
+    for _ in _records(replayable(), embedder, owner):
+        pass
     with ExitStack() as stack:
-        return _import(store, embedder, lines, progress, bulk, stack)
+        return _import(store, embedder, replayable(), progress, bulk, stack, owner)
 
 
-def _import(
-    store: Store,
-    embedder: Embedder,
-    lines: Iterable[str],
-    progress: Callable[[int], None] | None,
-    bulk: bool | None,
-    stack: ExitStack,
-) -> int:
+def _replayable(lines: Iterable[str]) -> Callable[[], Iterable[str]]:
+    """A way to read ``lines`` twice: a sequence as it is, a seekable file from its
+    current position, anything else kept in memory."""
+    if isinstance(lines, list | tuple):
+        return lambda: lines
+    seek = getattr(lines, "seek", None)
+    tell = getattr(lines, "tell", None)
+    if callable(seek) and callable(tell):
+        try:
+            start = tell()
+        except OSError:
+            start = None
+        if start is not None:
+
+            def again() -> Iterable[str]:
+                seek(start)
+                return lines
+
+            return again
+    kept = list(lines)
+    return lambda: kept
+
+
+def _records(
+    lines: Iterable[str], embedder: Embedder, owner: Scope | None
+) -> Iterable[tuple[int, str, Any]]:
+    """(line number, record type, checked record) for each record after the header."""
     iterator = iter(enumerate(lines, start=1))
     header = None
     for number, line in iterator:
-        if line.strip():
+        if _text(line, number).strip():
             header = _json(line, number)
             break
     if not header or header.get("type") != FORMAT:
@@ -206,13 +248,44 @@ def _import(
     if header.get("version") != FORMAT_VERSION:
         raise InvalidInputError(f"unsupported export version {header.get('version')!r}")
     reuse = header.get("embedder") == embedder.name and header.get("dim") == embedder.dim
+    for number, line in iterator:
+        if not _text(line, number).strip():
+            continue
+        record = _json(line, number)
+        try:
+            kind = record.get("type")
+            if kind == "session":
+                yield number, kind, _session(record, owner)
+            elif kind == "episode":
+                yield number, kind, _episode(record, reuse, embedder.dim, owner)
+            elif kind == "fact":
+                yield number, kind, _fact(record, reuse, embedder.dim, owner)
+            elif kind == "consolidated":
+                yield number, kind, _mark(record, owner)
+            else:
+                raise InvalidInputError(f"unknown record type {kind!r}")
+        except InvalidInputError as exc:
+            raise InvalidInputError(f"line {number}: {exc}") from exc
+        except (KeyError, TypeError, ValueError, OverflowError) as exc:
+            raise InvalidInputError(f"line {number}: malformed record ({exc!r})") from exc
+
+
+def _import(
+    store: Store,
+    embedder: Embedder,
+    lines: Iterable[str],
+    progress: Callable[[int], None] | None,
+    bulk: bool | None,
+    stack: ExitStack,
+    owner: Scope | None,
+) -> int:
     if bulk:
         stack.enter_context(store.bulk_load())
     undecided = bulk is None
     sessions: list[Session] = []
     batch: list[tuple[Episode, list[EpisodeVersion], np.ndarray | None]] = []
     facts: list[tuple[Fact, np.ndarray | None]] = []
-    marks: list[dict[str, Any]] = []
+    marks: list[_Mark] = []
     imported = 0
 
     def flush() -> None:
@@ -242,34 +315,17 @@ def _import(
             if before <= BULK_IMPORT_MAX_EXISTING_RATIO * imported:
                 stack.enter_context(store.bulk_load())
 
-    for number, line in iterator:
-        if not line.strip():
-            continue
-        record = _json(line, number)
-        try:
-            kind = record["type"]
-            if kind == "session":
-                sessions.append(
-                    Session(
-                        id=record["id"],
-                        user_id=record["user_id"],
-                        agent_id=record.get("agent_id"),
-                        started_at=_parse_time(record.get("started_at")),
-                        metadata=record.get("metadata") or {},
-                    )
-                )
-            elif kind == "episode":
-                batch.append(_episode(record, reuse, embedder.dim))
-                if len(batch) >= _IMPORT_BATCH:
-                    flush()
-            elif kind == "fact":
-                facts.append(_fact(record, reuse, embedder.dim))
-            elif kind == "consolidated":
-                marks.append(record)
-            else:
-                raise InvalidInputError(f"line {number}: unknown record type {kind!r}")
-        except (KeyError, TypeError, ValueError) as exc:
-            raise InvalidInputError(f"line {number}: malformed record ({exc})") from exc
+    for _, kind, item in _records(lines, embedder, owner):
+        if kind == "session":
+            sessions.append(item)
+        elif kind == "episode":
+            batch.append(item)
+            if len(batch) >= _IMPORT_BATCH:
+                flush()
+        elif kind == "fact":
+            facts.append(item)
+        else:
+            marks.append(item)
     if batch or sessions:
         flush()
     _import_facts(store, embedder, facts, marks)
@@ -289,7 +345,7 @@ def _import_facts(
     store: Store,
     embedder: Embedder,
     facts: list[tuple[Fact, np.ndarray | None]],
-    marks: list[dict[str, Any]],
+    marks: list[_Mark],
 ) -> None:
     """Write imported facts (skipping ids already stored) and consolidation marks,
     after the episodes they refer to."""
@@ -310,85 +366,176 @@ def _import_facts(
             )
     for mark in marks:
         store.write_facts(
-            FactChanges(
-                consolidated=list(mark["episode_ids"]),
-                consolidated_at=datetime.fromisoformat(mark["consolidated_at"]),
-            ),
-            Scope(mark["user_id"]),
+            FactChanges(consolidated=list(mark.episode_ids), consolidated_at=mark.at),
+            Scope(mark.user_id),
         )
 
 
-def _json(line: str, number: int) -> dict[str, Any]:
+def _text(line: object, number: int) -> str:
+    if isinstance(line, bytes):
+        try:
+            line = line.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InvalidInputError(f"line {number} is not UTF-8 text: {exc}") from exc
+    if not isinstance(line, str):
+        raise InvalidInputError(f"line {number} is not text but {type(line).__name__}")
+    if len(line) > MAX_LINE_CHARS:
+        raise InvalidInputError(
+            f"line {number} has {len(line):,} characters; the limit is {MAX_LINE_CHARS:,}"
+        )
+    return line
+
+
+def _json(line: object, number: int) -> dict[str, Any]:
     try:
-        value = json.loads(line)
-    except json.JSONDecodeError as exc:
+        value = json.loads(_text(line, number))
+    except (json.JSONDecodeError, RecursionError) as exc:
         raise InvalidInputError(f"line {number} is not JSON: {exc}") from exc
     if not isinstance(value, dict):
         raise InvalidInputError(f"line {number} is not a JSON object")
     return value
 
 
-def _fact(record: dict[str, Any], reuse: bool, dim: int) -> tuple[Fact, np.ndarray | None]:
+@dataclass(frozen=True, slots=True)
+class _Mark:
+    """Which episodes a consolidation read, and when."""
+
+    user_id: str
+    at: datetime
+    episode_ids: tuple[str, ...]
+
+
+def _owned(record: dict[str, Any], owner: Scope | None) -> tuple[str, str | None]:
+    """The (user, agent) a record goes to: ``owner``'s when given, else its own."""
+    if owner is not None:
+        return owner.user_id, owner.agent_id or _agent(record)
+    user_id = check_id(record.get("user_id"), "user_id", required=True)
+    assert user_id is not None
+    return user_id, _agent(record)
+
+
+def _agent(record: dict[str, Any]) -> str | None:
+    return check_id(record.get("agent_id"), "agent_id")
+
+
+def _optional_name(record: dict[str, Any], key: str) -> str | None:
+    value = record.get(key)
+    return None if value is None else check_name(value, key)
+
+
+def _ids(value: object, what: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise InvalidInputError(f"{what} must be a list of ids")
+    return tuple(str(check_id(item, what, required=True)) for item in value)
+
+
+def _session(record: dict[str, Any], owner: Scope | None) -> Session:
+    user_id, agent_id = _owned(record, owner)
+    return Session(
+        id=str(check_id(record.get("id"), "session id", required=True)),
+        user_id=user_id,
+        agent_id=agent_id,
+        started_at=parse_time(record.get("started_at"), "started_at"),
+        metadata=check_metadata(record.get("metadata")),
+    )
+
+
+def _mark(record: dict[str, Any], owner: Scope | None) -> _Mark:
+    user_id, _ = _owned(record, owner)
+    return _Mark(
+        user_id=user_id,
+        at=require_time(record.get("consolidated_at"), "consolidated_at"),
+        episode_ids=_ids(record.get("episode_ids"), "episode_ids"),
+    )
+
+
+def _fact(
+    record: dict[str, Any], reuse: bool, dim: int, owner: Scope | None
+) -> tuple[Fact, np.ndarray | None]:
+    user_id, agent_id = _owned(record, owner)
+    confidence = record.get("confidence", 1.0)
+    if isinstance(confidence, bool) or not isinstance(confidence, int | float):
+        raise InvalidInputError("confidence must be a number")
+    if not 0.0 <= float(confidence) <= 1.0:
+        raise InvalidInputError(f"confidence must be between 0 and 1, got {confidence!r}")
     fact = Fact(
-        id=record["id"],
-        user_id=record["user_id"],
-        agent_id=record.get("agent_id"),
-        subject=record["subject"],
-        predicate=record["predicate"],
-        object=record["object"],
-        text=record["text"],
-        valid_from=_parse_time(record.get("valid_from")),
-        valid_to=_parse_time(record.get("valid_to")),
-        recorded_at=datetime.fromisoformat(record["recorded_at"]),
-        retracted_at=_parse_time(record.get("retracted_at")),
-        supersedes=record.get("supersedes"),
-        superseded_by=record.get("superseded_by"),
-        superseded_at=_parse_time(record.get("superseded_at")),
-        confidence=float(record.get("confidence", 1.0)),
-        extractor=record.get("extractor") or "import",
-        metadata=record.get("metadata") or {},
-        provenance=tuple(record.get("provenance") or ()),
+        id=str(check_id(record.get("id"), "fact id", required=True)),
+        user_id=user_id,
+        agent_id=agent_id,
+        subject=check_text(record.get("subject"), "subject"),
+        predicate=check_name(record.get("predicate"), "predicate"),
+        object=check_text(record.get("object"), "object"),
+        text=check_text(record.get("text"), "text"),
+        valid_from=parse_time(record.get("valid_from"), "valid_from"),
+        valid_to=parse_time(record.get("valid_to"), "valid_to"),
+        recorded_at=require_time(record.get("recorded_at"), "recorded_at"),
+        retracted_at=parse_time(record.get("retracted_at"), "retracted_at"),
+        supersedes=check_id(record.get("supersedes"), "supersedes"),
+        superseded_by=check_id(record.get("superseded_by"), "superseded_by"),
+        superseded_at=parse_time(record.get("superseded_at"), "superseded_at"),
+        confidence=float(confidence),
+        extractor=_optional_name(record, "extractor") or "import",
+        metadata=check_metadata(record.get("metadata")),
+        provenance=_ids(record.get("provenance"), "provenance"),
     )
     return fact, _vector(record, reuse, dim, "fact embedding")
 
 
 def _episode(
-    record: dict[str, Any], reuse: bool, dim: int
+    record: dict[str, Any], reuse: bool, dim: int, owner: Scope | None
 ) -> tuple[Episode, list[EpisodeVersion], np.ndarray | None]:
+    user_id, agent_id = _owned(record, owner)
+    content = check_text(record.get("content"))
+    speaker = _optional_name(record, "speaker")
+    turn_index = record.get("turn_index")
     episode = Episode(
-        id=record["id"],
-        user_id=record["user_id"],
-        agent_id=record.get("agent_id"),
-        session_id=record.get("session_id"),
-        role=record.get("role"),
-        speaker=record.get("speaker"),
-        content=record["content"],
-        modality=record.get("modality") or "text",
-        event_time=datetime.fromisoformat(record["event_time"]),
-        recorded_at=datetime.fromisoformat(record["recorded_at"]),
-        metadata=record.get("metadata") or {},
-        content_hash=record["content_hash"],
-        turn_index=record.get("turn_index"),
-        version=record.get("version", 1),
+        id=str(check_id(record.get("id"), "episode id", required=True)),
+        user_id=user_id,
+        agent_id=agent_id,
+        session_id=check_id(record.get("session_id"), "session_id"),
+        role=_optional_name(record, "role"),
+        speaker=speaker,
+        content=content,
+        modality=check_modality(record.get("modality")),
+        event_time=require_time(record.get("event_time"), "event_time"),
+        recorded_at=require_time(record.get("recorded_at"), "recorded_at"),
+        metadata=check_metadata(record.get("metadata")),
+        content_hash=content_hash(content, speaker),
+        turn_index=None if turn_index is None else check_count(turn_index, "turn_index"),
+        version=check_count(record.get("version", 1), "version", minimum=1),
     )
+    prior = record.get("versions") or []
+    if not isinstance(prior, list) or not all(isinstance(v, dict) for v in prior):
+        raise InvalidInputError("versions must be a list of objects")
     versions = [
         EpisodeVersion(
             episode.id,
-            v["version"],
-            v["content"],
-            v["metadata"],
-            datetime.fromisoformat(v["changed_at"]),
+            check_count(v.get("version"), "version", minimum=1),
+            check_text(v.get("content")),
+            check_metadata(v.get("metadata")),
+            require_time(v.get("changed_at"), "changed_at"),
         )
-        for v in record.get("versions") or []
+        for v in prior
     ]
     return episode, versions, _vector(record, reuse, dim, "embedding")
 
 
 def _vector(record: dict[str, Any], reuse: bool, dim: int, what: str) -> np.ndarray | None:
     """The record's stored vector when it can be reused (same embedder), else None."""
-    if not reuse or not record.get("embedding"):
+    encoded = record.get("embedding")
+    if not reuse or not encoded:
         return None
-    vector = np.frombuffer(base64.b64decode(record["embedding"]), dtype="<f4")
-    if vector.shape != (dim,):
-        raise ValueError(f"{what} has {vector.size} values, expected {dim}")
+    if not isinstance(encoded, str):
+        raise InvalidInputError(f"{what} must be base64 text")
+    try:
+        raw = base64.b64decode(encoded, validate=True)
+    except ValueError as exc:
+        raise InvalidInputError(f"{what} is not valid base64: {exc}") from exc
+    if len(raw) != 4 * dim:
+        raise InvalidInputError(f"{what} has {len(raw) / 4:g} values, expected {dim}")
+    vector = np.frombuffer(raw, dtype="<f4")
+    if not np.all(np.isfinite(vector)):
+        raise InvalidInputError(f"{what} holds values that are not finite numbers")
     return vector

@@ -98,10 +98,14 @@ def check_id(value: object, what: str, *, required: bool = False) -> str | None:
         return None
     if not isinstance(value, str):
         raise ScopeError(f"{what} must be a string, not {type(value).__name__}")
-    if not value or len(value) > MAX_ID_CHARS or _CONTROL.search(value):
+    if not value.strip() or len(value) > MAX_ID_CHARS or _CONTROL.search(value):
         raise ScopeError(
             f"{what} must be 1-{MAX_ID_CHARS} printable characters, got {value[:40]!r}"
         )
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ScopeError(f"{what} contains lone surrogates, which are not text: {exc}") from exc
     return value
 
 
@@ -120,6 +124,7 @@ def parse_time(value: object, what: str = "event_time") -> datetime | None:
         except (OverflowError, OSError, ValueError) as exc:
             raise InvalidInputError(f"{what} {value!r} is out of range") from exc
     if isinstance(value, str):
+        check_name(value, what, limit=MAX_ID_CHARS)
         value = _parse_date_string(value, what)
     if not isinstance(value, datetime):
         raise InvalidInputError(
@@ -127,7 +132,48 @@ def parse_time(value: object, what: str = "event_time") -> datetime | None:
         )
     if value.tzinfo is None:
         value = value.replace(tzinfo=UTC)
-    return value.astimezone(UTC)
+    try:
+        return value.astimezone(UTC)
+    except (OverflowError, ValueError) as exc:
+        raise InvalidInputError(f"{what} {value!r} is out of range") from exc
+
+
+def require_time(value: object, what: str) -> datetime:
+    """``parse_time`` for a time that must be given."""
+    parsed = parse_time(value, what)
+    if parsed is None:
+        raise InvalidInputError(f"{what} is required")
+    return parsed
+
+
+def check_name(value: object, what: str, *, limit: int = MAX_ID_CHARS) -> str:
+    """A short single-line string (a speaker, a role, a predicate), valid Unicode."""
+    if not isinstance(value, str):
+        raise InvalidInputError(f"{what} must be a string, not {type(value).__name__}")
+    if len(value) > limit or _CONTROL.search(value):
+        raise InvalidInputError(
+            f"{what} must be at most {limit} characters on one line, got {value[:40]!r}"
+        )
+    _check_unicode(value, what)
+    return value
+
+
+def check_count(value: object, what: str, *, minimum: int = 0) -> int:
+    """An integer (not a bool) of at least ``minimum``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise InvalidInputError(f"{what} must be an integer >= {minimum}, got {value!r}")
+    if value > 2**62:
+        raise InvalidInputError(f"{what} {value} is out of range")
+    return value
+
+
+def _check_unicode(value: str, what: str) -> None:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidInputError(
+            f"{what} contains characters that are not valid Unicode (lone surrogates): {exc}"
+        ) from exc
 
 
 def _parse_date_string(text: str, what: str) -> datetime:
@@ -163,9 +209,11 @@ def check_metadata(value: object) -> dict[str, Any]:
     if not isinstance(value, Mapping):
         raise InvalidInputError(f"metadata must be a dict, not {type(value).__name__}")
     try:
-        return json.loads(json.dumps(dict(value), ensure_ascii=False, allow_nan=False))
-    except (TypeError, ValueError) as exc:
-        raise InvalidInputError(f"metadata must be JSON-serialisable: {exc}") from exc
+        text = json.dumps(dict(value), ensure_ascii=False, allow_nan=False)
+        text.encode("utf-8")
+        return json.loads(text)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise InvalidInputError(f"metadata must be JSON-serialisable text: {exc}") from exc
 
 
 def check_modality(value: object) -> str:
@@ -196,8 +244,8 @@ def to_message(item: object, defaults: Mapping[str, Any]) -> Message:
     role = merged.get("role")
     speaker = merged.get("speaker")
     for name, value in (("role", role), ("speaker", speaker)):
-        if value is not None and not isinstance(value, str):
-            raise InvalidInputError(f"{name} must be a string, not {type(value).__name__}")
+        if value is not None:
+            check_name(value, name)
     return Message(
         content=check_text(merged["content"]),
         role=role,
