@@ -13,9 +13,11 @@ from .errors import (
     EmbedderUnavailableError,
     InvalidInputError,
     NotFoundError,
+    ReadOnlyStoreError,
     SchemaVersionError,
     ScopeError,
     StoreError,
+    StoreFullError,
     StoreLockedError,
 )
 from .facts.types import ConsolidationReport
@@ -58,6 +60,8 @@ __all__ = [
     "StoreError",
     "CorruptStoreError",
     "StoreLockedError",
+    "StoreFullError",
+    "ReadOnlyStoreError",
     "SchemaVersionError",
     "EmbedderMismatchError",
     "EmbedderUnavailableError",

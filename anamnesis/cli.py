@@ -16,7 +16,7 @@ from rich.table import Table
 
 from . import __version__
 from .bench.cli import bench
-from .cli_errors import errors, handled
+from .cli_errors import EXIT_DAMAGED, errors, handled
 from .config import DEFAULT_PRESET, PRESETS, SearchConfig, default_path
 from .context import DEFAULT_BUDGET_TOKENS
 from .errors import InvalidInputError
@@ -42,7 +42,9 @@ def _search_config(options: dict[str, Any]) -> SearchConfig:
     return config.with_options("learned_rerank", model=str(model))
 
 
-def _open(ctx: click.Context) -> Memory:
+def _open(ctx: click.Context, *, create: bool = True) -> Memory:
+    """The Memory the command runs on; ``create=False`` for commands that only read
+    (a missing store is then NotFoundError, exit 3, and nothing is created)."""
     options = ctx.obj
     with handled():
         memory = Memory(
@@ -53,6 +55,7 @@ def _open(ctx: click.Context) -> Memory:
             reindex=options.get("reindex", False),
             llm=options.get("llm"),
             warm=False,  # one verb per process: nothing to load ahead of it
+            create=create,
         )
     ctx.call_on_close(memory.close)
     return memory
@@ -337,7 +340,7 @@ def search(
 ) -> None:
     """Search memories for QUERY."""
     with handled():
-        memory = _open(ctx)
+        memory = _open(ctx, create=False)
         hits = memory.search(
             query,
             user_id=user_id,
@@ -416,7 +419,7 @@ def context(
 ) -> None:
     """Print a dated, token-budgeted context for QUERY, ready for a reader LLM."""
     with handled():
-        memory = _open(ctx)
+        memory = _open(ctx, create=False)
         packed = memory.context(
             query,
             user_id=user_id,
@@ -448,7 +451,7 @@ def get(
 ) -> None:
     """Print one episode as JSON."""
     with handled():
-        memory = _open(ctx)
+        memory = _open(ctx, create=False)
         episode = memory.get(episode_id, user_id=user_id, agent_id=agent_id, session_id=session_id)
         record = _episode_json(episode)
         if show_history:
@@ -478,7 +481,7 @@ def list_(
 ) -> None:
     """List episodes in event-time order."""
     with handled():
-        memory = _open(ctx)
+        memory = _open(ctx, create=False)
         page = memory.get_all(
             user_id=user_id, agent_id=agent_id, session_id=session_id, limit=limit, offset=offset
         )
@@ -598,7 +601,7 @@ def facts(
 ) -> None:
     """List facts: the current ones, or with --all / --history the values they replaced."""
     with handled():
-        memory = _open(ctx)
+        memory = _open(ctx, create=False)
         if as_history:
             if predicate is None:
                 raise InvalidInputError("--history needs --predicate: name the slot")
@@ -645,7 +648,7 @@ def facts(
 def export(ctx: click.Context, file: Path | None, user_id: str | None) -> None:
     """Write the store as JSONL (to FILE or standard output); `import` restores it."""
     with handled():
-        memory = _open(ctx)
+        memory = _open(ctx, create=False)
         if file is None:
             count = memory.export_jsonl(sys.stdout, user_id=user_id)
         else:
@@ -660,9 +663,27 @@ def export(ctx: click.Context, file: Path | None, user_id: str | None) -> None:
 def stats(ctx: click.Context, user_id: str | None) -> None:
     """Counts, sizes and active capabilities, as JSON."""
     with handled():
-        memory = _open(ctx)
+        memory = _open(ctx, create=False)
         result = {**memory.stats(user_id=user_id), "capabilities": memory.capabilities}
     click.echo(json.dumps(result, indent=2))
+
+
+@main.command()
+@click.pass_context
+def check(ctx: click.Context) -> None:
+    """Check the whole store (it reads everything). Exit 0 when healthy, 5 when
+    damaged; a damaged store takes no writes until a check passes."""
+    with handled():
+        memory = _open(ctx, create=False)
+        problems = memory.check()
+    if problems:
+        for problem in problems:
+            errors.print(f"[bold red]damaged:[/] {problem}", highlight=False)
+        errors.print(
+            "export what is readable (anamnesis export) into a new store, or restore a backup"
+        )
+        sys.exit(EXIT_DAMAGED)
+    click.echo("ok")
 
 
 @main.command()

@@ -8,13 +8,20 @@ from contextlib import contextmanager
 
 from rich.console import Console
 
-from .errors import AnamnesisError, InvalidInputError, NotFoundError, StoreLockedError
+from .errors import (
+    AnamnesisError,
+    CorruptStoreError,
+    InvalidInputError,
+    NotFoundError,
+    StoreLockedError,
+)
 
 #: Exit codes a shell script can act on.
 EXIT_ERROR = 1
 EXIT_BAD_INPUT = 2
 EXIT_NOT_FOUND = 3
 EXIT_LOCKED = 4
+EXIT_DAMAGED = 5
 
 errors = Console(stderr=True)
 
@@ -25,6 +32,8 @@ def exit_code(exc: AnamnesisError) -> int:
         return EXIT_NOT_FOUND
     if isinstance(exc, StoreLockedError):
         return EXIT_LOCKED
+    if isinstance(exc, CorruptStoreError):
+        return EXIT_DAMAGED
     if isinstance(exc, InvalidInputError):
         return EXIT_BAD_INPUT
     return EXIT_ERROR

@@ -30,6 +30,14 @@ class CorruptStoreError(StoreError):
     """The file is not an Anamnesis store, or it is damaged."""
 
 
+class StoreFullError(StoreError):
+    """The disk (or the store's size limit) is full: the write was rolled back."""
+
+
+class ReadOnlyStoreError(StoreError):
+    """The store can be read but not written (read-only file, directory or file system)."""
+
+
 class StoreLockedError(StoreError):
     """Another process holds the write lock for longer than the busy timeout."""
 

@@ -22,10 +22,11 @@ from . import offline
 from .config import DEFAULT_PRESET, DEFAULT_USER, PRESETS, URL_ENV, SearchConfig, default_path
 from .context import DEFAULT_BUDGET_TOKENS, DEFAULT_NEIGHBOUR_HITS, assemble, facts_of
 from .embed import Embedder, get_embedder
-from .errors import AnamnesisError, EmbedderMismatchError, InvalidInputError
+from .errors import AnamnesisError, EmbedderMismatchError, InvalidInputError, NotFoundError
 from .facts.predicates import embedding_text as fact_embedding_text
 from .ingest.normalise import (
     Message,
+    check_episode_id,
     check_id,
     check_metadata,
     check_text,
@@ -81,7 +82,9 @@ def _close_open_memories() -> None:
         memory.close()
 
 
-def _open_store(path: str | os.PathLike[str] | None, url: str | None, dim: int) -> Store:
+def _open_store(
+    path: str | os.PathLike[str] | None, url: str | None, dim: int, create: bool
+) -> Store:
     url = url or os.environ.get(URL_ENV)
     if url:
         from .store import open_url
@@ -89,7 +92,13 @@ def _open_store(path: str | os.PathLike[str] | None, url: str | None, dim: int) 
         return open_url(url, dim=dim)
     from .store.sqlite import SQLiteStore
 
-    return SQLiteStore(Path(path) if path is not None else default_path(), dim=dim)
+    file = Path(path) if path is not None else default_path()
+    if not create and not file.exists():
+        raise NotFoundError(
+            f"there is no store at {file}: add something first, or point --path "
+            "(ANAMNESIS_PATH) at an existing store"
+        )
+    return SQLiteStore(file, dim=dim)
 
 
 class Memory(FactVerbs):
@@ -108,6 +117,8 @@ class Memory(FactVerbs):
     measured one; ``PRESETS["hybrid"]`` is plain BM25 + dense fusion).
     ``warm=True`` loads the model and the vector index in a background thread at open,
     so the first search is fast; pass False for short-lived processes that only write.
+    ``create=False`` raises NotFoundError instead of creating a missing SQLite store
+    (for tools that only read).
     ``llm`` is an optional OpenAI-compatible client for fact extraction and ambiguous
     conflicts (``"env"``: configured from ``ANAMNESIS_LLM_*``); None uses rules only.
     """
@@ -123,6 +134,7 @@ class Memory(FactVerbs):
         reindex: bool = False,
         warm: bool = True,
         llm: ChatClient | str | None = None,
+        create: bool = True,
     ) -> None:
         self.default_user = check_id(user_id, "user_id", required=True) or DEFAULT_USER
         offline.warn_if_telemetry_on()
@@ -132,7 +144,7 @@ class Memory(FactVerbs):
             llm = ChatClient.from_env()
         self.llm = llm
         self._embedder = get_embedder(embedder)
-        self._store = _open_store(path, url, self._embedder.dim)
+        self._store = _open_store(path, url, self._embedder.dim, create)
         self.config = config or PRESETS[DEFAULT_PRESET]
         try:
             self._retriever = Retriever(self._store, self._embedder, self.config)
@@ -207,7 +219,9 @@ class Memory(FactVerbs):
     @property
     def capabilities(self) -> dict[str, Any]:
         """What is active: backend, embedder, vector search, lexical search, LLM, and
-        whether third-party telemetry is off (``"off"``, or why it may not be)."""
+        whether third-party telemetry is off (``"off"``, or why it may not be), and
+        whether the store is healthy (``"ok"``, or the damage found: writes refused)."""
+        damage = self._store.damage
         return {
             "backend": self._store.backend,
             "embedder": self._embedder.name,
@@ -220,6 +234,7 @@ class Memory(FactVerbs):
             "fact_extractor": "llm" if self.llm is not None else "rules",
             "consolidation": self._worker.state if self._worker is not None else "manual",
             "telemetry": offline.telemetry(),
+            "store_health": "ok" if damage is None else f"damaged: {damage}",
         }
 
     def _check_embedder(self, reindex: bool) -> None:
@@ -314,6 +329,10 @@ class Memory(FactVerbs):
             "modality": modality,
             "session_id": scope.session_id,
         }
+        if isinstance(messages, str | bytes | Mapping) or not isinstance(messages, Iterable):
+            raise InvalidInputError(
+                f"add_many takes a list of messages, not {type(messages).__name__}"
+            )
         validated = [to_message(item, defaults) for item in messages]
         now = datetime.now(UTC)
         episodes = self._episodes(validated, scope, now)
@@ -433,7 +452,9 @@ class Memory(FactVerbs):
         session_id: str | None = None,
     ) -> DeleteCounts:
         """Delete one episode with its index rows and prior versions."""
-        return self._store.delete_episode(episode_id, self._scope(user_id, agent_id, session_id))
+        return self._store.delete_episode(
+            check_episode_id(episode_id), self._scope(user_id, agent_id, session_id)
+        )
 
     def delete_all(
         self,
@@ -569,9 +590,9 @@ class Memory(FactVerbs):
         """One episode by id; NotFoundError if it is not in the scope."""
         from .errors import NotFoundError
 
-        if not isinstance(episode_id, str):
-            raise InvalidInputError(f"episode id must be a string, not {type(episode_id).__name__}")
-        found = self._store.get_episodes([episode_id], self._scope(user_id, agent_id, session_id))
+        found = self._store.get_episodes(
+            [check_episode_id(episode_id)], self._scope(user_id, agent_id, session_id)
+        )
         if not found:
             raise NotFoundError(f"no episode {episode_id!r} in this scope")
         return found[0]
@@ -618,6 +639,11 @@ class Memory(FactVerbs):
             *prior,
             EpisodeVersion(current.id, current.version, current.content, current.metadata, changed),
         ]
+
+    def check(self) -> list[str]:
+        """A full check of the store (it reads everything): the problems found, empty
+        when it is healthy. A damaged SQLite store refuses writes until a check passes."""
+        return self._store.check()
 
     def stats(self, *, user_id: str | None = None) -> dict[str, Any]:
         """Counts and sizes for one user, or for the whole store when ``user_id`` is None."""

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from anamnesis import EmbedderUnavailableError, Memory
+from anamnesis import EmbedderUnavailableError, InvalidInputError, Memory
 from anamnesis.config import PRESETS
 from anamnesis.embed import get_embedder
 from anamnesis.embed.minilm import MiniLMEmbedder
@@ -65,7 +65,7 @@ def test_an_unwritable_cache_is_a_clear_error(tmp_path) -> None:
 
 
 def test_unknown_names_and_variants_are_rejected() -> None:
-    with pytest.raises(EmbedderUnavailableError, match="unknown embedder"):
+    with pytest.raises(InvalidInputError, match="unknown embedder"):
         get_embedder("word2vec")
     assert get_embedder("minilm-int8").name == "all-MiniLM-L6-v2-int8-rowwise"
     with pytest.raises(EmbedderUnavailableError, match="variant"):

@@ -16,6 +16,7 @@ from store_fixtures import (  # noqa: F401  (fixtures are found by their registe
 )
 
 from anamnesis import Memory, NotFoundError, portable
+from anamnesis.ingest.normalise import content_hash
 from anamnesis.portable import export_jsonl
 from anamnesis.store.base import Filters
 from anamnesis.store.postgres import PostgresStore
@@ -140,11 +141,10 @@ class _VectorsOnly:
 
 def _episodes(n: int) -> list:
     words = "river stone cloud music dance light garden winter coffee train".split()
+    texts = [f"{words[i % 10]} {words[(i * 7) % 10]} note {i}" for i in range(n)]
     return [
-        make_episode(
-            f"{words[i % 10]} {words[(i * 7) % 10]} note {i}", scope=Scope(f"user{i % 10}")
-        )
-        for i in range(n)
+        make_episode(text, scope=Scope(f"user{i % 10}"), content_hash=content_hash(text))
+        for i, text in enumerate(texts)
     ]
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shlex
 from collections.abc import Callable
 from pathlib import Path
@@ -471,3 +472,64 @@ def abstention_command(results: Path, config: str, thresholds: str, rule: str) -
         except ValueError as exc:
             raise click.BadParameter(str(exc)) from exc
     click.echo(markdown(rows, metric, rule))
+
+
+@bench.command(name="reliability")
+@click.option(
+    "--kills", default=200, show_default=True, help="SIGKILLs per workload (a soak: thousands)."
+)
+@click.option(
+    "--workloads",
+    default="all",
+    show_default=True,
+    help="Comma-separated: add, add_many, import, consolidate, delete, create, or all.",
+)
+@click.option(
+    "--seconds",
+    default=60.0,
+    show_default=True,
+    help="Concurrent writers and readers for this long (0: skip).",
+)
+@click.option("--writers", default=4, show_default=True)
+@click.option("--readers", default=4, show_default=True)
+@click.option("--seed", default=1, show_default=True)
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    required=True,
+    help="Folder for the stores, journals and reliability.json.",
+)
+def reliability_command(
+    kills: int, workloads: str, seconds: float, writers: int, readers: int, seed: int, out: Path
+) -> None:
+    """Kill writers at random moments and run writers beside readers; then prove that
+    every acknowledged write is there and the store is intact (RELIABILITY.md)."""
+    from .reliability import iter_workloads, run_concurrent, run_kills, summary
+
+    try:
+        names = list(iter_workloads(workloads))
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--workloads") from exc
+    reports = []
+    for number, name in enumerate(names, start=1):
+        report = run_kills(out / name, name, kills, seed=seed * 100 + number)
+        click.echo(
+            f"{name}: {report.kills} kills, {report.acknowledged} acknowledged episodes and "
+            f"{report.deleted} deletes checked, {len(report.problems)} problems "
+            f"({report.seconds:.0f} s)"
+        )
+        for problem in report.problems[:20]:
+            click.echo(f"  {problem}")
+        reports.append(report)
+    concurrency = None
+    if seconds > 0:
+        concurrency = run_concurrent(out / "concurrent", writers, readers, seconds)
+        click.echo(
+            f"concurrent: {writers} writers + {readers} readers for {seconds:.0f} s: "
+            f"{concurrency.writes} writes and {concurrency.searches} searches, "
+            f"{len(concurrency.errors)} errors, {len(concurrency.problems)} problems"
+        )
+    result = summary(reports, concurrency)
+    (out / "reliability.json").write_text(json.dumps(result, indent=2) + "\n")
+    if result["problems"] or (concurrency and (concurrency.errors or concurrency.problems)):
+        raise SystemExit(1)

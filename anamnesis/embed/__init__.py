@@ -13,7 +13,7 @@ def get_embedder(spec: str | Embedder | None) -> Embedder:
     """An embedder from a name (``minilm``, ``minilm-int8``, ``edge``, ``e5``,
     ``openai:MODEL``) or an instance. ``minilm-int8`` trades a little recall for ~1.5x
     faster ingest; ``e5`` gains recall for several times slower ingest."""
-    from ..errors import EmbedderUnavailableError
+    from ..errors import EmbedderUnavailableError, InvalidInputError
 
     if spec is None or spec == "minilm":
         from .minilm import MiniLMEmbedder
@@ -41,7 +41,7 @@ def get_embedder(spec: str | Embedder | None) -> Embedder:
         from .openai import OpenAIEmbedder
 
         return OpenAIEmbedder(model=spec.removeprefix("openai:"))
-    raise EmbedderUnavailableError(f"unknown embedder {spec!r}; choose from {EMBEDDER_NAMES}")
+    raise InvalidInputError(f"unknown embedder {spec!r}; choose from {EMBEDDER_NAMES}")
 
 
 __all__ = ["Embedder", "get_embedder", "normalise", "EMBEDDER_NAMES"]

@@ -109,6 +109,16 @@ def check_id(value: object, what: str, *, required: bool = False) -> str | None:
     return value
 
 
+def check_episode_id(value: object) -> str:
+    """An episode id as a caller passes it: a short string of valid text."""
+    if not isinstance(value, str):
+        raise InvalidInputError(f"episode id must be a string, not {type(value).__name__}")
+    if not value or len(value) > MAX_ID_CHARS:
+        raise InvalidInputError(f"episode id must be 1-{MAX_ID_CHARS} characters")
+    _check_unicode(value, "episode id")
+    return value
+
+
 def parse_time(value: object, what: str = "event_time") -> datetime | None:
     """A timezone-aware UTC datetime from a datetime, an ISO-8601 string or epoch seconds.
 

@@ -212,6 +212,15 @@ class Store(Protocol):
         """Load whatever the first search would otherwise load (may do nothing)."""
         ...
 
+    @property
+    def damage(self) -> str | None:
+        """Why the store was found damaged (it then refuses writes), or None."""
+        ...
+
+    def check(self) -> list[str]:
+        """A full consistency check: the problems found (empty when healthy)."""
+        ...
+
     # -- writes -------------------------------------------------------------------------
     def upsert_sessions(self, sessions: Sequence[Session]) -> None:
         """Create sessions, or fill in a start time that was unknown."""

@@ -260,6 +260,20 @@ class PostgresStore(PostgresFacts):
             self._pool.close()
             self._pool = None
 
+    @property
+    def damage(self) -> str | None:
+        """Always None: PostgreSQL detects and reports damage to its own pages."""
+        return None
+
+    def check(self) -> list[str]:
+        """Episodes and their full-text and vector columns agree (the server checks
+        its own pages)."""
+        with self._transaction() as conn:
+            missing = conn.execute(
+                "SELECT COUNT(*) FROM episodes WHERE embedding IS NULL"
+            ).fetchone()[0]
+        return [f"{missing} episodes have no vector"] if missing else []
+
     def warm_up(self) -> None:
         """Check out a connection so the first search does not pay for connecting.
 

@@ -10,8 +10,10 @@ would, and falls back to FTS5 itself while that copy is being built.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import threading
+import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -24,11 +26,13 @@ from ..errors import (
     CorruptStoreError,
     InvalidInputError,
     NotFoundError,
+    ReadOnlyStoreError,
     SchemaVersionError,
     StoreError,
     StoreLockedError,
 )
 from ..types import DeleteCounts, Episode, EpisodeVersion, Scope, Session
+from . import sqlite_health as health
 from .base import Candidate, Filters, adjacent_by_episode, fact_scope
 from .dense_index import DenseIndex
 from .episode_times import EpisodeTimes, TimeRange, times_by_episode
@@ -54,8 +58,23 @@ DEFAULT_BUSY_TIMEOUT = 10.0
 APPLICATION_MARK = "anamnesis"
 
 
+def create_private_file(path: Path) -> None:
+    """Create an empty file readable by its owner only (0600), and the directories
+    above it that are missing (0700), whatever the umask."""
+    missing = [parent for parent in path.parents if not parent.exists()]
+    for directory in reversed(missing):
+        directory.mkdir(mode=0o700, exist_ok=True)
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    os.close(descriptor)
+
+
 class SQLiteStore(SQLiteFacts):
-    """A Store backed by one SQLite file."""
+    """A Store backed by one SQLite file.
+
+    Every public method turns a SQLite error into a typed one (``health.guarded``):
+    damage into ``CorruptStoreError`` (and the store then refuses writes), anything
+    else into ``StoreError``.
+    """
 
     backend = "sqlite"
     vector_backend = "numpy"
@@ -74,38 +93,99 @@ class SQLiteStore(SQLiteFacts):
         self._dense_loaded = False
         self._dense_epoch: str | None = None
         self._lexical = SQLiteLexical(self.path, self._lock, busy_timeout)
+        #: Why the store is damaged, once known: every write is then refused.
+        self._damaged = health.recorded_damage(self.path)
+        existed = self.path.exists()
+        #: Why the store cannot be written here (read-only file or file system), or None.
+        self.read_only = health.read_only_reason(self.path) if existed else None
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            if existed:
+                health.identify(self.path, APPLICATION_MARK)
+            else:
+                create_private_file(self.path)
             self._conn = sqlite3.connect(
-                str(self.path),
+                health.connection_uri(self.path, self.read_only is not None),
+                uri=True,
                 timeout=busy_timeout,
                 isolation_level=None,
                 check_same_thread=False,
             )
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, OSError) as exc:
             raise StoreError(f"cannot open {self.path}: {exc}") from exc
         try:
-            self._conn.execute("PRAGMA journal_mode = WAL")
+            if self.read_only is None:
+                self._conn.execute("PRAGMA journal_mode = WAL")
             self._conn.execute("PRAGMA synchronous = NORMAL")
             self._conn.execute("PRAGMA foreign_keys = ON")
-            self._migrate()
+            problem = health.quick_check(self._conn, self.path) if existed else None
+            if problem is not None and self._damaged is None:
+                self._damaged = problem
+                health.record_damage(self.path, problem)
+            if self._damaged is not None and self.read_only is None:
+                warnings.warn(
+                    f"{self.path} is damaged ({self._damaged}); it is open for reading "
+                    f"only: {health.REPAIR_HINT}",
+                    RuntimeWarning,
+                    stacklevel=3,
+                )
+            elif self.read_only is None:
+                self._migrate()
         except sqlite3.DatabaseError as exc:
             self._conn.close()
-            if "locked" in str(exc):
+            if "locked" in str(exc) or "busy" in str(exc):
                 raise StoreLockedError(f"{self.path} is locked by another process") from exc
+            if existed and health.is_damage(exc):
+                health.record_damage(self.path, str(exc))
             raise CorruptStoreError(
-                f"{self.path} is not a readable SQLite database ({exc}); "
-                "restore it from an export, or point Anamnesis at another file"
+                f"{self.path} is not a readable SQLite database ({exc}); {health.REPAIR_HINT}"
             ) from exc
         except StoreError:
             self._conn.close()
             raise
+
+    @property
+    def damage(self) -> str | None:
+        """Why the store was found damaged (writes are refused), or None."""
+        return self._damaged
+
+    def _damage_found(self, exc: BaseException) -> CorruptStoreError:
+        """Record damage that an operation met, and the error to raise for it."""
+        if self._damaged is None:
+            self._damaged = str(exc)
+            health.record_damage(self.path, self._damaged)
+        return health.corrupt(self.path, exc)
+
+    def check(self) -> list[str]:
+        """A full check of the file (it reads every page): the problems found, none
+        when healthy. A clean check clears a recorded damage."""
+        with self._lock:
+            try:
+                problems = health.full_check(self._conn)
+            except sqlite3.DatabaseError as exc:
+                problems = [str(exc)]
+        if problems:
+            if self._damaged is None:
+                self._damaged = problems[0]
+                health.record_damage(self.path, problems[0])
+        else:
+            self._damaged = None
+            health.clear_damage(self.path)
+        return problems
 
     # -- transactions ---------------------------------------------------------------------
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
         """One IMMEDIATE transaction: everything inside commits together or not at all."""
         with self._lock:
+            if self.read_only is not None:
+                raise ReadOnlyStoreError(
+                    f"{self.path} can be read but not written: {self.read_only}"
+                )
+            if self._damaged is not None:
+                raise CorruptStoreError(
+                    f"{self.path} is damaged ({self._damaged}); it takes no writes until "
+                    f"a check passes: {health.REPAIR_HINT}"
+                )
             try:
                 self._conn.execute("BEGIN IMMEDIATE")
             except sqlite3.OperationalError as exc:
@@ -120,39 +200,51 @@ class SQLiteStore(SQLiteFacts):
                 self._conn.execute("ROLLBACK")
                 raise InvalidInputError(f"write conflicts with stored data: {exc}") from exc
             except sqlite3.OperationalError as exc:
-                self._conn.execute("ROLLBACK")
+                self._rollback()
+                if health.is_damage(exc):
+                    raise self._damage_found(exc) from exc
                 raise operational_error(exc, self.path, "write") from exc
+            except sqlite3.DatabaseError as exc:
+                self._rollback()
+                if health.is_damage(exc):
+                    raise self._damage_found(exc) from exc
+                raise StoreError(f"write failed on {self.path}: {exc}") from exc
             except BaseException:
                 self._conn.execute("ROLLBACK")
                 raise
             try:
                 self._conn.execute("COMMIT")
-            except sqlite3.OperationalError as exc:
+            except sqlite3.DatabaseError as exc:
+                self._rollback()
+                if health.is_damage(exc):
+                    raise self._damage_found(exc) from exc
+                raise operational_error(exc, self.path, "commit") from exc
+
+    def _rollback(self) -> None:
+        """Roll back after a failure, if a transaction is still open."""
+        if self._conn.in_transaction:
+            try:
                 self._conn.execute("ROLLBACK")
-                raise StoreLockedError(f"could not commit to {self.path}: {exc}") from exc
+            except sqlite3.DatabaseError:
+                pass
 
     def _read(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
         with self._lock:
             try:
                 return self._conn.execute(sql, params).fetchall()
-            except sqlite3.OperationalError as exc:
+            except sqlite3.DatabaseError as exc:
+                if health.is_damage(exc):
+                    raise self._damage_found(exc) from exc
                 raise operational_error(exc, self.path, "query") from exc
 
     def _migrate(self) -> None:
+        """Bring the schema up to date (``health.identify`` has recognised the file)."""
         tables = {
             row[0]
             for row in self._conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
         }
-        if tables and "meta" not in tables:
-            raise CorruptStoreError(
-                f"{self.path} is a SQLite database but not an Anamnesis store "
-                f"(tables: {', '.join(sorted(tables)[:5])})"
-            )
         current = 0
         if "meta" in tables:
-            row = self._conn.execute("SELECT value FROM meta WHERE key = 'application'").fetchone()
-            if row is None or row[0] != APPLICATION_MARK:
-                raise CorruptStoreError(f"{self.path} is not an Anamnesis store")
             version = self._conn.execute(
                 "SELECT value FROM meta WHERE key = 'schema_version'"
             ).fetchone()
@@ -892,3 +984,6 @@ class SQLiteStore(SQLiteFacts):
             "first_event": from_epoch(first).isoformat() if first is not None else None,
             "last_event": from_epoch(last).isoformat() if last is not None else None,
         }
+
+
+health.guard_public_methods(SQLiteStore)

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from ..errors import StoreError, StoreLockedError
+from ..errors import ReadOnlyStoreError, StoreError, StoreFullError, StoreLockedError
 from ..types import Episode, Scope
 from .base import Filters, scope_clauses
 
@@ -22,8 +22,17 @@ def operational_error(exc: Exception, path: object, action: str) -> StoreError:
     """The typed error for a failed SQLite operation on ``path``: ``StoreLockedError``
     when another process holds the lock (SQLite says "locked" or "busy"), else
     ``StoreError`` naming the ``action`` that failed."""
-    if "locked" in str(exc) or "busy" in str(exc):
+    message = str(exc)
+    if "locked" in message or "busy" in message:
         return StoreLockedError(f"{path} is locked: {exc}")
+    if "full" in message:
+        return StoreFullError(
+            f"{action} failed on {path}: {exc}; nothing was written. Free disk space and retry"
+        )
+    if "readonly" in message or "read-only" in message:
+        return ReadOnlyStoreError(
+            f"{action} failed on {path}: {exc}; the store can be read but not written here"
+        )
     return StoreError(f"{action} failed on {path}: {exc}")
 
 

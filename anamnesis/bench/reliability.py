@@ -1,0 +1,369 @@
+"""Fault injection: kill writers at random moments, then prove nothing acknowledged was lost.
+
+A *workload* runs in a child process and writes through the public ``Memory`` API.
+After each call returns (the write is acknowledged) it appends a line to a journal
+and fsyncs it. The parent SIGKILLs the child at a random moment, then *verifies* the
+store: SQLite's and FTS5's integrity checks, episodes, full-text rows and vectors in
+agreement (``Memory.check``), every journaled episode present with its exact text,
+every journaled delete gone, every fact's provenance present, and a consolidation
+able to finish. ``run_kills`` repeats that; ``run_concurrent`` runs writer and reader
+processes side by side and counts the errors they saw.
+
+``anamnesis bench reliability`` runs both (the soak); tests/test_reliability.py runs
+a bounded form of it in CI.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+WORKLOADS = ("add", "add_many", "import", "consolidate", "delete", "create")
+#: The embedder the workloads use: fast to load, so a kill loop spends its time writing.
+EMBEDDER = "edge"
+USER = "reliability"
+
+
+# -- the child ------------------------------------------------------------------------------
+class Journal:
+    """Append-only, fsynced record of acknowledged operations (one JSON line each)."""
+
+    def __init__(self, path: Path) -> None:
+        self._file = path.open("a", encoding="utf-8")
+
+    def ack(self, **record: Any) -> None:
+        self._file.write(json.dumps(record) + "\n")
+        self._file.flush()
+        os.fsync(self._file.fileno())
+
+
+def read_journal(path: Path) -> list[dict[str, Any]]:
+    """The complete lines of a journal (a line cut by the kill is ignored)."""
+    if not path.exists():
+        return []
+    records = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return records
+
+
+def _export_lines(tag: str, count: int) -> list[str]:
+    header = {"type": "anamnesis-export", "version": 1, "embedder": "none", "dim": 0}
+    lines = [json.dumps(header)]
+    for n in range(count):
+        lines.append(
+            json.dumps(
+                {
+                    "type": "episode",
+                    "id": f"ep_{tag}_{n}",
+                    "user_id": USER,
+                    "content": f"imported {tag} {n}: a line about the harbour",
+                    "event_time": "2024-01-01T00:00:00+00:00",
+                    "recorded_at": "2024-01-01T00:00:00+00:00",
+                }
+            )
+        )
+    return lines
+
+
+def work(store: Path, journal_path: Path, workload: str, seed: int) -> None:
+    """Run ``workload`` until killed (the child's body)."""
+    from anamnesis import Memory
+
+    rng = random.Random(seed)
+    journal = Journal(journal_path)
+    if workload == "create":
+        print("ready", flush=True)
+        while True:
+            path = store.parent / f"created-{seed}-{rng.randrange(10**9)}.db"
+            journal.ack(op="creating", path=str(path))
+            with Memory(path=path, embedder=EMBEDDER, warm=False) as memory:
+                (episode,) = memory.add("the first words of a new store", user_id=USER)
+            journal.ack(op="add", path=str(path), id=episode.id, content=episode.content)
+    with Memory(path=store, embedder=EMBEDDER, warm=False) as memory:
+        print("ready", flush=True)
+        n = 0
+        while True:
+            n += 1
+            tag = f"{seed}-{n}"
+            if workload == "add":
+                (episode,) = memory.add(f"note {tag}: the tide was high", user_id=USER)
+                journal.ack(op="add", id=episode.id, content=episode.content)
+            elif workload == "add_many":
+                texts = [f"batch {tag} turn {i}: we talked about boats" for i in range(20)]
+                for episode in memory.add_many(texts, user_id=USER, session_id=f"s{seed}"):
+                    journal.ack(op="add", id=episode.id, content=episode.content)
+            elif workload == "import":
+                lines = _export_lines(tag, 20)
+                memory.import_jsonl(lines)
+                for line in lines[1:]:
+                    record = json.loads(line)
+                    journal.ack(op="add", id=record["id"], content=record["content"])
+            elif workload == "consolidate":
+                (episode,) = memory.add(f"I work at Company{tag} now", user_id=USER)
+                journal.ack(op="add", id=episode.id, content=episode.content)
+                memory.consolidate(user_id=USER)
+                journal.ack(op="consolidated")
+            elif workload == "delete":
+                (episode,) = memory.add(f"a secret {tag} to forget", user_id=USER)
+                journal.ack(op="add", id=episode.id, content=episode.content)
+                memory.delete(episode.id, user_id=USER)
+                journal.ack(op="delete", id=episode.id)
+            else:
+                raise SystemExit(f"unknown workload {workload!r}")
+
+
+# -- the parent -----------------------------------------------------------------------------
+@dataclass
+class KillReport:
+    """What a kill loop did and found."""
+
+    workload: str
+    kills: int = 0
+    acknowledged: int = 0
+    deleted: int = 0
+    problems: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def _child(store: Path, journal: Path, workload: str, seed: int) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "anamnesis.bench.reliability",
+            "work",
+            str(store),
+            str(journal),
+            workload,
+            str(seed),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def verify(store: Path, journal: Path) -> tuple[list[str], int, int]:
+    """(problems, acknowledged episodes, acknowledged deletes) for one store."""
+    import warnings
+
+    from anamnesis import AnamnesisError, Memory, NotFoundError
+    from anamnesis.types import Scope
+
+    records = read_journal(journal)
+    problems: list[str] = []
+    by_path: dict[str, list[dict[str, Any]]] = {}
+    for record in records:
+        by_path.setdefault(record.get("path", str(store)), []).append(record)
+    adds = deletes = 0
+    for path, items in by_path.items():
+        if not Path(path).exists():
+            if any(r["op"] == "add" for r in items):
+                problems.append(f"{path}: acknowledged, but the file is gone")
+            continue
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("error", RuntimeWarning)
+                memory = Memory(path=path, embedder=EMBEDDER, warm=False)
+        except AnamnesisError as exc:
+            if any(r["op"] == "add" for r in items):
+                problems.append(f"{path}: does not open: {type(exc).__name__}: {exc}")
+            continue
+        except RuntimeWarning as exc:
+            problems.append(f"{path}: opens damaged: {exc}")
+            continue
+        with memory:
+            problems.extend(f"{path}: {p}" for p in memory.check())
+            gone = {r["id"] for r in items if r["op"] == "delete"}
+            for record in items:
+                if record["op"] != "add" or record["id"] in gone:
+                    continue
+                adds += 1
+                try:
+                    episode = memory.get(record["id"], user_id=USER)
+                except NotFoundError:
+                    problems.append(f"{path}: acknowledged episode {record['id']} is missing")
+                    continue
+                if episode.content != record["content"]:
+                    problems.append(f"{path}: episode {record['id']} has other text")
+            for episode_id in gone:
+                deletes += 1
+                try:
+                    memory.get(episode_id, user_id=USER)
+                    problems.append(f"{path}: deleted episode {episode_id} is back")
+                except NotFoundError:
+                    pass
+            for fact in memory.facts(user_id=USER, include_superseded=True, limit=1000):
+                found = memory.store.get_episodes(list(fact.provenance), Scope(USER))
+                if len(found) != len(fact.provenance):
+                    problems.append(f"{path}: fact {fact.id} cites an episode that is gone")
+            memory.consolidate(user_id=USER)
+    return problems, adds, deletes
+
+
+def run_kills(
+    directory: Path,
+    workload: str,
+    kills: int,
+    *,
+    seed: int = 1,
+    verify_every: int = 1,
+    progress: Callable[[KillReport], None] | None = None,
+) -> KillReport:
+    """Kill ``workload`` ``kills`` times at random moments in one store, verifying it."""
+    directory.mkdir(parents=True, exist_ok=True)
+    store, journal = directory / "store.db", directory / "journal.jsonl"
+    rng = random.Random(seed)
+    report = KillReport(workload)
+    started = time.perf_counter()
+    for kill in range(kills):
+        child = _child(store, journal, workload, seed * 100_000 + kill)
+        ready = child.stdout.readline() if child.stdout is not None else ""
+        if not ready.startswith("ready"):
+            child.wait(timeout=60)
+            stderr = child.stderr.read() if child.stderr is not None else ""
+            report.problems.append(f"kill {kill}: the workload did not start: {stderr[-500:]}")
+            continue
+        time.sleep(rng.uniform(0.05, 1.2))
+        child.send_signal(signal.SIGKILL)
+        child.wait(timeout=60)
+        report.kills += 1
+        if (kill + 1) % verify_every == 0 or kill == kills - 1:
+            problems, report.acknowledged, report.deleted = verify(store, journal)
+            report.problems.extend(f"after kill {kill}: {p}" for p in problems)
+        if progress is not None:
+            progress(report)
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+@dataclass
+class ConcurrencyReport:
+    """What writers and readers running side by side saw."""
+
+    writers: int
+    readers: int
+    seconds: float
+    writes: int = 0
+    searches: int = 0
+    errors: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+
+def _reader(store: Path, until: float) -> None:
+    from anamnesis import Memory
+
+    searches = 0
+    with Memory(path=store, embedder=EMBEDDER, warm=False) as memory:
+        while time.time() < until:
+            memory.search("what about the tide?", user_id=USER)
+            searches += 1
+    print(json.dumps({"searches": searches}), flush=True)
+
+
+def _writer(store: Path, journal: Path, seed: int, until: float) -> None:
+    from anamnesis import Memory
+
+    log = Journal(journal)
+    with Memory(path=store, embedder=EMBEDDER, warm=False) as memory:
+        n = 0
+        while time.time() < until:
+            n += 1
+            (episode,) = memory.add(f"writer {seed} note {n}: the tide turned", user_id=USER)
+            log.ack(op="add", id=episode.id, content=episode.content)
+
+
+def run_concurrent(
+    directory: Path, writers: int, readers: int, seconds: float
+) -> ConcurrencyReport:
+    """``writers`` + ``readers`` processes on one store for ``seconds``; then verify."""
+    from anamnesis import Memory
+
+    directory.mkdir(parents=True, exist_ok=True)
+    store, journal = directory / "store.db", directory / "journal.jsonl"
+    with Memory(path=store, embedder=EMBEDDER, warm=False) as memory:
+        memory.add("the first note: the tide was low", user_id=USER)
+    until = time.time() + seconds + 3.0  # the children's start-up is not counted
+    command = [sys.executable, "-m", "anamnesis.bench.reliability"]
+    children = [
+        subprocess.Popen(
+            [*command, "write", str(store), str(journal), str(i), str(until)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(writers)
+    ] + [
+        subprocess.Popen(
+            [*command, "read", str(store), str(until)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(readers)
+    ]
+    report = ConcurrencyReport(writers, readers, seconds)
+    for child in children:
+        out, err = child.communicate(timeout=seconds + 120)
+        if child.returncode != 0:
+            report.errors.append(
+                err.strip().splitlines()[-1] if err.strip() else f"exit {child.returncode}"
+            )
+        for line in out.splitlines():
+            if line.startswith("{"):
+                report.searches += json.loads(line)["searches"]
+    problems, report.writes, _ = verify(store, journal)
+    report.problems = problems
+    return report
+
+
+def summary(reports: list[KillReport], concurrency: ConcurrencyReport | None) -> dict[str, Any]:
+    """A JSON-able summary of a soak."""
+    return {
+        "kills": sum(r.kills for r in reports),
+        "acknowledged_episodes_checked": sum(r.acknowledged for r in reports),
+        "acknowledged_deletes_checked": sum(r.deleted for r in reports),
+        "problems": sum(len(r.problems) for r in reports),
+        "workloads": [asdict(r) for r in reports],
+        "concurrency": asdict(concurrency) if concurrency is not None else None,
+    }
+
+
+def _main(argv: list[str]) -> None:
+    command, *rest = argv
+    if command == "work":
+        store, journal, workload, seed = rest
+        work(Path(store), Path(journal), workload, int(seed))
+    elif command == "write":
+        store, journal, seed, until = rest
+        _writer(Path(store), Path(journal), int(seed), float(until))
+    elif command == "read":
+        store, until = rest
+        _reader(Path(store), float(until))
+    else:
+        raise SystemExit(f"unknown command {command!r}")
+
+
+def iter_workloads(names: str) -> Iterator[str]:
+    """The workloads a comma-separated list names (``all``: every one)."""
+    for name in WORKLOADS if names == "all" else names.split(","):
+        if name not in WORKLOADS:
+            raise ValueError(f"unknown workload {name!r}; choose from {', '.join(WORKLOADS)}")
+        yield name
+
+
+if __name__ == "__main__":
+    _main(sys.argv[1:])

@@ -1,0 +1,72 @@
+"""Crashes lose nothing acknowledged; concurrent writers and readers see no error.
+
+A bounded run of the fault-injection harness (``anamnesis.bench.reliability``): each
+workload is SIGKILLed at random moments, and after every kill the store passes its
+integrity checks and holds every acknowledged write (and no acknowledged delete).
+``anamnesis bench reliability`` runs the same for thousands of kills.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from anamnesis import Memory
+from anamnesis.bench.reliability import EMBEDDER, USER, WORKLOADS, run_concurrent, run_kills
+
+KILLS = int(os.environ.get("ANAMNESIS_RELIABILITY_KILLS", "7"))
+
+
+@pytest.mark.parametrize("workload", WORKLOADS)
+def test_killed_workloads_lose_no_acknowledged_write(tmp_path: Path, workload: str) -> None:
+    report = run_kills(tmp_path, workload, KILLS, seed=WORKLOADS.index(workload) + 1)
+    assert report.problems == []
+    assert report.kills == KILLS
+    if workload != "create":
+        assert report.acknowledged + report.deleted > 0  # the kills landed mid-work
+
+
+def test_concurrent_writer_and_reader_processes_see_no_error(tmp_path: Path) -> None:
+    report = run_concurrent(tmp_path, writers=3, readers=3, seconds=8)
+    assert report.errors == []
+    assert report.problems == []
+    assert report.writes > 0 and report.searches > 0
+
+
+def test_threads_sharing_one_memory_see_no_error(tmp_path: Path) -> None:
+    errors: list[BaseException] = []
+    written: list[str] = []
+    until = time.monotonic() + 4
+    with Memory(path=tmp_path / "m.db", embedder=EMBEDDER, warm=False) as memory:
+
+        def write(n: int) -> None:
+            try:
+                i = 0
+                while time.monotonic() < until:
+                    i += 1
+                    (episode,) = memory.add(f"thread {n} note {i}", user_id=USER)
+                    written.append(episode.id)
+            except BaseException as exc:  # noqa: BLE001  (collected, asserted below)
+                errors.append(exc)
+
+        def read() -> None:
+            try:
+                while time.monotonic() < until:
+                    memory.search("note", user_id=USER)
+                    memory.context("which notes?", user_id=USER)
+            except BaseException as exc:  # noqa: BLE001
+                errors.append(exc)
+
+        threads = [threading.Thread(target=write, args=(n,)) for n in range(2)]
+        threads += [threading.Thread(target=read) for _ in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert errors == []
+        assert memory.check() == []
+        assert memory.stats(user_id=USER)["episodes"] == len(written) > 0
