@@ -511,8 +511,15 @@ def reliability_command(
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--workloads") from exc
     reports = []
+
+    def tick(report: Any) -> None:
+        if report.kills % 25 == 0:
+            click.echo(
+                f"  {report.workload}: {report.kills} kills, {len(report.problems)} problems"
+            )
+
     for number, name in enumerate(names, start=1):
-        report = run_kills(out / name, name, kills, seed=seed * 100 + number)
+        report = run_kills(out / name, name, kills, seed=seed * 100 + number, progress=tick)
         click.echo(
             f"{name}: {report.kills} kills, {report.acknowledged} acknowledged episodes and "
             f"{report.deleted} deletes checked, {len(report.problems)} problems "
