@@ -30,10 +30,10 @@ from ..context import assemble
 from ..embed import get_embedder
 from ..errors import InvalidInputError
 from ..memory import Memory
-from ..retrieve.channels import SearchRequest
 from ..retrieve.filters import confidence
 from ..retrieve.fusion import Fused
 from ..retrieve.pipeline import Retriever
+from ..retrieve.request import SearchRequest
 from ..retrieve.resources import StageResources
 from ..store.base import Filters
 from ..types import Hit, Scope

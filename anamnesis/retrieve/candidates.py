@@ -28,7 +28,6 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -39,10 +38,8 @@ from .fusion import weighted_rrf
 from .hyde import hyde
 from .llm_decompose import llm_subqueries
 from .query import search_terms, words
+from .request import SearchRequest
 from .understanding import is_summary_request, named_speakers, strip_names
-
-if TYPE_CHECKING:
-    from .channels import SearchRequest
 
 #: RRF constant used to merge one channel's per-sub-query or per-speaker lists.
 _MERGE_K = 60

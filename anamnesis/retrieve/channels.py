@@ -9,19 +9,8 @@ embedder); what they write is per-search: its caches (``memo``), and, for the
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, TypeVar
-
-import numpy as np
-
-from ..config import SearchConfig
-from ..embed.base import Embedder
 from ..facts.search import matching_facts, order_facts
-from ..store.base import Candidate, Filters, Store
-from ..store.episode_times import EpisodeTimes
-from ..types import Episode, Fact, Scope
-from .analysis import QueryAnalysis
+from ..store.base import Candidate
 from .candidates import (
     DERIVED_CHANNELS,
     keep_pool,
@@ -32,104 +21,7 @@ from .candidates import (
     question_lexical,
 )
 from .contextual import dense_context
-from .resources import StageResources
-
-T = TypeVar("T")
-
-
-@dataclass(slots=True)
-class SearchRequest:
-    """One search in flight: the question's analysis and where to look."""
-
-    analysis: QueryAnalysis
-    scope: Scope
-    filters: Filters
-    store: Store
-    embedder: Embedder
-    config: SearchConfig
-    #: How many hits the caller will keep (stages that reorder only the returned
-    #: hits, such as ``chronological``, read it); None when unknown.
-    limit: int | None = None
-    #: Facts that support each proposed episode (filled by the ``facts`` channel).
-    facts: dict[str, list[Fact]] = field(default_factory=dict)
-    resources: StageResources = field(default_factory=StageResources)
-    _vector: np.ndarray | None = field(default=None, repr=False)
-    #: Results shared between channels and stages of this one search (e.g. a channel's
-    #: list that a derived channel expands, episodes looked up by id), keyed by who
-    #: computed them.
-    memo: dict[Any, Any] = field(default_factory=dict, repr=False)
-
-    @property
-    def query_vector(self) -> np.ndarray:
-        """The question's embedding, computed on first use and shared by all stages."""
-        if self._vector is None:
-            self._vector = self.embedder.embed_query(self.analysis.text)
-        return self._vector
-
-    def lookup(
-        self,
-        kind: str,
-        episode_ids: Sequence[str],
-        fetch: Callable[[list[str], Scope], Mapping[str, T]],
-    ) -> dict[str, T]:
-        """What ``fetch`` returns for the in-scope episodes among ``episode_ids``, by id.
-
-        Each id is fetched once per search: the answers are kept under ``kind``, so
-        channels and stages that ask again for the same episodes share one query.
-        """
-        cache: dict[str, T] = self.memo.setdefault(("lookup", kind), {})
-        missing = [i for i in dict.fromkeys(episode_ids) if i not in cache]
-        if missing:
-            cache.update(fetch(missing, self.scope))
-        return {i: cache[i] for i in episode_ids if i in cache}
-
-    def episodes(self, episode_ids: Sequence[str]) -> dict[str, Episode]:
-        """The in-scope episodes with these ids, fetched once per search and shared."""
-        return self.lookup("episodes", episode_ids, self._get_episodes)
-
-    def episode_times(self, episode_ids: Sequence[str]) -> dict[str, EpisodeTimes]:
-        """Event time and time mentions of these episodes, fetched once per search."""
-        return self.lookup("episode_times", episode_ids, self.store.episode_times)
-
-    def stored_vectors(self, episode_ids: Sequence[str]) -> dict[str, np.ndarray]:
-        """The stored embeddings of these in-scope episodes (those that have one), by id,
-        fetched once per search and shared."""
-        return self.lookup("vectors", episode_ids, self._get_vectors)
-
-    def _get_episodes(self, episode_ids: list[str], scope: Scope) -> dict[str, Episode]:
-        return {e.id: e for e in self.store.get_episodes(episode_ids, scope)}
-
-    def _get_vectors(self, episode_ids: list[str], scope: Scope) -> dict[str, np.ndarray]:
-        episodes = self.episodes(episode_ids)
-        by_hash = self.store.vectors_for_hashes(
-            list({e.content_hash for e in episodes.values()}), scope
-        )
-        return {
-            i: by_hash[e.content_hash] for i, e in episodes.items() if e.content_hash in by_hash
-        }
-
-    def options(self, stage: str) -> dict[str, object]:
-        """The configured options of one post-fusion stage (empty when none are set)."""
-        return dict(self.config.stage_options.get(stage, {}))
-
-    def vector_for(self, text: str) -> np.ndarray:
-        """The embedding of ``text`` (the question itself or one of its sub-queries)."""
-        if text == self.analysis.text:
-            return self.query_vector
-        key = ("vector", text)
-        if key not in self.memo:
-            self.memo[key] = self.embedder.embed_query(text)
-        return self.memo[key]
-
-    def channel(self, name: str, limit: int) -> list[Candidate]:
-        """Channel ``name``'s candidates, computed once per search and shared."""
-        key = ("channel", name, limit)
-        if key not in self.memo:
-            self.memo[key] = CHANNELS[name](self, limit)
-        return self.memo[key]
-
-
-Channel = Callable[[SearchRequest, int], list[Candidate]]
+from .request import Channel, SearchRequest
 
 
 def lexical(request: SearchRequest, limit: int) -> list[Candidate]:

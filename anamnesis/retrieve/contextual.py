@@ -14,15 +14,11 @@ a later turn's vector).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
 from ..store.base import Candidate
 from .candidates import dense_pool
-
-if TYPE_CHECKING:
-    from .channels import SearchRequest
+from .request import SearchRequest
 
 #: Weight of each adjacent turn's vector in a turn's context vector. Chosen from
 #: {0.3, 0.5, 1.0} by dense-only recall on LoCoMo (BENCHMARKS.md, "Turns in

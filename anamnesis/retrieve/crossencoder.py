@@ -35,8 +35,8 @@ import numpy as np
 
 from ..errors import AnamnesisError
 from ..ingest.normalise import embedding_text
-from .channels import SearchRequest
 from .fusion import Fused
+from .request import SearchRequest
 
 #: Environment variable naming the cross-encoder model when the config names none.
 CROSS_ENCODER_ENV = "ANAMNESIS_CROSS_ENCODER"

@@ -25,9 +25,9 @@ import numpy as np
 from ..embed.e5 import E5_NAME, E5Embedder
 from ..embed.vector_file import VectorFile
 from ..ingest.normalise import embedding_text
-from .channels import SearchRequest
 from .crossencoder import reorder
 from .fusion import DEFAULT_RRF_K, Fused
+from .request import SearchRequest
 from .resources import CandidateVectors
 
 #: How many of the best fused candidates the second embedder rescores.

@@ -21,8 +21,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InvalidInputError
-from .channels import SearchRequest
 from .fusion import Fused
+from .request import SearchRequest
 
 #: Cosine at or above which two candidates count as the same statement.
 DEDUP_MIN_COSINE = 0.97

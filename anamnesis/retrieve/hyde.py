@@ -10,13 +10,9 @@ candidates, not remove them.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from ..llm import ChatClient
 from ..store.base import Candidate
-
-if TYPE_CHECKING:
-    from .channels import SearchRequest
+from .request import SearchRequest
 
 #: The one prompt used to write a hypothetical memory.
 PROMPT = (

@@ -16,12 +16,9 @@ that fails at search time raises ``LLMError``; never silently.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
 
 from ..llm import ChatClient
-
-if TYPE_CHECKING:
-    from .channels import SearchRequest
+from .request import SearchRequest
 
 #: The one prompt used to split a question.
 PROMPT = (

@@ -13,7 +13,7 @@ from ..store.base import Candidate, Filters, Store
 from ..types import Hit, Scope
 from .analysis import analyse
 from .candidates import QUERY_FEATURES
-from .channels import CHANNELS, SearchRequest
+from .channels import CHANNELS
 from .fusion import (
     Fused,
     LogisticFusion,
@@ -22,6 +22,7 @@ from .fusion import (
     load_fusion_model,
     weighted_rrf,
 )
+from .request import SearchRequest
 from .resources import StageResources
 from .stages import STAGE_CHECKS, STAGE_WARM_UPS, STAGES
 
@@ -83,6 +84,7 @@ class Retriever:
             config=self.config,
             limit=limit,
             resources=self.resources,
+            channels=CHANNELS,
         )
 
     def candidates(self, request: SearchRequest) -> dict[str, list[Candidate]]:

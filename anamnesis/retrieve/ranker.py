@@ -31,7 +31,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -41,11 +41,9 @@ from ..ingest.normalise import embedding_text
 from .candidates import NO_TURN, speakers_named, turn_info
 from .fusion import Fused, standardise
 from .query import words
+from .request import SearchRequest
 from .resources import StageResources, TextCache, load_model_file
 from .understanding import only_asks
-
-if TYPE_CHECKING:
-    from .channels import SearchRequest
 
 #: How many of the best fused candidates the model reorders. The fused top 100 holds
 #: about 4 points more of LoCoMo's evidence than the top 50, and a model over 100 gained

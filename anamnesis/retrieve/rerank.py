@@ -41,8 +41,8 @@ from datetime import datetime
 import numpy as np
 
 from ..types import Episode
-from .channels import SearchRequest
 from .fusion import Fused
+from .request import SearchRequest
 
 #: MemX Table 1 weights (they sum to 0.85 by design; only ratios matter after z-score).
 MEMX_WEIGHTS = {"semantic": 0.45, "recency": 0.25, "frequency": 0.05, "importance": 0.10}

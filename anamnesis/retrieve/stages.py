@@ -35,12 +35,12 @@ from collections.abc import Callable, Mapping
 
 from ..facts.search import current_at
 from .candidates import OTHER_ROLE, turn_info
-from .channels import SearchRequest
 from .crossencoder import cross_encoder_stage
 from .ensemble import ensemble_e5
 from .filters import abstain, dedup
 from .fusion import Fused
 from .ranker import edge_view, learned_rerank, ranker_settings
+from .request import SearchRequest
 from .rerank import memx, surprise_stage
 from .resources import StageResources
 from .understanding import ASKING_WORDS, is_list_question, only_asks

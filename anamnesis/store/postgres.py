@@ -303,7 +303,7 @@ class PostgresStore(PostgresFacts):
         """Drop the HNSW index while a large batch is written, then build it once.
 
         Building the graph over all rows at the end is several times faster than
-        inserting rows into it one by one (see postgres_bench). Meanwhile dense search
+        inserting rows into it one by one (see bench/postgres_scale). Meanwhile dense search
         stays correct, by exact scan, only slower. ``build_memory`` (e.g. ``"4GB"``)
         sets maintenance_work_mem for the build: it is fastest when the whole graph
         fits (about 1.3x the raw vectors).

@@ -77,7 +77,7 @@ HNSW_MAX_DIM = 2000
 
 #: HNSW build parameters: pgvector's defaults (m=16, ef_construction=64), which its
 #: authors tuned on ANN-benchmarks; recall at our ef_search is measured by
-#: anamnesis.store.postgres_bench.
+#: anamnesis.bench.postgres_scale.
 HNSW_M = 16
 HNSW_EF_CONSTRUCTION = 64
 
@@ -103,7 +103,7 @@ def scope_vector_index(dim: int) -> list[str]:
 
     It holds each row's vector next to its scope, so an exact dense search of one
     tenant is an index-only scan over that tenant's contiguous entries, instead of
-    one random heap page per row (10x faster at 1M rows; see postgres_bench).
+    one random heap page per row (10x faster at 1M rows; see bench/postgres_scale).
     """
     if dim > COVERING_MAX_DIM:
         return []

@@ -1,6 +1,6 @@
 """Scale benchmark of the PostgreSQL store: bulk ingest, then search latency by tenant size.
 
-    python -m anamnesis.store.postgres_bench --url postgresql://... --rows 100000
+    python -m anamnesis.bench.postgres_scale --url postgresql://... --rows 100000
 
 The store is measured in isolation from the embedder: vectors are synthetic (random
 unit vectors around ``CLUSTERS`` random centres, so that nearest neighbours exist as
@@ -34,9 +34,9 @@ from urllib.parse import quote
 
 import numpy as np
 
+from ..store.base import Filters
+from ..store.postgres import PostgresStore
 from ..types import Episode, Scope
-from .base import Filters
-from .postgres import PostgresStore
 
 #: Share of all rows owned by the one large tenant; the rest are 1% tenants.
 LARGE_TENANT_SHARE = 0.5
@@ -237,7 +237,7 @@ def run_postgres_bench(
     """
     import psycopg
 
-    from . import postgres_search
+    from ..store import postgres_search
 
     schema = f"bench_{rows}"
     with psycopg.connect(url, autocommit=True) as conn:

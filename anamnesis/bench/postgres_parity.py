@@ -1,6 +1,6 @@
 """Retrieval parity of the two backends: the same LoCoMo pipeline over SQLite and PostgreSQL.
 
-    python -m anamnesis.store.postgres_parity --url postgresql://... \\
+    python -m anamnesis.bench.postgres_parity --url postgresql://... \\
         --data shared/data/locomo10.json.gz
 
 Each LoCoMo conversation goes into a fresh SQLite file and a fresh Postgres schema
@@ -32,15 +32,15 @@ from urllib.parse import quote
 
 import numpy as np
 
-from ..bench.datasets import Case, load_locomo
-from ..bench.metrics import paired_bootstrap, recall_at_k
 from ..config import PRESETS
 from ..embed import get_embedder
 from ..embed.base import Embedder
 from ..memory import Memory
 from ..retrieve.pipeline import Retriever
+from ..store.base import Filters
 from ..types import Scope
-from .base import Filters
+from .datasets import Case, load_locomo
+from .metrics import paired_bootstrap, recall_at_k
 
 #: Search depth, and the cut-offs reported.
 DEPTH = 50
