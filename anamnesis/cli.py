@@ -17,7 +17,7 @@ from rich.table import Table
 from . import __version__
 from .bench.cli import bench
 from .cli_errors import EXIT_DAMAGED, errors, handled
-from .config import DEFAULT_PRESET, PRESETS, SearchConfig, default_path
+from .config import DEFAULT_PRESET, PRESET_HELP, PRESETS, SearchConfig, default_path
 from .context import DEFAULT_BUDGET_TOKENS
 from .errors import InvalidInputError
 from .memory import Memory
@@ -27,6 +27,23 @@ from .types import Context, Episode, Fact, Hit
 
 F = TypeVar("F", bound=Callable[..., Any])
 console = Console()
+
+
+def _preset_name(value: str) -> str:
+    """A public preset's name; a benchmark configuration is refused with a hint."""
+    if value in PRESETS:
+        return value
+    from .bench.presets import BENCH_PRESETS
+
+    if value in BENCH_PRESETS:
+        raise click.BadParameter(
+            f"{value!r} is a benchmark configuration: run it with `anamnesis bench "
+            f"--config {value}`, or choose one of {', '.join(PRESETS)}",
+            param_hint="--config",
+        )
+    raise click.BadParameter(
+        f"unknown preset {value!r}; choose one of {', '.join(PRESETS)}", param_hint="--config"
+    )
 
 
 def _search_config(options: dict[str, Any]) -> SearchConfig:
@@ -111,10 +128,10 @@ def with_scope(func: F) -> F:
 )
 @click.option(
     "--config",
-    type=click.Choice(sorted(PRESETS)),
     default=DEFAULT_PRESET,
     show_default=True,
-    help="Search pipeline preset.",
+    callback=lambda ctx, param, value: _preset_name(value),
+    help="Search pipeline. " + "; ".join(f"{name}: {line}" for name, line in PRESET_HELP.items()),
 )
 @click.option(
     "--ranker-model",

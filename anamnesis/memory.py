@@ -113,8 +113,9 @@ class Memory(FactVerbs):
     name (``"minilm"``, ``"edge"``, ``"openai:MODEL"``) or an Embedder. A store remembers
     its embedder: opening it with another raises EmbedderMismatchError unless
     ``reindex=True``, which re-embeds every episode from its stored text.
-    ``config`` is the search pipeline (default: ``PRESETS[DEFAULT_PRESET]``, the best
-    measured one; ``PRESETS["hybrid"]`` is plain BM25 + dense fusion).
+    ``config`` is the search pipeline: a ``SearchConfig``, e.g. one of ``PRESETS``
+    (``"default"``, the best measured; ``"fast"``, plain BM25 + dense fusion;
+    ``"no-ranker"``; ``"facts"``).
     ``warm=True`` loads the model and the vector index in a background thread at open,
     so the first search is fast; pass False for short-lived processes that only write.
     ``create=False`` raises NotFoundError instead of creating a missing SQLite store

@@ -18,8 +18,9 @@ import sys
 from pathlib import Path
 
 from anamnesis.bench.api import run_benchmark
+from anamnesis.bench.presets import BENCH_PRESETS
 from anamnesis.bench.runner import BenchOptions
-from anamnesis.config import PRESETS, SearchConfig
+from anamnesis.config import SearchConfig
 
 
 def without(config: SearchConfig, channel: str) -> SearchConfig:
@@ -31,10 +32,10 @@ def without(config: SearchConfig, channel: str) -> SearchConfig:
 
 def main(argv: list[str]) -> None:
     dataset, data, out, embedder, *rest = argv
-    base = PRESETS["full-temporal"]
-    PRESETS["ft-nosession"] = without(base, "session")
-    PRESETS["ft-noprf"] = without(base, "prf")
-    PRESETS["ft-lex1"] = base.with_(weights={**base.weights, "lexical": 1.0})
+    base = BENCH_PRESETS["full-temporal"]
+    BENCH_PRESETS["ft-nosession"] = without(base, "session")
+    BENCH_PRESETS["ft-noprf"] = without(base, "prf")
+    BENCH_PRESETS["ft-lex1"] = base.with_(weights={**base.weights, "lexical": 1.0})
     cache = os.environ.get("ANAMNESIS_VECTOR_CACHE")
     options = BenchOptions(
         configs=("hybrid", "full-temporal", "ft-nosession", "ft-noprf", "ft-lex1"),

@@ -40,15 +40,16 @@ import numpy as np
 from anamnesis.bench import datasets
 from anamnesis.bench.fitting import newton_logistic
 from anamnesis.bench.metrics import recall_at_k
+from anamnesis.bench.presets import BENCH_PRESETS
 from anamnesis.bench.runner import dev_questions
 from anamnesis.bench.tokens import CachingEmbedder
-from anamnesis.config import PRESETS, SearchConfig
+from anamnesis.config import SearchConfig
 from anamnesis.embed import get_embedder
 from anamnesis.retrieve.fusion import LogisticFusion, channel_features
 from anamnesis.store.base import Candidate
 
 #: The channels dumped (every candidate channel of issue 5), seeded as in ``full``.
-SWEEP_CHANNELS = PRESETS["full-equal"].channels
+SWEEP_CHANNELS = BENCH_PRESETS["full-equal"].channels
 #: Candidates per channel in the dump (the sweep cuts them to ``--depth``).
 DUMP_DEPTH = 100
 #: Weight grid of the coordinate ascent (0 switches a channel off).
@@ -57,7 +58,7 @@ GRID = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0)
 
 def sweep_config() -> SearchConfig:
     """The dump configuration: every channel, seeded like the ``full`` preset."""
-    return PRESETS["full"].with_(channels=SWEEP_CHANNELS, candidates=DUMP_DEPTH, fusion="rrf")
+    return BENCH_PRESETS["full"].with_(channels=SWEEP_CHANNELS, candidates=DUMP_DEPTH, fusion="rrf")
 
 
 def dump(
@@ -77,7 +78,7 @@ def dump(
     dataset = datasets.load(name, data, limit=limit)
     embedder = get_embedder("minilm")
     caching = CachingEmbedder.with_cache_dir(embedder, cache_dir)
-    config = sweep_config() if preset is None else PRESETS[preset]
+    config = sweep_config() if preset is None else BENCH_PRESETS[preset]
     out.parent.mkdir(parents=True, exist_ok=True)
     with gzip.open(out, "wt", encoding="utf-8") as handle:
         for dev in dev_questions(dataset, caching, config, out.parent / "stores"):

@@ -29,7 +29,7 @@ from pathlib import Path
 from fusion_sweep import evaluate, halves, load_dump
 
 from anamnesis.bench import datasets
-from anamnesis.config import PRESETS
+from anamnesis.bench.presets import BENCH_PRESETS
 from anamnesis.retrieve.fusion import weighted_rrf
 from anamnesis.retrieve.understanding import only_asks
 from anamnesis.store.base import Candidate
@@ -51,7 +51,7 @@ def probe(name: str, data: Path, dump: Path) -> None:
         for m in case.messages
     }
     records = load_dump(dump)
-    config = PRESETS["full-replies"]
+    config = BENCH_PRESETS["full-replies"]
     fused: dict[str, list[tuple[str, float]]] = {}
     seen: Counter[tuple[str, str]] = Counter()
     for r in records:

@@ -45,9 +45,9 @@ import numpy as np
 
 from anamnesis.bench import datasets
 from anamnesis.bench.fitting import first_half
+from anamnesis.bench.presets import BENCH_PRESETS
 from anamnesis.bench.runner import dev_questions
 from anamnesis.bench.tokens import CachingEmbedder
-from anamnesis.config import PRESETS
 from anamnesis.embed import get_embedder
 from anamnesis.retrieve.ranker import (
     FEATURES,
@@ -74,7 +74,7 @@ def dump(
     (``candidates``: how many each channel proposes, if not the base preset's)."""
     dataset = datasets.load(name, data)
     caching = CachingEmbedder.with_cache_dir(get_embedder(embedder), cache_dir)
-    config = PRESETS[BASE_PRESET]
+    config = BENCH_PRESETS[BASE_PRESET]
     if candidates is not None:
         config = config.with_(candidates=candidates)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -41,29 +41,30 @@ import numpy as np
 
 from anamnesis.bench import abstention, fitting
 from anamnesis.bench.metrics import paired_bootstrap
+from anamnesis.bench.presets import BENCH_PRESETS, SECOND_HALVES_RANKER, plus, without
 from anamnesis.cli import main as anamnesis
-from anamnesis.config import PRESETS, SECOND_HALVES_RANKER, SearchConfig, _plus, _without
+from anamnesis.config import SearchConfig
 from anamnesis.retrieve.filters import ABSTAIN_RULES
 
-_HYBRID = PRESETS["hybrid"]
-_DEFAULT = PRESETS["default"]
+_HYBRID = BENCH_PRESETS["hybrid"]
+_DEFAULT = BENCH_PRESETS["default"]
 
 
 #: Ablation-only presets: the role channels and the replies channel added alone to
 #: ``hybrid``, and the default with one stage switched off.
 EXTRA: dict[str, SearchConfig] = {
-    "hybrid-roles": _plus(_plus(_HYBRID, "role_lexical", 2.0), "role_dense", 2.0).with_(
+    "hybrid-roles": plus(plus(_HYBRID, "role_lexical", 2.0), "role_dense", 2.0).with_(
         seed_channels=(*_HYBRID.seed_channels, "role_lexical", "role_dense")
     ),
-    "hybrid-replies": _plus(_HYBRID, "replies", 2.0),
-    "default-no-speakers": _without(_DEFAULT, channel="speaker_lexical", query="speakers"),
-    "default-no-prf": _without(_DEFAULT, channel="prf"),
-    "default-no-session": _without(_DEFAULT, channel="session"),
-    "default-no-replies": _without(_DEFAULT, channel="replies"),
+    "hybrid-replies": plus(_HYBRID, "replies", 2.0),
+    "default-no-speakers": without(_DEFAULT, channel="speaker_lexical", query="speakers"),
+    "default-no-prf": without(_DEFAULT, channel="prf"),
+    "default-no-session": without(_DEFAULT, channel="session"),
+    "default-no-replies": without(_DEFAULT, channel="replies"),
     # A channel left out seeds nothing either (``candidates.seed_ranking``).
-    "default-no-roles": _without(_without(_DEFAULT, channel="role_lexical"), channel="role_dense"),
-    "default-no-time": _without(_DEFAULT, channel="temporal", stage="time_match"),
-    "default-no-question-prior": _without(_DEFAULT, stage="question_prior"),
+    "default-no-roles": without(without(_DEFAULT, channel="role_lexical"), channel="role_dense"),
+    "default-no-time": without(_DEFAULT, channel="temporal", stage="time_match"),
+    "default-no-question-prior": without(_DEFAULT, stage="question_prior"),
     "default-no-score-mix": _DEFAULT.with_(score_mix=0.0),
 }
 
@@ -111,10 +112,10 @@ DATASETS = {
 
 def register() -> None:
     """Add the ablation-only presets, and each ranked row's twin with the models fitted
-    on the second halves, to ``PRESETS`` (this process only)."""
-    PRESETS.update(EXTRA)
+    on the second halves, to ``BENCH_PRESETS`` (this process only)."""
+    BENCH_PRESETS.update(EXTRA)
     for row in RANKED:
-        PRESETS[row + SECOND] = PRESETS[row].with_options(
+        BENCH_PRESETS[row + SECOND] = BENCH_PRESETS[row].with_options(
             "learned_rerank", model=SECOND_HALVES_RANKER
         )
 

@@ -22,8 +22,8 @@ from pathlib import Path
 
 from anamnesis import Memory
 from anamnesis.bench import datasets
+from anamnesis.bench.presets import BENCH_PRESETS
 from anamnesis.bench.tokens import CachingEmbedder
-from anamnesis.config import PRESETS
 from anamnesis.embed import get_embedder
 from anamnesis.retrieve.pipeline import Retriever
 from anamnesis.store.base import Filters
@@ -63,7 +63,7 @@ def main() -> None:
         print("| config | wall p50 ms | wall p95 ms | CPU mean ms |")
         print("|---|---|---|---|")
         for name in args.config.split(","):
-            retriever = Retriever(memory.store, memory.embedder, PRESETS[name])
+            retriever = Retriever(memory.store, memory.embedder, BENCH_PRESETS[name])
             retriever.search("warm up", scope, Filters(), 50, False)
             walls, cpu = [], 0.0
             for q in questions:

@@ -18,38 +18,39 @@ from __future__ import annotations
 
 import sys
 
+from anamnesis.bench.presets import BENCH_PRESETS, plus, then
 from anamnesis.cli import main
-from anamnesis.config import PRESETS, SearchConfig, _plus, _then
+from anamnesis.config import SearchConfig
 
 
 def role(lexical: float, dense: float, *, seed: bool) -> SearchConfig:
     """``full-temporal`` plus the role channels at these weights."""
-    config = PRESETS["full-temporal"]
+    config = BENCH_PRESETS["full-temporal"]
     if lexical:
-        config = _plus(config, "role_lexical", lexical)
-    config = _plus(config, "role_dense", dense)
+        config = plus(config, "role_lexical", lexical)
+    config = plus(config, "role_dense", dense)
     if seed:
         config = config.with_(seed_channels=(*config.seed_channels, "role_lexical", "role_dense"))
     return config
 
 
 for lexical, dense in [(1, 1), (1, 2), (2, 2), (3, 3), (0, 2)]:
-    PRESETS[f"role-{lexical}-{dense}"] = role(lexical, dense, seed=False)
-    PRESETS[f"role-{lexical}-{dense}-seed"] = role(lexical, dense, seed=True)
+    BENCH_PRESETS[f"role-{lexical}-{dense}"] = role(lexical, dense, seed=False)
+    BENCH_PRESETS[f"role-{lexical}-{dense}-seed"] = role(lexical, dense, seed=True)
 
 # full-role with the neighbours channel (the adjacent turns of the best seeds: in a chat,
 # the other half of an exchange) at the weight the "full" sweep gave it.
-PRESETS["role-neighbours"] = _plus(PRESETS["full-role"], "neighbours", 0.75)
+BENCH_PRESETS["role-neighbours"] = plus(BENCH_PRESETS["full-role"], "neighbours", 0.75)
 
 # full-role with the role_prior stage as well (the other side's turns scaled after fusion).
 for factor in (0.7, 0.85):
-    PRESETS[f"role-prior-{factor}"] = _then(
-        PRESETS["full-role"], "role_prior", stage_options={"role_prior": {"factor": factor}}
+    BENCH_PRESETS[f"role-prior-{factor}"] = then(
+        BENCH_PRESETS["full-role"], "role_prior", stage_options={"role_prior": {"factor": factor}}
     )
 
 # full-role with the session channel reading more or fewer of the best sessions.
 for sessions in (2, 5):
-    PRESETS[f"role-sessions-{sessions}"] = PRESETS["full-role"].with_(sessions=sessions)
+    BENCH_PRESETS[f"role-sessions-{sessions}"] = BENCH_PRESETS["full-role"].with_(sessions=sessions)
 
 if __name__ == "__main__":
     main(sys.argv[1:])

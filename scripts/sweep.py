@@ -49,8 +49,9 @@ from collections import defaultdict
 from pathlib import Path
 
 from anamnesis.bench import fitting
+from anamnesis.bench.presets import BENCH_PRESETS, plus, then, without
 from anamnesis.cli import main
-from anamnesis.config import PRESETS, SearchConfig, _plus, _then, _without
+from anamnesis.config import SearchConfig
 
 
 def _doubled(base: SearchConfig, channel: str) -> SearchConfig:
@@ -59,44 +60,44 @@ def _doubled(base: SearchConfig, channel: str) -> SearchConfig:
 
 
 for mix in (0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6):
-    PRESETS[f"mix-{mix}"] = PRESETS["full-role"].with_(score_mix=float(mix))
+    BENCH_PRESETS[f"mix-{mix}"] = BENCH_PRESETS["full-role"].with_(score_mix=float(mix))
 for weight in (0.5, 1.0, 2.0, 3.0, 4.0):
-    PRESETS[f"replies-{weight}"] = _plus(PRESETS["full-mix"], "replies", weight)
+    BENCH_PRESETS[f"replies-{weight}"] = plus(BENCH_PRESETS["full-mix"], "replies", weight)
 for weight in (1.0, 2.0):
-    PRESETS[f"dprf-{weight}"] = _plus(PRESETS["full-mix"], "dense_prf", weight)
-_DEFAULT = PRESETS["full-replies"]
+    BENCH_PRESETS[f"dprf-{weight}"] = plus(BENCH_PRESETS["full-mix"], "dense_prf", weight)
+_DEFAULT = BENCH_PRESETS["full-replies"]
 for channel in _DEFAULT.channels:
-    PRESETS[f"no-{channel}"] = _without(_DEFAULT, channel=channel)
-    PRESETS[f"x2-{channel}"] = _doubled(_DEFAULT, channel)
+    BENCH_PRESETS[f"no-{channel}"] = without(_DEFAULT, channel=channel)
+    BENCH_PRESETS[f"x2-{channel}"] = _doubled(_DEFAULT, channel)
 for k in (10, 15, 20, 30, 45, 90, 120):
-    PRESETS[f"k-{k}"] = _DEFAULT.with_(rrf_k=float(k))
-_ASKS = _then(_DEFAULT, "question_prior")
+    BENCH_PRESETS[f"k-{k}"] = _DEFAULT.with_(rrf_k=float(k))
+_ASKS = then(_DEFAULT, "question_prior")
 for factor in (0.5, 0.6, 0.7, 0.8, 0.9):
     for words in (15, 25, 40, 10**6):
         suffix = "" if words == 40 else "-any" if words == 10**6 else f"-{words}w"
-        PRESETS[f"qp-{factor}{suffix}"] = _ASKS.with_options(
+        BENCH_PRESETS[f"qp-{factor}{suffix}"] = _ASKS.with_options(
             "question_prior", factor=factor, words=words
         )
 for boost in (1.3, 1.6, 2.0, 3.0):
-    PRESETS[f"tx-{boost}"] = _DEFAULT.with_options("time_match", exact=boost)
+    BENCH_PRESETS[f"tx-{boost}"] = _DEFAULT.with_options("time_match", exact=boost)
     for factor in (0.6, 0.8):
-        PRESETS[f"tx-{boost}-qp-{factor}"] = _ASKS.with_options(
+        BENCH_PRESETS[f"tx-{boost}-qp-{factor}"] = _ASKS.with_options(
             "time_match", exact=boost
         ).with_options("question_prior", factor=factor)
-_PRIORS = PRESETS["full-priors"]
+_PRIORS = BENCH_PRESETS["full-priors"]
 # The two rules of full-priors switched off (ablations): the extra boost for relative
 # times too, the question prior for turns with a chat role too.
-PRESETS["tx-3.0-relative"] = _PRIORS.with_options("time_match", relative=True)
-PRESETS["qp-0.6-roles"] = _PRIORS.with_options("question_prior", roles=True)
+BENCH_PRESETS["tx-3.0-relative"] = _PRIORS.with_options("time_match", relative=True)
+BENCH_PRESETS["qp-0.6-roles"] = _PRIORS.with_options("question_prior", roles=True)
 for boost in (2.0, 4.0, 6.0):
-    PRESETS[f"fp-exact-{boost}"] = _PRIORS.with_options("time_match", exact=boost)
+    BENCH_PRESETS[f"fp-exact-{boost}"] = _PRIORS.with_options("time_match", exact=boost)
 for channel in ("role_lexical", "role_dense"):
-    PRESETS[f"fp-x2-{channel}"] = _doubled(_PRIORS, channel)
+    BENCH_PRESETS[f"fp-x2-{channel}"] = _doubled(_PRIORS, channel)
 #: ``full-priors`` then the ``dated`` stage (turns that mention a time, for "when" and
 #: "how long" questions).
-PRESETS["fp-dated"] = _then(_PRIORS, "dated")
+BENCH_PRESETS["fp-dated"] = then(_PRIORS, "dated")
 for candidates in (100,):
-    PRESETS[f"candidates-{candidates}"] = _DEFAULT.with_(candidates=candidates)
+    BENCH_PRESETS[f"candidates-{candidates}"] = _DEFAULT.with_(candidates=candidates)
 
 
 def crossfit(results: Path, out: Path) -> None:

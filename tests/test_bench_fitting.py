@@ -7,8 +7,8 @@ from types import SimpleNamespace
 import numpy as np
 
 from anamnesis.bench.fitting import crossfit, first_half
+from anamnesis.bench.presets import BENCH_PRESETS
 from anamnesis.bench.summary import ALL_PAIRS, _comparisons
-from anamnesis.config import PRESETS
 
 
 def _record(case: str, question: str, config: str, value: float, **extra: object) -> dict:
@@ -50,7 +50,7 @@ def test_crossfit_takes_each_case_from_the_model_that_did_not_see_it():
 def test_the_second_halves_ranker_is_a_preset_with_a_shipped_model():
     from anamnesis.retrieve.ranker import load_ranker
 
-    options = PRESETS["ranker-second"].stage_options["learned_rerank"]
+    options = BENCH_PRESETS["ranker-second"].stage_options["learned_rerank"]
     second, bundled = load_ranker(options["model"]), load_ranker()
     assert second.keys() == bundled.keys()
     for kind in bundled:  # the same features, fitted on other cases

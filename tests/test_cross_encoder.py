@@ -18,7 +18,7 @@ from onnx import TensorProto, helper, numpy_helper
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
 
 from anamnesis import Memory
-from anamnesis.config import PRESETS
+from anamnesis.bench.presets import BENCH_PRESETS
 from anamnesis.retrieve.crossencoder import (
     CROSS_ENCODER_ENV,
     CrossEncoderUnavailableError,
@@ -109,7 +109,7 @@ def test_cross_encoder_stage_puts_the_top_candidates_in_encoder_order(
         "Maria's sister plays drums",
         "What a week it has been",
     ]
-    config = PRESETS["rerank-ce"].with_(
+    config = BENCH_PRESETS["rerank-ce"].with_(
         stage_options={"cross-encoder": {"model": str(model_dir), "top_n": 5}}
     )
     query = "which guitar did Maria buy"
@@ -126,7 +126,7 @@ def test_a_missing_model_is_a_typed_error_that_says_what_to_set(
     tmp_path: Path, db_path, embedder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv(CROSS_ENCODER_ENV, raising=False)
-    with Memory(path=db_path, embedder=embedder, config=PRESETS["rerank-ce"]) as mem:
+    with Memory(path=db_path, embedder=embedder, config=BENCH_PRESETS["rerank-ce"]) as mem:
         mem.add(["hello there"], user_id="u")
         with pytest.raises(CrossEncoderUnavailableError, match=CROSS_ENCODER_ENV):
             mem.search("hello", user_id="u")

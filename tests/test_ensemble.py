@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from anamnesis import Memory
-from anamnesis.config import PRESETS
+from anamnesis.bench.presets import BENCH_PRESETS
 from anamnesis.embed.vector_file import VectorFile
 from anamnesis.retrieve.ensemble import E5_NAME, E5Rescorer
 
@@ -37,7 +37,7 @@ def test_ensemble_stage_reorders_the_top_and_caches_candidate_vectors(
         "Ana's favourite city is Lisbon, she says",
         "The team meeting moved to Tuesday",
     ]
-    with Memory(path=db_path, embedder=embedder, config=PRESETS["rerank-e5"]) as mem:
+    with Memory(path=db_path, embedder=embedder, config=BENCH_PRESETS["rerank-e5"]) as mem:
         rescorer.disk = VectorFile(tmp_path, E5_NAME, 384)
         mem._retriever.resources.get("ensemble-e5", lambda: rescorer)
         mem.add(texts, user_id="u")

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 import pytest
 
 from anamnesis import Memory
-from anamnesis.config import PRESETS
+from anamnesis.bench.presets import BENCH_PRESETS
 from anamnesis.errors import ConsolidationError, InvalidInputError
 from anamnesis.retrieve.stages import FACT_BOOST
 from anamnesis.store.base import Filters
@@ -38,7 +38,7 @@ JOBS = [
 @pytest.fixture
 def facts_memory(tmp_path, embedder):
     """A memory whose search adds the facts channel."""
-    with Memory(path=tmp_path / "m.db", embedder=embedder, config=PRESETS["facts"]) as memory:
+    with Memory(path=tmp_path / "m.db", embedder=embedder, config=BENCH_PRESETS["facts"]) as memory:
         yield memory
 
 
@@ -160,8 +160,8 @@ def test_the_fact_boost_lifts_episodes_stating_a_standing_matching_value(tmp_pat
     with Memory(path=tmp_path / "m.db", embedder=embedder) as memory:
         memory.add(MOVES)
         memory.consolidate()
-    plain = scores(PRESETS["hybrid"], "Where do I live now?")
-    boosted = scores(PRESETS["facts-rerank"], "Where do I live now?")
+    plain = scores(BENCH_PRESETS["hybrid"], "Where do I live now?")
+    boosted = scores(BENCH_PRESETS["facts-rerank"], "Where do I live now?")
     assert boosted.keys() == plain.keys()  # the stage adds no candidates
     lisbon, boston = MOVES[3]["content"], MOVES[0]["content"]
     # The standing value's episode is boosted and carries its fact; the replaced
@@ -170,8 +170,8 @@ def test_the_fact_boost_lifts_episodes_stating_a_standing_matching_value(tmp_pat
     assert [f.object for f in boosted[lisbon].facts] == ["Lisbon"]
     assert boosted[boston].score == pytest.approx(plain[boston].score)
     # A history question boosts every value of the chain.
-    history = scores(PRESETS["facts-rerank"], "Where did I live before?")
-    before = scores(PRESETS["hybrid"], "Where did I live before?")
+    history = scores(BENCH_PRESETS["facts-rerank"], "Where did I live before?")
+    before = scores(BENCH_PRESETS["hybrid"], "Where did I live before?")
     assert history[boston].score == pytest.approx(before[boston].score * FACT_BOOST)
 
 

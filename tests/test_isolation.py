@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from anamnesis import Memory
-from anamnesis.config import PRESETS
+from anamnesis.bench.presets import BENCH_PRESETS
 from anamnesis.embed import get_embedder
 
 EDGE = get_embedder("edge")
@@ -65,7 +65,7 @@ def _questions(secret: str, city: str, owner: str) -> list[str]:
 @pytest.mark.parametrize("preset", PRESETS_TRIED)
 def test_no_question_reaches_another_users_memories(store: Path, preset: str) -> None:
     attempts = 0
-    with Memory(path=store, embedder=EDGE, warm=False, config=PRESETS[preset]) as memory:
+    with Memory(path=store, embedder=EDGE, warm=False, config=BENCH_PRESETS[preset]) as memory:
         for asker, other in itertools.permutations(USERS, 2):
             secret, city = USERS[other]
             for question in _questions(secret, city, other):

@@ -10,7 +10,7 @@ import pytest
 
 from anamnesis import Memory
 from anamnesis.bench.fitting import newton_logistic
-from anamnesis.config import PRESETS
+from anamnesis.bench.presets import BENCH_PRESETS
 from anamnesis.errors import InvalidInputError
 from anamnesis.retrieve.fusion import Fused
 from anamnesis.retrieve.pipeline import Retriever
@@ -71,7 +71,7 @@ def _model(tmp_path, **weights: float) -> str:
 
 def test_features_describe_each_candidate(chat):
     memory, (asks, answer, bike, turtles) = chat
-    retriever, request = _request(memory, PRESETS["full-priors"])
+    retriever, request = _request(memory, BENCH_PRESETS["full-priors"])
     fused = retriever.rank(request)
     x = candidate_features(request, fused)
     assert x.shape == (len(fused), len(FEATURES)) and np.isfinite(x).all()
@@ -95,7 +95,7 @@ def test_features_describe_each_candidate(chat):
 
 def test_neighbour_features_read_the_candidates_beside_each_turn(chat):
     memory, (asks, answer, bike, turtles) = chat
-    _, request = _request(memory, PRESETS["full-priors"])
+    _, request = _request(memory, BENCH_PRESETS["full-priors"])
     # The chat's turns 0..3 are asks, answer, bike, turtles; bike is not a candidate.
     fused = [Fused(asks, 1.0), Fused(turtles, 0.5), Fused(answer, 0.25)]
     x = candidate_features(request, fused)
@@ -113,7 +113,7 @@ def test_neighbour_features_read_the_candidates_beside_each_turn(chat):
 
 def test_the_model_orders_the_best_candidates(chat, tmp_path):
     memory, (asks, answer, bike, turtles) = chat
-    config = PRESETS["full-priors"].with_(
+    config = BENCH_PRESETS["full-priors"].with_(
         stage_options={"learned_rerank": {"model": _model(tmp_path, asks=-5.0, coverage=5.0)}}
     )
     _, request = _request(memory, config)
@@ -129,7 +129,7 @@ def test_the_model_orders_the_best_candidates(chat, tmp_path):
 def test_candidates_past_the_depth_keep_their_order_below(chat, tmp_path):
     memory, (asks, answer, bike, turtles) = chat
     options = {"model": _model(tmp_path, coverage=5.0), "depth": 2}
-    config = PRESETS["full-priors"].with_(stage_options={"learned_rerank": options})
+    config = BENCH_PRESETS["full-priors"].with_(stage_options={"learned_rerank": options})
     _, request = _request(memory, config)
     fused = [Fused(bike, 0.9), Fused(answer, 0.8), Fused(turtles, 0.7), Fused(asks, 0.6)]
     ranked = learned_rerank(request, fused)
@@ -140,7 +140,9 @@ def test_candidates_past_the_depth_keep_their_order_below(chat, tmp_path):
 def test_full_ranker_searches_with_the_bundled_model(tmp_path, embedder):
     for model in load_ranker().values():
         assert model.features == FEATURES and "first halves" in model.trained_on
-    with Memory(path=tmp_path / "m.db", embedder=embedder, config=PRESETS["full-ranker"]) as memory:
+    with Memory(
+        path=tmp_path / "m.db", embedder=embedder, config=BENCH_PRESETS["full-ranker"]
+    ) as memory:
         added = memory.add_many(CHAT, user_id=USER.user_id, session_id="s1")
         hits = memory.search(QUESTION, user_id=USER.user_id, limit=2)
     assert hits[0].episode.id == added[1].id
@@ -162,7 +164,7 @@ def test_bad_ranker_options_are_refused_when_the_retriever_is_built(chat, tmp_pa
     bad.append({"chats": ("teams",)})
     bad.append({"model": str(tmp_path / "missing.json")})
     for options in bad:
-        config = PRESETS["full-ranker"].with_(stage_options={"learned_rerank": options})
+        config = BENCH_PRESETS["full-ranker"].with_(stage_options={"learned_rerank": options})
         with pytest.raises(InvalidInputError, match="learned_rerank|ranker model"):
             Retriever(memory.store, memory.embedder, config)
 
@@ -191,7 +193,7 @@ def test_each_kind_of_chat_has_its_model_and_can_be_left_alone(tmp_path, embedde
 
 
 def _ranker(model: str, **options: object):
-    return PRESETS["full-ranker"].with_(
+    return BENCH_PRESETS["full-ranker"].with_(
         stage_options={"learned_rerank": {"model": model, **options}}
     )
 
@@ -207,10 +209,10 @@ def test_the_fit_learns_which_feature_marks_evidence():
 
 def test_warming_up_loads_the_rankers_edge_model(tmp_path, embedder):
     with Memory(path=tmp_path / "cold.db", embedder=embedder, warm=False) as memory:
-        plain = Retriever(memory.store, memory.embedder, PRESETS["full-priors"])
+        plain = Retriever(memory.store, memory.embedder, BENCH_PRESETS["full-priors"])
         plain.warm_up()
         assert EdgeView not in plain.resources  # no ranker, nothing to load
-        ranking = Retriever(memory.store, memory.embedder, PRESETS["full-ranker"])
+        ranking = Retriever(memory.store, memory.embedder, BENCH_PRESETS["full-ranker"])
         ranking.warm_up()
         assert EdgeView in ranking.resources
 

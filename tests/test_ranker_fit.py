@@ -9,9 +9,9 @@ import pytest
 from click.testing import CliRunner
 
 from anamnesis import Memory
+from anamnesis.bench.presets import BENCH_PRESETS
 from anamnesis.cli import main
 from anamnesis.cli_errors import EXIT_BAD_INPUT
-from anamnesis.config import PRESETS
 from anamnesis.errors import InvalidInputError
 from anamnesis.retrieve.ranker import load_ranker
 from anamnesis.retrieve.ranker_fit import (
@@ -73,7 +73,7 @@ def test_searches_use_the_fitted_ranker(chat, tmp_path):
     memory, ids = chat
     path = tmp_path / "mine.json"
     save_ranker(fit_ranker(ranker_examples(memory, _labelled(ids))), path)
-    config = PRESETS["full-ranker"].with_options("learned_rerank", model=str(path))
+    config = BENCH_PRESETS["full-ranker"].with_options("learned_rerank", model=str(path))
     with Memory(path=tmp_path / "chat.db", embedder=memory.embedder, config=config) as mine:
         for question, row in LABELS:
             assert mine.search(question, user_id=USER, limit=1)[0].episode.id == ids[row]

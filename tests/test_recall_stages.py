@@ -15,7 +15,8 @@ import pytest
 from locomo_slice import load_slice
 
 from anamnesis import Memory
-from anamnesis.config import PRESETS, SearchConfig, _plus, _then
+from anamnesis.bench.presets import BENCH_PRESETS, plus, then
+from anamnesis.config import SearchConfig
 from anamnesis.errors import InvalidInputError
 from anamnesis.retrieve.candidates import query_texts, seed_ranking, speakers_named
 from anamnesis.retrieve.contextual import CONTEXT_WEIGHT
@@ -180,7 +181,7 @@ def _episodes(memory, candidates):
 
 
 def test_speaker_channels_search_only_the_named_speakers_turns(open_memory):
-    config = PRESETS["full"]
+    config = BENCH_PRESETS["full"]
     _, request = _request(open_memory, config, "What did Caroline research?")
     assert speakers_named(request) == ["Caroline"]
     for name in ("speaker_lexical", "speaker_dense"):
@@ -192,7 +193,9 @@ def test_speaker_channels_search_only_the_named_speakers_turns(open_memory):
 
 
 def test_speaker_channels_cover_every_named_speaker_and_stay_in_scope(open_memory):
-    _, request = _request(open_memory, PRESETS["full"], "What do Caroline and Melanie both like?")
+    _, request = _request(
+        open_memory, BENCH_PRESETS["full"], "What do Caroline and Melanie both like?"
+    )
     for name in ("speaker_lexical", "speaker_dense"):
         candidates = request.channel(name, 10)
         found = _episodes(open_memory, candidates)
@@ -203,17 +206,22 @@ def test_speaker_channels_cover_every_named_speaker_and_stay_in_scope(open_memor
 def test_speaker_channels_are_silent_without_a_named_speaker_or_under_a_speaker_filter(
     open_memory,
 ):
-    _, request = _request(open_memory, PRESETS["full"], "Who went camping?")
+    _, request = _request(open_memory, BENCH_PRESETS["full"], "Who went camping?")
     assert request.channel("speaker_dense", 10) == []
     _, request = _request(
-        open_memory, PRESETS["full"], "What did Caroline research?", Filters(speaker="Melanie")
+        open_memory,
+        BENCH_PRESETS["full"],
+        "What did Caroline research?",
+        Filters(speaker="Melanie"),
     )
     assert request.channel("speaker_lexical", 10) == []
 
 
 def test_the_speakers_feature_drops_speaker_names_from_the_lexical_query(open_memory):
-    retriever, request = _request(open_memory, PRESETS["full"], "What did Caroline research?")
-    plain_retriever, plain = _request(open_memory, PRESETS["hybrid"], "What did Caroline research?")
+    retriever, request = _request(open_memory, BENCH_PRESETS["full"], "What did Caroline research?")
+    plain_retriever, plain = _request(
+        open_memory, BENCH_PRESETS["hybrid"], "What did Caroline research?"
+    )
     lexical = _episodes(open_memory, request.channel("lexical", 50))
     assert all("research" in e.content.lower() for e in lexical)
     assert len(plain.channel("lexical", 50)) > len(lexical)  # "caroline" matched more turns
@@ -226,7 +234,7 @@ def test_role_channels_search_the_addressed_roles_turns_in_scope(tmp_path, embed
         {"role": "user", "content": "Thanks, which hotel has a pool?"},
     ]
     note = "Note: my sister's hotel in Lisbon was lovely."  # added without a role
-    config = PRESETS["full-role"]
+    config = BENCH_PRESETS["full-role"]
     with Memory(path=tmp_path / "chat.db", embedder=embedder) as memory:
         memory.add_many(chat, user_id=USER.user_id, session_id="s1")
         memory.add_many(chat, user_id="someone-else", session_id="s1")
@@ -249,7 +257,9 @@ def test_role_channels_search_the_addressed_roles_turns_in_scope(tmp_path, embed
         assert request.channel("role_lexical", 10) == request.channel("role_dense", 10) == []
 
         # The role_prior stage scales the other role's turns down (here by half).
-        _, request = _request(memory, PRESETS["rerank-role"], "Which hotel did my sister pick?")
+        _, request = _request(
+            memory, BENCH_PRESETS["rerank-role"], "Which hotel did my sister pick?"
+        )
         found = memory.store.get_episodes(
             [c.episode_id for c in request.channel("dense", 10)], USER
         )
@@ -270,7 +280,7 @@ def test_dense_context_scores_each_turn_with_its_neighbours_vectors(tmp_path, em
     with Memory(path=tmp_path / "chat.db", embedder=embedder) as memory:
         added = memory.add_many(chat, user_id=USER.user_id, session_id="s1")
         ids = [e.id for e in added]
-        config = _plus(PRESETS["hybrid"], "dense_context", 1.0)
+        config = plus(BENCH_PRESETS["hybrid"], "dense_context", 1.0)
         _, request = _request(memory, config, "Where did Deborah meet her neighbour Anna?")
         found = request.channel("dense_context", 10)
         assert len(found) == len(chat)
@@ -291,13 +301,13 @@ def test_dense_context_scores_each_turn_with_its_neighbours_vectors(tmp_path, em
 
 
 def test_role_channels_are_empty_where_episodes_carry_no_role(open_memory):
-    _, request = _request(open_memory, PRESETS["full-role"], "What did Caroline research?")
+    _, request = _request(open_memory, BENCH_PRESETS["full-role"], "What did Caroline research?")
     assert request.channel("role_lexical", 10) == request.channel("role_dense", 10) == []
 
 
 def _beside_seeds(memory, channel: str):
     """The request, its seed episodes and ``channel``'s proposals, which are never seeds."""
-    config = PRESETS["full"]
+    config = BENCH_PRESETS["full"]
     _, request = _request(memory, config, "What did Caroline research?")
     seeds = [i for i, _ in seed_ranking(request)[: config.seeds]]
     proposed = request.channel(channel, 50)
@@ -317,7 +327,7 @@ def test_neighbours_are_adjacent_turns_of_the_best_seeds_and_never_seeds(open_me
 
 
 def test_neighbours_respect_the_filters_of_the_search(open_memory):
-    config = PRESETS["full"].with_(seeds=3)
+    config = BENCH_PRESETS["full"].with_(seeds=3)
     session_2 = open_memory.store.list_episodes(
         Scope(USER.user_id, None, "session_2"), limit=1, offset=0
     )[0][0]
@@ -347,7 +357,7 @@ def test_in_a_chat_replies_come_only_from_the_side_the_question_addresses(tmp_pa
         {"role": "assistant", "content": "What colour are your kitchen cupboards now?"},
         {"role": "user", "content": "They are bright yellow, my favourite."},
     ]
-    config = PRESETS["full-replies"].with_(seeds=2)
+    config = BENCH_PRESETS["full-replies"].with_(seeds=2)
     with Memory(path=tmp_path / "chat.db", embedder=embedder) as memory:
         memory.add_many(chat, user_id=USER.user_id, session_id="s1")
         _, request = _request(memory, config, "What colour are the kitchen cupboards now?")
@@ -369,7 +379,7 @@ def test_question_prior_ranks_a_turn_that_only_asks_below_the_answer(tmp_path, e
     with Memory(path=tmp_path / "chat.db", embedder=embedder) as memory:
         added = memory.add_many(chat, user_id=USER.user_id, session_id="s1")
         asks, answer = added[0].id, added[1].id
-        without = PRESETS["hybrid"]
+        without = BENCH_PRESETS["hybrid"]
         _, request = _request(memory, without, question)
         plain = [c.episode_id for c in request.channel("lexical", 10)]
         assert plain.index(asks) < plain.index(answer)  # the asking turn shares more words
@@ -377,7 +387,7 @@ def test_question_prior_ranks_a_turn_that_only_asks_below_the_answer(tmp_path, e
             question, USER, Filters(), 3, False
         )
         assert first[0].episode.id == asks
-        config = _then(without, "question_prior").with_(
+        config = then(without, "question_prior").with_(
             stage_options={"question_prior": {"factor": 0.5}}
         )
         fused = STAGES["question_prior"](request, [Fused(i, 1.0) for i in (asks, answer)])
@@ -408,7 +418,7 @@ def test_question_prior_ranks_a_turn_that_only_asks_below_the_answer(tmp_path, e
 
 
 def test_dense_prf_searches_with_the_question_moved_towards_its_best_hits(open_memory):
-    _, request = _request(open_memory, PRESETS["full"], "What did Melanie paint?")
+    _, request = _request(open_memory, BENCH_PRESETS["full"], "What did Melanie paint?")
     moved = request.channel("dense_prf", 20)
     plain = request.channel("dense", 20)
     assert len(moved) == 20 and [c.episode_id for c in moved] != [c.episode_id for c in plain]
@@ -417,7 +427,7 @@ def test_dense_prf_searches_with_the_question_moved_towards_its_best_hits(open_m
 
 
 def test_session_channel_returns_turns_of_the_best_sessions_only(open_memory):
-    config = PRESETS["full"].with_(sessions=2)
+    config = BENCH_PRESETS["full"].with_(sessions=2)
     _, request = _request(open_memory, config, "When did Melanie paint a sunrise?")
     found = _episodes(open_memory, request.channel("session", 50))
     assert found and len({e.session_id for e in found}) <= 2
@@ -429,7 +439,7 @@ def test_session_channel_returns_turns_of_the_best_sessions_only(open_memory):
 
 
 def test_prf_expands_the_query_with_terms_from_the_best_lexical_hits(open_memory):
-    _, request = _request(open_memory, PRESETS["full"], "What did Melanie paint?")
+    _, request = _request(open_memory, BENCH_PRESETS["full"], "What did Melanie paint?")
     expanded = request.channel("prf", 50)
     lexical = request.channel("lexical", 50)
     assert expanded and {c.episode_id for c in expanded} != {c.episode_id for c in lexical}
@@ -437,16 +447,16 @@ def test_prf_expands_the_query_with_terms_from_the_best_lexical_hits(open_memory
 
 def test_entity_channel_matches_non_speaker_names_only(open_memory):
     _, request = _request(
-        open_memory, PRESETS["full"], "When did Caroline go to the LGBTQ support group?"
+        open_memory, BENCH_PRESETS["full"], "When did Caroline go to the LGBTQ support group?"
     )
     found = _episodes(open_memory, request.channel("entity", 50))
     assert found and all("lgbtq" in e.content.lower() for e in found)
-    _, request = _request(open_memory, PRESETS["full"], "What did Caroline research?")
+    _, request = _request(open_memory, BENCH_PRESETS["full"], "What did Caroline research?")
     assert request.channel("entity", 50) == []
 
 
 def test_decomposed_questions_run_each_subquery_through_dense(open_memory):
-    config = PRESETS["hybrid"].with_(query=("decompose",))
+    config = BENCH_PRESETS["hybrid"].with_(query=("decompose",))
     _, request = _request(open_memory, config, "What do Caroline and Melanie both paint?")
     request.channel("dense", 10)
     assert [k for k in request.memo if k[0] == "vector"] == [
@@ -456,7 +466,7 @@ def test_decomposed_questions_run_each_subquery_through_dense(open_memory):
 
 
 def _recall(memory, preset, qa, k=10):
-    retriever = Retriever(memory.store, memory.embedder, PRESETS[preset])
+    retriever = Retriever(memory.store, memory.embedder, BENCH_PRESETS[preset])
     found = total = 0
     for item in qa:
         hits = retriever.search(item["question"], USER, Filters(), k, False)
@@ -493,7 +503,7 @@ def test_logistic_fusion_scores_with_its_coefficients_and_round_trips():
 
 
 def test_the_bundled_fusion_model_loads_and_an_unknown_fusion_is_refused(open_memory):
-    model = load_fusion_model(PRESETS["full"].fusion_model)
+    model = load_fusion_model(BENCH_PRESETS["full"].fusion_model)
     assert len(model.coef) == 2 * len(model.channels)
     with pytest.raises(InvalidInputError):
         Retriever(open_memory.store, open_memory.embedder, SearchConfig(fusion="magic"))
@@ -583,7 +593,7 @@ def test_llm_subqueries_are_the_lines_of_its_reply():
 
 def test_llm_subqueries_run_through_the_channels_after_the_rules(open_memory, llm):
     llm.reply = "What did Caroline research?\nWhich agencies did Caroline look into?"
-    config = PRESETS["hybrid"].with_(query=("decompose", "decompose-llm"))
+    config = BENCH_PRESETS["hybrid"].with_(query=("decompose", "decompose-llm"))
     question = "What did Caroline research, and what do Caroline and Melanie paint?"
     _, request = _request(open_memory, config, question)
     assert query_texts(request) == [

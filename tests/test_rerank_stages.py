@@ -9,13 +9,13 @@ import pytest
 from store_fixtures import postgres_schema_url_fixture  # noqa: F401  (registered fixture)
 
 from anamnesis import Memory, SearchConfig
-from anamnesis.config import PRESETS
+from anamnesis.bench.presets import BENCH_PRESETS
 from anamnesis.errors import InvalidInputError
 from anamnesis.retrieve.filters import rejects
 from anamnesis.retrieve.rerank import fingerprints, surprise, zscore_sigmoid
 from anamnesis.retrieve.stages import STAGES
 
-HYBRID = PRESETS["hybrid"]
+HYBRID = BENCH_PRESETS["hybrid"]
 
 
 def _with(stages: tuple[str, ...], **options: dict) -> SearchConfig:
@@ -24,7 +24,7 @@ def _with(stages: tuple[str, ...], **options: dict) -> SearchConfig:
 
 def test_every_stage_is_registered_under_its_configured_name() -> None:
     assert {"memx", "surprise", "dedup", "abstain", "cross-encoder", "ensemble-e5"} <= set(STAGES)
-    for name, config in PRESETS.items():
+    for name, config in BENCH_PRESETS.items():
         assert set(config.stages) <= set(STAGES), name
 
 

@@ -6,7 +6,7 @@ import pytest
 from locomo_slice import load_slice
 
 from anamnesis import Memory
-from anamnesis.config import PRESETS
+from anamnesis.bench.presets import BENCH_PRESETS
 
 
 @pytest.fixture(scope="module")
@@ -19,7 +19,7 @@ def conversation(tmp_path_factory, embedder):
 
 def _recall_at(path, embedder, qa, preset: str, k: int) -> float:
     found = total = 0
-    with Memory(path=path, embedder=embedder, config=PRESETS[preset]) as memory:
+    with Memory(path=path, embedder=embedder, config=BENCH_PRESETS[preset]) as memory:
         for item in qa:
             hits = memory.search(item["question"], user_id="conv-26", limit=k)
             retrieved = {h.episode.metadata["dia_id"] for h in hits}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from anamnesis import Memory, NotFoundError
-from anamnesis.config import PRESETS
+from anamnesis.bench.presets import BENCH_PRESETS
 
 
 @pytest.fixture
@@ -20,8 +20,8 @@ def two_users(memory: Memory):
 @pytest.mark.parametrize("preset", ["bm25", "dense", "hybrid"])
 def test_search_never_crosses_users_on_any_channel(two_users, preset) -> None:
     memory, ana, bob = two_users
-    memory.config = PRESETS[preset]
-    memory._retriever.config = PRESETS[preset]
+    memory.config = BENCH_PRESETS[preset]
+    memory._retriever.config = BENCH_PRESETS[preset]
     for query in ("passport number Lisbon", "where do I live", "stamps Oslo"):
         assert {h.episode.user_id for h in memory.search(query, user_id="bob")} <= {"bob"}
         assert {h.episode.user_id for h in memory.search(query, user_id="ana")} <= {"ana"}

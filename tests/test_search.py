@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from anamnesis import Memory, SearchConfig
-from anamnesis.config import PRESETS
+from anamnesis.bench.presets import BENCH_PRESETS
 from anamnesis.errors import InvalidInputError
 from anamnesis.retrieve.fusion import weighted_rrf
 from anamnesis.retrieve.query import search_terms
@@ -89,10 +89,10 @@ def test_explain_reports_each_channels_rank(memory: Memory) -> None:
 
 
 def test_dense_channel_finds_paraphrases_lexical_cannot(db_path, embedder) -> None:
-    with Memory(path=db_path, embedder=embedder, config=PRESETS["bm25"]) as mem:
+    with Memory(path=db_path, embedder=embedder, config=BENCH_PRESETS["bm25"]) as mem:
         mem.add(["My dog loves the beach", "Quarterly taxes are due"], user_id="u")
         assert mem.search("puppy at the seaside", user_id="u") == []
-    with Memory(path=db_path, embedder=embedder, config=PRESETS["dense"]) as mem:
+    with Memory(path=db_path, embedder=embedder, config=BENCH_PRESETS["dense"]) as mem:
         assert mem.search("puppy at the seaside", user_id="u")[0].episode.content.startswith(
             "My dog"
         )

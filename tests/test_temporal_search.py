@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import pytest
 
 from anamnesis import Memory, Scope, SearchConfig
-from anamnesis.config import PRESETS
+from anamnesis.bench.presets import BENCH_PRESETS
 
 MAY_8 = "2023-05-08T13:00:00+00:00"
 TEMPORAL_ONLY = SearchConfig(channels=("temporal",), weights={"temporal": 1.0})
@@ -16,7 +16,7 @@ TEMPORAL_ONLY = SearchConfig(channels=("temporal",), weights={"temporal": 1.0})
 
 @pytest.fixture
 def temporal_memory(db_path, embedder):
-    with Memory(path=db_path, embedder=embedder, config=PRESETS["temporal"]) as mem:
+    with Memory(path=db_path, embedder=embedder, config=BENCH_PRESETS["temporal"]) as mem:
         yield mem
 
 
@@ -85,7 +85,7 @@ def test_the_temporal_channel_puts_the_named_day_itself_first(db_path, embedder)
 
 def test_time_match_boosts_the_named_time_itself_by_the_exact_factor(db_path, embedder):
     question = "What dinner did I cook on December 4, 2023?"
-    plain = PRESETS["hybrid"].with_(stages=("time_match",))
+    plain = BENCH_PRESETS["hybrid"].with_(stages=("time_match",))
     exact = plain.with_(stage_options={"time_match": {"exact": 3.0}})
     with Memory(path=db_path, embedder=embedder, config=plain) as memory:
         today, before = _day_after(memory)
@@ -98,7 +98,7 @@ def test_time_match_boosts_the_named_time_itself_by_the_exact_factor(db_path, em
 
 def test_a_relative_time_gets_no_exact_boost_unless_asked(db_path, embedder):
     question = "What dinner did I cook yesterday?"  # asked on 5 December: the 4th
-    exact = PRESETS["hybrid"].with_(
+    exact = BENCH_PRESETS["hybrid"].with_(
         stages=("time_match",), stage_options={"time_match": {"exact": 3.0}}
     )
     relative = exact.with_(stage_options={"time_match": {"exact": 3.0, "relative": True}})
@@ -112,7 +112,7 @@ def test_a_relative_time_gets_no_exact_boost_unless_asked(db_path, embedder):
 
 
 def test_the_dated_stage_prefers_turns_that_date_the_event_for_when_questions(db_path, embedder):
-    config = PRESETS["hybrid"].with_(stages=("dated",))
+    config = BENCH_PRESETS["hybrid"].with_(stages=("dated",))
     with Memory(path=db_path, embedder=embedder, config=config) as memory:
         memory.add(
             ["I love the support group", "I went to the support group yesterday"],
@@ -149,7 +149,7 @@ def test_analyse_and_explain_expose_the_reading_of_the_question(memory):
 
 
 def test_chronological_orders_only_the_returned_hits_oldest_first(db_path, embedder):
-    config = PRESETS["hybrid"].with_(stages=("chronological",))
+    config = BENCH_PRESETS["hybrid"].with_(stages=("chronological",))
     with Memory(path=db_path, embedder=embedder, config=config) as memory:
         for day, step in [
             ("03", "deployed the app"),
@@ -169,13 +169,13 @@ def test_chronological_orders_only_the_returned_hits_oldest_first(db_path, embed
 
 def test_spread_lets_order_questions_cover_more_days(db_path, embedder):
     day_one = ["I worked on the app login", "I worked on the app menu", "I worked on the app icons"]
-    with Memory(path=db_path, embedder=embedder, config=PRESETS["hybrid"]) as memory:
+    with Memory(path=db_path, embedder=embedder, config=BENCH_PRESETS["hybrid"]) as memory:
         memory.add(day_one, event_time="2024-03-01T10:00:00Z", user_id="u")
         memory.add("Later the app database", event_time="2024-03-05T10:00:00Z", user_id="u")
         question = "In what order did I work on the app?"
         plain = memory.search(question, user_id="u", limit=4)
         assert len({h.episode.event_time.date() for h in plain[:3]}) == 1
-    config = PRESETS["hybrid"].with_(stages=("spread",))
+    config = BENCH_PRESETS["hybrid"].with_(stages=("spread",))
     with Memory(path=db_path, embedder=embedder, config=config) as memory:
         spread = memory.search(question, user_id="u", limit=4)
         assert len({h.episode.event_time.date() for h in spread[:3]}) == 2
@@ -183,7 +183,9 @@ def test_spread_lets_order_questions_cover_more_days(db_path, embedder):
             plain[0].episode.id
         ]
     # With when="list", list questions ("What parts…") are spread as well.
-    config = PRESETS["hybrid"].with_(stages=("spread",), stage_options={"spread": {"when": "list"}})
+    config = BENCH_PRESETS["hybrid"].with_(
+        stages=("spread",), stage_options={"spread": {"when": "list"}}
+    )
     with Memory(path=db_path, embedder=embedder, config=config) as memory:
         listed = memory.search("What parts of the app did I work on?", user_id="u", limit=4)
         assert len({h.episode.event_time.date() for h in listed[:3]}) == 2

@@ -21,9 +21,9 @@ from rich.progress import (
 )
 
 from ..cli_errors import handled
-from ..config import PRESETS
 from ..retrieve.filters import ABSTAIN_RULES
 from .abstention import THRESHOLDS
+from .presets import BENCH_PRESETS
 from .qa import DEFAULT_QA_BUDGET
 from .runner import DEFAULT_DEPTH, BenchOptions
 from .scoring import DEFAULT_BUDGETS
@@ -45,10 +45,11 @@ def _ints(value: str, what: str) -> tuple[int, ...]:
 
 def _configs(value: str) -> tuple[str, ...]:
     names = tuple(v.strip() for v in value.split(",") if v.strip())
-    unknown = [n for n in names if n not in PRESETS]
+    unknown = [n for n in names if n not in BENCH_PRESETS]
     if unknown or not names:
         raise click.BadParameter(
-            f"unknown config(s) {unknown or value!r}; choose from {', '.join(sorted(PRESETS))}"
+            f"unknown config(s) {unknown or value!r}; "
+            f"choose from {', '.join(sorted(BENCH_PRESETS))}"
         )
     return names
 

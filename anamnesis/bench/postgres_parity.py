@@ -32,7 +32,6 @@ from urllib.parse import quote
 
 import numpy as np
 
-from ..config import PRESETS
 from ..embed import get_embedder
 from ..embed.base import Embedder
 from ..memory import Memory
@@ -41,6 +40,7 @@ from ..store.base import Filters
 from ..types import Scope
 from .datasets import Case, load_locomo
 from .metrics import paired_bootstrap, recall_at_k
+from .presets import BENCH_PRESETS
 
 #: Search depth, and the cut-offs reported.
 DEPTH = 50
@@ -116,7 +116,7 @@ def run_case(case: Case, url: str, embedder: EmbedOnce, tallies: dict[str, Tally
                 memory.add_many(case.messages, user_id=USER)
             for preset, tally in tallies.items():
                 retrievers = {
-                    name: Retriever(memory.store, embedder, PRESETS[preset])
+                    name: Retriever(memory.store, embedder, BENCH_PRESETS[preset])
                     for name, memory in memories.items()
                 }
                 for question in questions:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from .. import __version__
-from ..config import PRESETS, SearchConfig
+from ..config import SearchConfig
 from ..context import assemble
 from ..embed import get_embedder
 from ..errors import InvalidInputError
@@ -38,6 +38,7 @@ from ..retrieve.resources import StageResources
 from ..store.base import Filters
 from ..types import Hit, Scope
 from .datasets import Case, Dataset, Question
+from .presets import BENCH_PRESETS
 from .qa import DEFAULT_QA_BUDGET, QAGrader, build_context, format_message
 from .scoring import DEFAULT_BUDGETS, DEFAULT_KS, LONGMEMEVAL_KS, CorpusStats, score
 from .tokens import TOKENIZER_NAME, CachingEmbedder, TokenCounter
@@ -70,9 +71,11 @@ class BenchOptions:
 
     def search_configs(self) -> dict[str, SearchConfig]:
         """The named presets, with the candidate depth overridden when asked."""
-        unknown = [name for name in self.configs if name not in PRESETS]
+        unknown = [name for name in self.configs if name not in BENCH_PRESETS]
         if unknown:
-            raise InvalidInputError(f"unknown config(s) {unknown}; choose from {sorted(PRESETS)}")
+            raise InvalidInputError(
+                f"unknown config(s) {unknown}; choose from {sorted(BENCH_PRESETS)}"
+            )
         if not self.configs:
             raise InvalidInputError("name at least one config")
         stray = [name for name in self.qa_configs if name not in self.configs]
@@ -80,7 +83,7 @@ class BenchOptions:
             raise InvalidInputError(f"--qa-config {stray} must also be in --config")
         out = {}
         for name in self.configs:
-            config = PRESETS[name]
+            config = BENCH_PRESETS[name]
             if self.candidates is not None:
                 config = config.with_(candidates=self.candidates)
             out[name] = config

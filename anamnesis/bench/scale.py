@@ -36,7 +36,6 @@ from typing import Any
 
 import numpy as np
 
-from ..config import PRESETS
 from ..embed import get_embedder
 from ..embed.base import Embedder
 from ..memory import Memory
@@ -45,6 +44,7 @@ from ..store.base import Filters
 from ..types import Scope
 from . import datasets
 from .metrics import percentile
+from .presets import BENCH_PRESETS
 from .report import pyplot
 from .runner import environment, peak_rss_bytes, store_bytes
 
@@ -233,10 +233,11 @@ def fresh_process_search(path: Path, embedder: str, query: str, config: str) -> 
         "import json,sys,time\n"
         "from anamnesis.embed import get_embedder\n"
         "from anamnesis.memory import Memory\n"
-        "from anamnesis.config import PRESETS\n"
+        "from anamnesis.bench.presets import BENCH_PRESETS\n"
         "path, name, query, config = sys.argv[1:5]\n"
         "emb = get_embedder(name); emb.embed_query('warm up')\n"
-        "t = time.perf_counter(); m = Memory(path=path, embedder=emb, config=PRESETS[config])\n"
+        "t = time.perf_counter()\n"
+        "m = Memory(path=path, embedder=emb, config=BENCH_PRESETS[config])\n"
         "opened = time.perf_counter() - t\n"
         "t = time.perf_counter(); m.search(query, user_id='" + SCALE_USER + "', limit=10)\n"
         "first = time.perf_counter() - t\n"
@@ -267,11 +268,11 @@ def run_scale(
 ) -> ScaleResult:
     """Grow one store through ``options.sizes`` and measure at each size."""
     sizes = sorted(set(options.sizes))
-    unknown = [c for c in options.configs if c not in PRESETS]
+    unknown = [c for c in options.configs if c not in BENCH_PRESETS]
     if unknown:
         from ..errors import InvalidInputError
 
-        raise InvalidInputError(f"unknown config(s) {unknown}; choose from {sorted(PRESETS)}")
+        raise InvalidInputError(f"unknown config(s) {unknown}; choose from {sorted(BENCH_PRESETS)}")
     path = Path(data)
     turns, questions = source_texts(path)
     queries = questions[: options.queries] or ["what did I say about my plans?"]
@@ -345,7 +346,8 @@ def _measure(
     memory.store.warm_up()
     warm_up_ms = (time.perf_counter() - start) * 1000
     retrievers = {
-        name: Retriever(memory.store, memory.embedder, PRESETS[name]) for name in options.configs
+        name: Retriever(memory.store, memory.embedder, BENCH_PRESETS[name])
+        for name in options.configs
     }
     search_ms = {}
     for name, retriever in retrievers.items():
@@ -361,7 +363,7 @@ def _measure(
     stored += options.single_adds
 
     # First search in a fresh Memory in this process (model already loaded).
-    fresh = Memory(path=db, embedder=counting, config=PRESETS[options.configs[-1]])
+    fresh = Memory(path=db, embedder=counting, config=BENCH_PRESETS[options.configs[-1]])
     start = time.perf_counter()
     fresh.search(queries[0], user_id=SCALE_USER, limit=options.limit)
     fresh_ms = (time.perf_counter() - start) * 1000
