@@ -283,7 +283,7 @@ class Memory(FactVerbs):
         Keyword values are defaults that each message may override. Returns the stored
         episodes. Either all of them are stored or, on error, none.
         """
-        items = list(content) if isinstance(content, list | tuple) else [content]
+        items: list[Any] = list(content) if isinstance(content, list | tuple) else [content]
         if not items:
             raise InvalidInputError("nothing to add: the message list is empty")
         return self.add_many(
@@ -648,7 +648,11 @@ class Memory(FactVerbs):
 
     def stats(self, *, user_id: str | None = None) -> dict[str, Any]:
         """Counts and sizes for one user, or for the whole store when ``user_id`` is None."""
-        scope = Scope(check_id(user_id, "user_id")) if user_id is not None else None
+        scope = (
+            Scope(check_id(user_id, "user_id", required=True) or "")
+            if user_id is not None
+            else None
+        )
         return {**self._store.stats(scope), "embedder": self._embedder.name}
 
     # -- portability ---------------------------------------------------------------------------

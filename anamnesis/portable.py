@@ -167,12 +167,12 @@ def _export_facts(store: Store, out: IO[str], user_id: str | None) -> None:
     for owner, episode_id, at in store.iter_consolidated():
         if user_id is None or owner == user_id:
             groups.setdefault((owner, _time(at) or ""), []).append(episode_id)
-    for (owner, at), ids in groups.items():
+    for (owner, stamp), ids in groups.items():
         for start in range(0, len(ids), _IMPORT_BATCH):
             record = {
                 "type": "consolidated",
                 "user_id": owner,
-                "consolidated_at": at,
+                "consolidated_at": stamp,
                 "episode_ids": ids[start : start + _IMPORT_BATCH],
             }
             out.write(json.dumps(record, ensure_ascii=False) + "\n")

@@ -150,9 +150,10 @@ def rebuild(target: str | Path, merge: Sequence[str | Path] = ()) -> dict[str, A
     target = Path(target)
     meta = json.loads((target / "run.json").read_text(encoding="utf-8"))
     sources = [target, *(Path(m) for m in merge)]
-    options = BenchOptions(
-        **{k: tuple(v) if isinstance(v, list) else v for k, v in meta["options"].items()}
-    )
+    saved: dict[str, Any] = {
+        k: tuple(v) if isinstance(v, list) else v for k, v in meta["options"].items()
+    }
+    options = BenchOptions(**saved)
     result = RunResult(
         dataset=meta["dataset"],
         data_path=meta["data_path"],

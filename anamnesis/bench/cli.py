@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import shlex
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -90,7 +89,7 @@ def _progress() -> Progress:
     )
 
 
-def dataset_command(name: str, help_text: str) -> Callable[..., Any]:
+def dataset_command(name: str, help_text: str) -> click.Command:
     """A click command that runs dataset ``name``."""
 
     @click.command(name=name, help=help_text)

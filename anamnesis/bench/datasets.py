@@ -101,7 +101,7 @@ def read_json(path: Path) -> Any:
     with open(path, "rb") as handle:
         magic = handle.read(2)
     opener = gzip.open if magic == b"\x1f\x8b" else open
-    with opener(path, "rt", encoding="utf-8") as handle:  # type: ignore[operator]
+    with opener(path, "rt", encoding="utf-8") as handle:
         try:
             return json.load(handle)
         except (json.JSONDecodeError, UnicodeDecodeError, OSError) as exc:

@@ -94,13 +94,13 @@ def _schema(url: str) -> Iterator[str]:
 
     name = f"parity_{uuid.uuid4().hex[:10]}"
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(f'CREATE SCHEMA "{name}"')  # type: ignore[arg-type]
+        conn.execute(f'CREATE SCHEMA "{name}"')
     try:
         options = quote(f"-csearch_path={name},public", safe="")
         yield f"{url}{'&' if '?' in url else '?'}options={options}"
     finally:
         with psycopg.connect(url, autocommit=True) as conn:
-            conn.execute(f'DROP SCHEMA "{name}" CASCADE')  # type: ignore[arg-type]
+            conn.execute(f'DROP SCHEMA "{name}" CASCADE')
 
 
 def run_case(case: Case, url: str, embedder: EmbedOnce, tallies: dict[str, Tally]) -> None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import statistics
 import time
@@ -143,6 +144,11 @@ def _percentiles(samples: list[float]) -> dict[str, float]:
         "mean_ms": 1000 * statistics.fmean(ordered),
         "n": len(ordered),
     }
+
+
+def _on_store(fn: Callable[..., Any], store: Any, args: tuple[Any, ...]) -> Any:
+    """``fn(store, *args)``: one timed call of a plan."""
+    return fn(store, *args)
 
 
 def _timed(fn: Callable[[Any], Any], plan: list[Any]) -> list[float]:
@@ -294,7 +300,7 @@ def run_postgres_bench(
                 ("lexical", _lexical),
                 ("store round", _store_round),
             ):
-                samples = _timed(lambda args, fn=fn: fn(store, *args), plan)
+                samples = _timed(functools.partial(_on_store, fn, store), plan)
                 result.searches[f"{name}: {label}"] = _percentiles(samples)
                 log(f"  {name} {label}: {result.searches[f'{name}: {label}']}")
 

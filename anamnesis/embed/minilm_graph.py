@@ -87,7 +87,7 @@ def _build(src: str, dst: str, variant: str) -> None:  # noqa: C901 - one graph,
         nodes.append(helper.make_node(op, ins, outs, domain=domain, **attrs))
         return outs[0] if len(outs) == 1 else outs
 
-    def W(prefix):
+    def W(prefix: str) -> tuple[np.ndarray, np.ndarray]:
         wq, s = q[lin[prefix]]
         return wq, s.reshape(-1)
 

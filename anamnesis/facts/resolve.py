@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
+from typing import Protocol
 
 import numpy as np
 
@@ -47,12 +48,12 @@ SAME_ATTRIBUTE_SIMILARITY = 0.7
 AMBIGUOUS_SIMILARITY = 0.5
 
 
-class Judge:
+class Judge(Protocol):
     """Decides ambiguous conflicts (the LLM); see ``llm_extract.LLMJudge``."""
 
-    def same_attribute(self, old: Fact, new: Draft) -> bool:  # pragma: no cover - protocol
+    def same_attribute(self, old: Fact, new: Draft) -> bool:
         """Whether ``new`` replaces ``old`` (the same attribute of the same subject)."""
-        raise NotImplementedError
+        ...
 
 
 def _start(fact: Fact) -> datetime:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from datetime import datetime
 
 from ..ingest.timeparse import resolve
 from ..types import Episode
@@ -338,7 +339,7 @@ class RuleExtractor:
         return list(drafts.values())
 
     @staticmethod
-    def _matches(sentence: str, episode: Episode) -> Iterable[tuple[str, str, object]]:
+    def _matches(sentence: str, episode: Episode) -> Iterable[tuple[str, str, datetime | None]]:
         mentions = None
         for rule in RULES:
             for match in rule.pattern.finditer(sentence):

@@ -264,7 +264,7 @@ def _relative_period(m: re.Match[str], said: date) -> TimeMention:
 )
 def _trailing_period(m: re.Match[str], said: date) -> TimeMention | None:
     """ "the past month", "the last two weeks": the span up to and including today."""
-    unit = (m.group("unit") or m.group("unit2")).lower()
+    unit: Granularity = (m.group("unit") or m.group("unit2")).lower()  # type: ignore[assignment]  # the pattern admits day|week|month|year only
     word = m.group("count") or m.group("count2")
     count = 1 if word is None else _number(word)
     if count is None:

@@ -9,6 +9,8 @@ embedder); what they write is per-search: its caches (``memo``), and, for the
 
 from __future__ import annotations
 
+from typing import Literal
+
 from ..facts.search import matching_facts, order_facts
 from ..store.base import Candidate
 from .candidates import (
@@ -79,7 +81,9 @@ def facts(request: SearchRequest, limit: int) -> list[Candidate]:
     the request, so hits can carry them.
     """
     as_of = request.filters.recorded_before
-    intent = "history" if request.analysis.time.wants_history else "current"
+    intent: Literal["current", "history"] = (
+        "history" if request.analysis.time.wants_history else "current"
+    )
     request.analysis.features["fact_intent"] = intent
     ranked = matching_facts(
         request.store, request.scope, request.analysis.terms, request.query_vector, as_of

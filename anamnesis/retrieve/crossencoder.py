@@ -218,9 +218,9 @@ def cross_encoder_stage(request: SearchRequest, fused: list[Fused]) -> list[Fuse
     kind = options.get("kind")
     encoder = request.resources.get(
         ("cross-encoder", model, kind),
-        lambda: load_cross_encoder(model, kind),  # type: ignore[arg-type]
+        lambda: load_cross_encoder(model, kind),
     )
-    top_n = int(options.get("top_n", CROSS_ENCODER_TOP_N))  # type: ignore[call-overload]
+    top_n = int(options.get("top_n", CROSS_ENCODER_TOP_N))
     head, tail = fused[:top_n], fused[top_n:]
     episodes = request.episodes([f.episode_id for f in head])
     scored = [f for f in head if f.episode_id in episodes]

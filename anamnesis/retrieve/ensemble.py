@@ -64,8 +64,8 @@ def ensemble_e5(request: SearchRequest, fused: list[Fused]) -> list[Fused]:
     Options (``stage_options["ensemble-e5"]``): ``top_n``, ``weight``.
     """
     options = request.options("ensemble-e5")
-    top_n = int(options.get("top_n", ENSEMBLE_TOP_N))  # type: ignore[call-overload]
-    weight = float(options.get("weight", ENSEMBLE_WEIGHT))  # type: ignore[arg-type]
+    top_n = int(options.get("top_n", ENSEMBLE_TOP_N))
+    weight = float(options.get("weight", ENSEMBLE_WEIGHT))
     head, tail = fused[:top_n], fused[top_n:]
     episodes = request.episodes([f.episode_id for f in head])
     scored = [f for f in head if f.episode_id in episodes]

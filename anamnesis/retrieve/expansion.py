@@ -8,7 +8,7 @@ terms are appended to the question's own terms.
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import defaultdict
 from collections.abc import Iterable, Sequence
 
 from .query import search_terms
@@ -32,7 +32,7 @@ def feedback_terms(
     if count <= 0 or not feedback:
         return []
     skip = set(query_terms) | set(exclude)
-    weight: Counter[str] = Counter()
+    weight: defaultdict[str, float] = defaultdict(float)
     for rank, text in enumerate(feedback, start=1):
         for term in set(search_terms(text)):
             if term in skip or len(term) < MIN_TERM_LENGTH or term.isdigit():

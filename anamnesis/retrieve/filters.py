@@ -47,11 +47,11 @@ def dedup(request: SearchRequest, fused: list[Fused]) -> list[Fused]:
     if scope not in ("session", "all"):
         raise InvalidInputError(f"dedup scope must be 'session' or 'all', not {scope!r}")
     min_cosine = options.get("min_cosine", DEDUP_MIN_COSINE)
-    depth = int(options.get("depth", DEDUP_DEPTH))  # type: ignore[call-overload]
+    depth = int(options.get("depth", DEDUP_DEPTH))
     head, tail = fused[:depth], fused[depth:]
     episodes = request.episodes([f.episode_id for f in head])
     vectors: dict[str, np.ndarray] = {}
-    if min_cosine is not None and float(min_cosine) <= 1.0:  # type: ignore[arg-type]
+    if min_cosine is not None and float(min_cosine) <= 1.0:
         vectors = request.stored_vectors(list(episodes))
     kept: list[Fused] = []
     kept_hashes: set[tuple[str | None, str]] = set()
@@ -68,7 +68,7 @@ def dedup(request: SearchRequest, fused: list[Fused]) -> list[Fused]:
         earlier = kept_vectors.setdefault(group, [])
         if vector is not None and earlier:
             similarity = np.stack(earlier) @ vector
-            if float(similarity.max()) >= float(min_cosine):  # type: ignore[arg-type]
+            if float(similarity.max()) >= float(min_cosine):
                 continue
         kept.append(f)
         kept_hashes.add((group, episode.content_hash))
@@ -105,7 +105,7 @@ def abstain(request: SearchRequest, fused: list[Fused]) -> list[Fused]:
     Options (``stage_options["abstain"]``): ``min_cosine``, ``rule`` ("r1" or "cosine").
     """
     options = request.options("abstain")
-    min_cosine = float(options.get("min_cosine", ABSTAIN_MIN_COSINE))  # type: ignore[arg-type]
+    min_cosine = float(options.get("min_cosine", ABSTAIN_MIN_COSINE))
     rule = str(options.get("rule", "r1"))
     if rule not in ABSTAIN_RULES:
         raise InvalidInputError(f"abstain rule must be 'r1' or 'cosine', not {rule!r}")

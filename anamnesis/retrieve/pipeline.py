@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -143,7 +144,7 @@ class Retriever:
         ]
 
 
-def _check_names(kind: str, names: tuple[str, ...], known: dict[str, object]) -> None:
+def _check_names(kind: str, names: tuple[str, ...], known: Mapping[str, object]) -> None:
     unknown = [n for n in names if n not in known]
     if unknown:
         raise InvalidInputError(f"unknown {kind}(s) {unknown}; choose from {sorted(known)}")

@@ -97,7 +97,7 @@ class SearchRequest:
             i: by_hash[e.content_hash] for i, e in episodes.items() if e.content_hash in by_hash
         }
 
-    def options(self, stage: str) -> dict[str, object]:
+    def options(self, stage: str) -> dict[str, Any]:
         """The configured options of one post-fusion stage (empty when none are set)."""
         return dict(self.config.stage_options.get(stage, {}))
 

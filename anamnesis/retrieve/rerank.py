@@ -75,7 +75,7 @@ def memx(request: SearchRequest, fused: list[Fused]) -> list[Fused]:
     head, tail = fused[:depth], fused[depth:]
     if not head:
         return fused
-    weights = {**MEMX_WEIGHTS, **dict(options.get("weights", {}))}  # type: ignore[call-overload]
+    weights = {**MEMX_WEIGHTS, **dict(options.get("weights", {}))}
     half_life = float(options.get("half_life_days", MEMX_HALF_LIFE_DAYS))
     episodes = request.episodes([f.episode_id for f in head])
     rrf = np.array([f.score for f in head], dtype=np.float64)

@@ -43,7 +43,7 @@ class StageResources:
         with self._lock:
             if key not in self._items:
                 self._items[key] = build()
-            return self._items[key]  # type: ignore[no-any-return]
+            return self._items[key]
 
     def __contains__(self, key: object) -> bool:
         """Whether the object under ``key`` has been built."""

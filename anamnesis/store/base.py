@@ -189,7 +189,11 @@ class Store(Protocol):
     #: Names reported by ``Memory.capabilities``.
     backend: str
     vector_backend: str
-    lexical_backend: str
+
+    @property
+    def lexical_backend(self) -> str:
+        """How lexical search runs (reported by ``Memory.capabilities``)."""
+        ...
 
     # -- identity and lifecycle -------------------------------------------------------
     def get_meta(self, key: str) -> str | None:

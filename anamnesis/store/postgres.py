@@ -178,7 +178,7 @@ class PostgresStore(PostgresFacts):
                 for version in pending(current):
                     for step in MIGRATIONS[version](self.dim):
                         if isinstance(step, str):
-                            conn.execute(step)  # type: ignore[arg-type]
+                            conn.execute(step)
                         else:
                             step(conn)
                 if current < LATEST:
@@ -269,9 +269,8 @@ class PostgresStore(PostgresFacts):
         """Episodes and their full-text and vector columns agree (the server checks
         its own pages)."""
         with self._transaction() as conn:
-            missing = conn.execute(
-                "SELECT COUNT(*) FROM episodes WHERE embedding IS NULL"
-            ).fetchone()[0]
+            row = conn.execute("SELECT COUNT(*) FROM episodes WHERE embedding IS NULL").fetchone()
+        missing = row[0] if row is not None else 0
         return [f"{missing} episodes have no vector"] if missing else []
 
     def warm_up(self) -> None:
@@ -286,7 +285,7 @@ class PostgresStore(PostgresFacts):
         """Refresh the planner's statistics (worth doing after a bulk load)."""
         with self._transaction() as conn:
             for table in ("episodes", "sessions", "episode_versions", "text_lexemes"):
-                conn.execute(f"ANALYZE {table}")  # type: ignore[arg-type]
+                conn.execute(f"ANALYZE {table}")
 
     def rebuild_lexical_statistics(self) -> None:
         """Recount BM25's corpus statistics from the stored episodes.
@@ -319,7 +318,7 @@ class PostgresStore(PostgresFacts):
                         "SELECT set_config('maintenance_work_mem', %s, true)", (build_memory,)
                     )
                 for statement in embedding_index(self.dim):
-                    conn.execute(statement)  # type: ignore[arg-type]
+                    conn.execute(statement)
 
     def upsert_sessions(self, sessions: Sequence[Session]) -> None:
         with self._transaction() as conn:
@@ -587,11 +586,10 @@ class PostgresStore(PostgresFacts):
         conn.execute("DROP INDEX IF EXISTS episodes_scope_vectors")
         for table in ("episodes", "facts"):
             conn.execute(
-                f"ALTER TABLE {table} ALTER COLUMN embedding TYPE vector({int(dim)}) "  # type: ignore[arg-type]
-                "USING NULL"
+                f"ALTER TABLE {table} ALTER COLUMN embedding TYPE vector({int(dim)}) USING NULL"
             )
         for statement in [*embedding_index(dim), *scope_vector_index(dim)]:
-            conn.execute(statement)  # type: ignore[arg-type]
+            conn.execute(statement)
         conn.execute(
             "INSERT INTO meta (key, value) VALUES ('vector_dim', %s) "
             "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
@@ -790,6 +788,7 @@ class PostgresStore(PostgresFacts):
             )
 
     def stats(self, scope: Scope | None) -> dict[str, Any]:
+        params: list[Any]
         if scope is None:
             where, params = "TRUE", []
         else:

@@ -101,7 +101,7 @@ def rebuild_statistics(conn: psycopg.Connection[Any]) -> None:
     conn.execute("DELETE FROM text_corpus")
     conn.execute("DELETE FROM text_lexemes")
     for statement in _fill_statements():
-        conn.execute(statement)  # type: ignore[arg-type]
+        conn.execute(statement)
 
 
 def count_episodes(

@@ -65,7 +65,7 @@ def lexical_search(
         [*terms_params, *params, *extra_params],
         limit,
     )
-    rows = conn.execute(sql, sql_params).fetchall()  # type: ignore[arg-type]
+    rows = conn.execute(sql, sql_params).fetchall()
     return [Candidate(r[0], float(r[1])) for r in rows]
 
 

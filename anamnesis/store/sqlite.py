@@ -943,6 +943,7 @@ class SQLiteStore(SQLiteFacts):
             )
 
     def stats(self, scope: Scope | None) -> dict[str, Any]:
+        params: list[Any]
         if scope is None:
             where, params = "1", []
         else:
