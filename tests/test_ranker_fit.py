@@ -120,7 +120,7 @@ def test_the_cli_fits_a_ranker_and_searches_with_it(tmp_path, embedder):
     assert hits[0]["episode"]["id"] == ids[row]
     # The learned ranker's model on a preset that does not run it is an error.
     wrong = runner.invoke(
-        main, ["--path", db, "--config", "hybrid", "--ranker-model", str(model), "stats"]
+        main, ["--path", db, "--config", "fast", "--ranker-model", str(model), "stats"]
     )
     assert wrong.exit_code == EXIT_BAD_INPUT and "--ranker-model" in wrong.output
     questions.write_text("not json\n", encoding="utf-8")
