@@ -7,6 +7,7 @@ aliases are interpolated.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -119,3 +120,8 @@ def json_param(value: dict[str, Any], what: str) -> Json:
             "store; remove it, or use the SQLite backend"
         )
     return Json(value, dumps=_dumps)
+
+
+def redact_url(url: str) -> str:
+    """The URL without its password, for messages and stats."""
+    return re.sub(r"(://[^:/@]+):[^@/]*@", r"\1:***@", url)
