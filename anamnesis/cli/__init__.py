@@ -1,0 +1,76 @@
+"""The ``anamnesis`` command line: a thin shell over Memory, one command per verb."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from .. import __version__
+from ..bench.cli import bench
+from ..config import DEFAULT_PRESET, PRESET_HELP
+from . import read, write
+from .common import preset_name
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="anamnesis")
+@click.option(
+    "--path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Store file (default: $ANAMNESIS_PATH or the OS data directory).",
+)
+@click.option("--url", default=None, help="Database URL instead of a file (postgresql://...).")
+@click.option(
+    "--embedder",
+    default="minilm",
+    show_default=True,
+    help="minilm, minilm-int8, edge, e5 or openai:MODEL.",
+)
+@click.option(
+    "--config",
+    default=DEFAULT_PRESET,
+    show_default=True,
+    callback=lambda ctx, param, value: preset_name(value),
+    help="Search pipeline. " + "; ".join(f"{name}: {line}" for name, line in PRESET_HELP.items()),
+)
+@click.option(
+    "--ranker-model",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="A learned-ranker file from `fit-ranker` instead of the bundled one.",
+)
+@click.pass_context
+def main(
+    ctx: click.Context,
+    path: Path | None,
+    url: str | None,
+    embedder: str,
+    config: str,
+    ranker_model: Path | None,
+) -> None:
+    """Anamnesis: long-term memory for LLM agents, verbatim and offline."""
+    ctx.ensure_object(dict)
+    ctx.obj.update(path=path, url=url, embedder=embedder, config=config, ranker_model=ranker_model)
+
+
+for command in (
+    write.add,
+    write.import_,
+    read.search,
+    read.context,
+    read.get,
+    read.list_,
+    write.delete,
+    write.consolidate,
+    read.facts,
+    read.export,
+    read.stats,
+    read.check,
+    write.reindex,
+    write.fit_ranker_,
+    write.demo,
+    bench,
+):
+    main.add_command(command)

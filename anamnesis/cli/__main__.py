@@ -1,0 +1,5 @@
+"""``python -m anamnesis.cli``."""
+
+from . import main
+
+main()

@@ -1,0 +1,102 @@
+"""What the commands share: opening the Memory, scope options, presets, output helpers."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict
+from typing import Any, TypeVar
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from ..cli_errors import errors, handled
+from ..config import PRESETS, SearchConfig
+from ..errors import InvalidInputError
+from ..memory import Memory
+from ..types import Episode
+
+F = TypeVar("F", bound=Callable[..., Any])
+console = Console()
+
+
+def preset_name(value: str) -> str:
+    """A public preset's name; a benchmark configuration is refused with a hint."""
+    if value in PRESETS:
+        return value
+    from ..bench.presets import BENCH_PRESETS
+
+    if value in BENCH_PRESETS:
+        raise click.BadParameter(
+            f"{value!r} is a benchmark configuration: run it with `anamnesis bench "
+            f"--config {value}`, or choose one of {', '.join(PRESETS)}",
+            param_hint="--config",
+        )
+    raise click.BadParameter(
+        f"unknown preset {value!r}; choose one of {', '.join(PRESETS)}", param_hint="--config"
+    )
+
+
+def search_config(options: dict[str, Any]) -> SearchConfig:
+    """The ``--config`` preset, reading the ``--ranker-model`` file if one is given."""
+    config = PRESETS[options["config"]]
+    model = options.get("ranker_model")
+    if model is None:
+        return config
+    if "learned_rerank" not in config.stages:
+        raise InvalidInputError(
+            f"--ranker-model needs a preset that runs the learned ranker, not {options['config']!r}"
+        )
+    return config.with_options("learned_rerank", model=str(model))
+
+
+def open_memory(ctx: click.Context, *, create: bool = True) -> Memory:
+    """The Memory the command runs on; ``create=False`` for commands that only read
+    (a missing store is then NotFoundError, exit 3, and nothing is created)."""
+    options = ctx.obj
+    with handled():
+        memory = Memory(
+            path=options["path"],
+            url=options["url"],
+            embedder=options["embedder"],
+            config=search_config(options),
+            reindex=options.get("reindex", False),
+            llm=options.get("llm"),
+            warm=False,  # one verb per process: nothing to load ahead of it
+            create=create,
+        )
+    ctx.call_on_close(memory.close)
+    return memory
+
+
+def episode_json(episode: Episode) -> dict[str, Any]:
+    record = asdict(episode)
+    record["event_time"] = episode.event_time.isoformat()
+    record["recorded_at"] = episode.recorded_at.isoformat()
+    return record
+
+
+def progress_bar() -> Progress:
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=errors,
+        transient=False,
+    )
+
+
+user_option = click.option("--user", "user_id", default=None, help="User id (default: 'default').")
+agent_option = click.option("--agent", "agent_id", default=None, help="Agent id.")
+scope_options = [
+    user_option,
+    agent_option,
+    click.option("--session", "session_id", default=None, help="Session id."),
+]
+
+
+def with_scope(func: F) -> F:
+    for option in reversed(scope_options):
+        func = option(func)
+    return func
