@@ -12,7 +12,7 @@ Two steps, both reproducible:
 
 2. ``fit``: an L2-regularised logistic model per chat kind (named people, or a user and
    an assistant) over every candidate of the first half of each dump's cases (in run
-   order, as ``scripts/sweep.py halves`` splits them), judged on the second half; then
+   order, as ``docs/experiments/scripts/sweep.py halves`` splits them), judged on the second half; then
    the other way round. Prints recall before and after reordering for both, and with
    ``--save`` writes the models fitted on the first halves (the bundled ones); with
    ``--save-second`` those fitted on the second halves (the ``ranker-second`` preset's),

@@ -112,7 +112,7 @@ BENCH_PRESETS.update(
         "hybrid-decompose-llm": _SPEAKERS.with_(query=("speakers", "decompose", "decompose-llm")),
         "full-equal": _ALL_CHANNELS,
         # Weights from the coordinate-ascent sweep on the A splits (first half of the
-        # cases) of LoCoMo and BEAM 128K together (scripts/fusion_sweep.py; the B splits
+        # cases) of LoCoMo and BEAM 128K together (docs/experiments/scripts/fusion_sweep.py; the B splits
         # chose nearly the same weights). Channels swept to weight 0 are not run.
         "full": _ALL_CHANNELS.with_(
             channels=("lexical", "dense", "speaker_lexical", "prf", "neighbours", "session"),
@@ -177,7 +177,7 @@ BENCH_PRESETS["rerank-role"] = then(BENCH_PRESETS["full-temporal"], "role_prior"
 #: ``full-role`` with score-aware fusion: a fifth of each channel's vote comes from its
 #: z-scored score rather than its rank, so a channel that is sure of a hit (one BM25
 #: match far above the rest) outvotes one that ranks it first by a hair. The share was
-#: chosen on the first halves of LoCoMo and BEAM (scripts/sweep.py; BENCHMARKS.md,
+#: chosen on the first halves of LoCoMo and BEAM (docs/experiments/scripts/sweep.py; BENCHMARKS.md,
 #: "Score-aware fusion and replies").
 BENCH_PRESETS["full-mix"] = BENCH_PRESETS["full-role"].with_(score_mix=0.2)
 #: ``full-mix`` plus the ``replies`` channel: the turn after a best hit that asks a

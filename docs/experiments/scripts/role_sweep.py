@@ -3,7 +3,7 @@
 Registers the swept variants as presets, then runs the ``anamnesis`` CLI with the given
 arguments, e.g.
 
-    python scripts/role_sweep.py bench beam --data ../shared/data/beam_128k.json.gz \\
+    python docs/experiments/scripts/role_sweep.py bench beam --data ../shared/data/beam_128k.json.gz \\
         --config full-temporal,role-1-1,role-1-2,role-2-2,role-0-2,role-1-2-seed,\\
     role-2-2-seed,role-3-3-seed
 

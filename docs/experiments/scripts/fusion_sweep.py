@@ -7,7 +7,7 @@ Two steps, both reproducible:
    ranked candidates (evidence key and raw score) under the ``sweep`` configuration
    below. Nothing is tuned here.
 
-       python scripts/fusion_sweep.py dump locomo --data ../shared/data/locomo10.json.gz \\
+       python docs/experiments/scripts/fusion_sweep.py dump locomo --data ../shared/data/locomo10.json.gz \\
            --embedding-cache-dir ../vector-cache --out out/locomo.dump.jsonl.gz
 
 2. ``sweep``: on the dumps, (a) choose weighted-RRF weights by coordinate ascent over
@@ -17,7 +17,7 @@ Two steps, both reproducible:
    other datasets. Writes a markdown report and, with ``--save-model``, the logistic
    model fitted on the A splits.
 
-       python scripts/fusion_sweep.py sweep out/locomo.dump.jsonl.gz out/beam.dump.jsonl.gz \\
+       python docs/experiments/scripts/fusion_sweep.py sweep out/locomo.dump.jsonl.gz out/beam.dump.jsonl.gz \\
            --report out/sweep.md --save-model anamnesis/data/fusion-logistic.json
 
 The objective is mean evidence recall@10 over scored questions (LoCoMo categories 1-4,

@@ -1,6 +1,6 @@
 """Turn priors on channel dumps: which turns the default ranks high that are not evidence.
 
-Reads dumps written by ``scripts/fusion_sweep.py dump --config full-replies`` and the
+Reads dumps written by ``docs/experiments/scripts/fusion_sweep.py dump --config full-replies`` and the
 benchmark files they came from (for each turn's text), then prints:
 
 1. how many evidence turns fall outside the preset's top 50, and how many of those no
@@ -12,10 +12,10 @@ benchmark files they came from (for each turn's text), then prints:
    is followed by a prior: turns ending with "?" of at most N words scaled by a
    factor, or every turn scaled by (words / mean words of the top 50) ** alpha.
 
-    python scripts/prior_probe.py locomo ../shared/data/locomo10.json.gz out/locomo.dump.jsonl.gz \\
+    python docs/experiments/scripts/prior_probe.py locomo ../shared/data/locomo10.json.gz out/locomo.dump.jsonl.gz \\
         beam ../shared/data/beam_128k.json.gz out/beam.dump.jsonl.gz
 
-Nothing is tuned here; ``scripts/sweep.py`` runs the chosen priors through the real
+Nothing is tuned here; ``docs/experiments/scripts/sweep.py`` runs the chosen priors through the real
 pipeline.
 """
 

@@ -21,13 +21,13 @@ Registers the swept presets and runs the ``anamnesis`` CLI with the given argume
   with role channel C's weight doubled; ``fp-exact-B``: ``full-priors`` with the
   calendar-date boost B instead of 3.
 
-    python scripts/sweep.py bench locomo --data ../shared/data/locomo10.json.gz \\
+    python docs/experiments/scripts/sweep.py bench locomo --data ../shared/data/locomo10.json.gz \\
         --config mix-0,mix-0.1,mix-0.2,mix-0.3,mix-0.4
 
 Each value is chosen on the first half of each data set's cases (in run order) and
 reported on the second:
 
-    python scripts/sweep.py halves RESULTS recall@10
+    python docs/experiments/scripts/sweep.py halves RESULTS recall@10
 
 prints each configuration's mean metric over the scored questions of each half.
 
@@ -35,7 +35,7 @@ The learned ranker is fitted on one half and judged on the other
 (``scripts/ranker_train.py``); with both ``full-ranker`` (the models fitted on the
 first halves) and ``ranker-second`` (fitted on the second) in a run,
 
-    python scripts/sweep.py crossfit RESULTS OUT
+    python docs/experiments/scripts/sweep.py crossfit RESULTS OUT
 
 writes the run's records to ``OUT`` with a ``ranker-heldout`` configuration: every
 question ranked by the models that did not see its case.

@@ -7,7 +7,7 @@ five ways: the first window (what the store keeps), their normalised mean, their
 maximum, and max plus mean or first. It prints mean evidence recall@K per case as it
 goes, and by category at the end (questions with evidence, abstention excluded).
 
-    python scripts/pooling_probe.py beam ../shared/data/beam_128k.json.gz [WINDOW] [K]
+    python docs/experiments/scripts/pooling_probe.py beam ../shared/data/beam_128k.json.gz [WINDOW] [K]
 
 Nothing is cached: it embeds every window (BEAM 128K: about 13k windows, ~20 minutes
 on 2 CPUs).

@@ -1,8 +1,8 @@
 """Leave-one-out rows around ``full-temporal`` (the default before the role channels).
 
-    python scripts/default_ablation.py locomo ../shared/data/locomo10.json.gz OUT minilm
-    python scripts/default_ablation.py beam ../shared/data/beam_128k.json.gz OUT minilm
-    python scripts/default_ablation.py longmemeval \
+    python docs/experiments/scripts/default_ablation.py locomo ../shared/data/locomo10.json.gz OUT minilm
+    python docs/experiments/scripts/default_ablation.py beam ../shared/data/beam_128k.json.gz OUT minilm
+    python docs/experiments/scripts/default_ablation.py longmemeval \
         ../shared/data/longmemeval_s_dev.json.gz OUT edge 100
 
 Arguments: dataset, data file, results folder, embedder, optional case limit. Runs
