@@ -16,8 +16,8 @@ def first_half(records: Iterable[Mapping[str, Any]]) -> set[str]:
     """The cases of the first half, in the order the records first name them (run order).
 
     The dev split: the learned models are fitted on one half and judged on the other,
-    so ``scripts/ranker_train.py`` (which fits) and ``docs/experiments/scripts/sweep.py`` (which reads a
-    benchmark run's halves) must split alike.
+    so ``scripts/ranker_train.py`` (which fits) and ``docs/experiments/scripts/sweep.py``
+    (which reads a benchmark run's halves) must split alike.
     """
     cases = list(dict.fromkeys(r["case"] for r in records))
     return set(cases[: len(cases) // 2])

@@ -112,8 +112,8 @@ BENCH_PRESETS.update(
         "hybrid-decompose-llm": _SPEAKERS.with_(query=("speakers", "decompose", "decompose-llm")),
         "full-equal": _ALL_CHANNELS,
         # Weights from the coordinate-ascent sweep on the A splits (first half of the
-        # cases) of LoCoMo and BEAM 128K together (docs/experiments/scripts/fusion_sweep.py; the B splits
-        # chose nearly the same weights). Channels swept to weight 0 are not run.
+        # cases) of LoCoMo and BEAM 128K together (docs/experiments/scripts/fusion_sweep.py;
+        # the B splits chose nearly the same weights). Channels swept to weight 0 are not run.
         "full": _ALL_CHANNELS.with_(
             channels=("lexical", "dense", "speaker_lexical", "prf", "neighbours", "session"),
             weights={

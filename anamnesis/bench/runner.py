@@ -373,7 +373,8 @@ def dev_questions(
     """Every scored question (evidence, no abstention) of ``dataset``, each as a search
     request against a fresh store of its case, ingested as ``anamnesis bench`` does
     (same stores, same as-of filter). For scripts that study the pipeline's candidates
-    (``docs/experiments/scripts/fusion_sweep.py``, ``scripts/ranker_train.py``); prints each case done."""
+    (``docs/experiments/scripts/fusion_sweep.py``, ``scripts/ranker_train.py``); prints each
+    case done."""
     for case in dataset.cases:
         # Built with the configuration under study, so that studying the candidates of
         # a new ranker feature does not need a model fitted on it.

@@ -95,7 +95,8 @@ class LogisticFusion:
     reciprocal rank ``k / (k + rank_c)`` (0 when ``c`` did not propose it) and its
     score relative to ``c``'s best score (0 when absent). Features are standardised
     with ``mean``/``scale`` and combined with ``coef``; the fused score is the
-    logit. Trained by ``docs/experiments/scripts/fusion_sweep.py`` on one split, evaluated on others.
+    logit. Trained by ``docs/experiments/scripts/fusion_sweep.py`` on one split, evaluated
+    on others.
     """
 
     channels: tuple[str, ...]
