@@ -28,6 +28,7 @@ from .embed.base import Embedder
 from .errors import InvalidInputError
 from .facts.predicates import embedding_text as fact_embedding_text
 from .ingest.normalise import (
+    as_text,
     check_count,
     check_id,
     check_metadata,
@@ -371,14 +372,8 @@ def _import_facts(
         )
 
 
-def _text(line: object, number: int) -> str:
-    if isinstance(line, bytes):
-        try:
-            line = line.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise InvalidInputError(f"line {number} is not UTF-8 text: {exc}") from exc
-    if not isinstance(line, str):
-        raise InvalidInputError(f"line {number} is not text but {type(line).__name__}")
+def _text(value: object, number: int) -> str:
+    line = as_text(value, f"line {number}")
     if len(line) > MAX_LINE_CHARS:
         raise InvalidInputError(
             f"line {number} has {len(line):,} characters; the limit is {MAX_LINE_CHARS:,}"

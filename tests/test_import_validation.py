@@ -96,7 +96,7 @@ def test_after_a_refused_import_search_still_works(target: Memory, dump) -> None
 
 def test_lines_that_are_not_text_are_refused(target: Memory, dump) -> None:
     raw = [dump[0].encode(), "é".encode("latin-1")]
-    with pytest.raises(InvalidInputError, match="not UTF-8"):
+    with pytest.raises(InvalidInputError, match="not valid UTF-8"):
         target.import_jsonl(raw)  # type: ignore[arg-type]
 
 

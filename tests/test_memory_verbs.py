@@ -97,8 +97,8 @@ def test_update_of_metadata_only_does_not_reembed(memory: Memory, monkeypatch) -
     assert updated.metadata == {"checked": True} and updated.content == "I work at Acme"
 
 
-def test_identical_text_reuses_the_stored_vector(memory: Memory, monkeypatch) -> None:
-    memory.add("Same words twice", user_id="ana")
+def _embedded_texts(memory: Memory, monkeypatch) -> list[list[str]]:
+    """The batches of texts the embedder is asked to embed from now on."""
     calls: list[list[str]] = []
     original = memory.embedder.embed_documents
     monkeypatch.setattr(
@@ -106,6 +106,12 @@ def test_identical_text_reuses_the_stored_vector(memory: Memory, monkeypatch) ->
         "embed_documents",
         lambda texts: calls.append(list(texts)) or original(texts),
     )
+    return calls
+
+
+def test_identical_text_reuses_the_stored_vector(memory: Memory, monkeypatch) -> None:
+    memory.add("Same words twice", user_id="ana")
+    calls = _embedded_texts(memory, monkeypatch)
     memory.add(["Same words twice", "Something new"], user_id="ana")
     assert calls == [["Something new"]]
 
@@ -114,13 +120,7 @@ def test_another_users_vector_is_never_reused(memory: Memory, monkeypatch) -> No
     """A tenant can neither plant the vector another tenant's text receives, nor learn
     from the speed of an add that another tenant stored the same text."""
     memory.add("Same words twice", user_id="ana")
-    calls: list[list[str]] = []
-    original = memory.embedder.embed_documents
-    monkeypatch.setattr(
-        memory.embedder,
-        "embed_documents",
-        lambda texts: calls.append(list(texts)) or original(texts),
-    )
+    calls = _embedded_texts(memory, monkeypatch)
     memory.add("Same words twice", user_id="bob")
     assert calls == [["Same words twice"]]
 

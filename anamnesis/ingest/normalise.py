@@ -67,19 +67,8 @@ def content_hash(content: str, speaker: str | None = None) -> str:
 
 def check_text(value: object, what: str = "content") -> str:
     """A non-empty, valid-UTF-8, not-too-long string, or InvalidInputError."""
-    if isinstance(value, bytes):
-        try:
-            value = value.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise InvalidInputError(f"{what} is not valid UTF-8: {exc}") from exc
-    if not isinstance(value, str):
-        raise InvalidInputError(f"{what} must be a string, not {type(value).__name__}")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise InvalidInputError(
-            f"{what} contains characters that are not valid Unicode (lone surrogates): {exc}"
-        ) from exc
+    value = as_text(value, what)
+    _check_unicode(value, what)
     if not value.strip():
         raise InvalidInputError(f"{what} is empty")
     if len(value) > MAX_CONTENT_CHARS:
@@ -87,6 +76,18 @@ def check_text(value: object, what: str = "content") -> str:
             f"{what} has {len(value):,} characters; the limit is {MAX_CONTENT_CHARS:,}. "
             "Split long documents into several episodes."
         )
+    return value
+
+
+def as_text(value: object, what: str) -> str:
+    """``value`` as a string: a string as it is, bytes decoded as UTF-8."""
+    if isinstance(value, bytes):
+        try:
+            value = value.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InvalidInputError(f"{what} is not valid UTF-8: {exc}") from exc
+    if not isinstance(value, str):
+        raise InvalidInputError(f"{what} must be a string, not {type(value).__name__}")
     return value
 
 
