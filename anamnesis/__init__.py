@@ -4,6 +4,7 @@
 from . import offline  # noqa: F401  (first: switches telemetry off before onnxruntime loads)
 
 # isort: on
+from .async_memory import AsyncMemory
 from .config import SearchConfig
 from .errors import (
     AnamnesisError,
@@ -40,6 +41,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Memory",
+    "AsyncMemory",
     "SearchConfig",
     "Filters",
     "Episode",

@@ -1,0 +1,179 @@
+"""One behaviour on every surface: Memory and AsyncMemory answer alike.
+
+The behavioural suite below runs against each surface through a thin adapter that
+calls a verb by name (awaiting it on AsyncMemory). The REST client and the MCP server
+join the same suite when they land.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from anamnesis import AsyncMemory, InvalidInputError, Memory, NotFoundError, ScopeError
+from anamnesis.embed import get_embedder
+
+EDGE = get_embedder("edge")
+
+
+def _public_methods(cls: type) -> dict[str, Any]:
+    return {
+        name: member
+        for name, member in inspect.getmembers(cls)
+        if not name.startswith("_") and inspect.isfunction(member)
+    }
+
+
+def test_async_memory_has_every_verb_with_the_same_signature() -> None:
+    sync, asynchronous = _public_methods(Memory), _public_methods(AsyncMemory)
+    assert set(sync) == set(asynchronous) - {"memory"}
+    for name, method in sync.items():
+        assert inspect.iscoroutinefunction(asynchronous[name]), name
+        assert inspect.signature(asynchronous[name]) == inspect.signature(method), name
+    for name in ("capabilities", "store", "embedder"):
+        assert isinstance(inspect.getattr_static(AsyncMemory, name), property)
+
+
+class Surface:
+    """Calls a verb by name on one surface and returns its plain result."""
+
+    def __init__(self, path: Path, kind: str) -> None:
+        self.kind = kind
+        if kind == "memory":
+            self.target: Any = Memory(path=path, embedder=EDGE, warm=False)
+            self.runner = None
+        else:
+            self.runner = asyncio.Runner()
+            self.target = self.runner.run(self._open_async(path))
+
+    @staticmethod
+    async def _open_async(path: Path) -> AsyncMemory:
+        return AsyncMemory(path=path, embedder=EDGE, warm=False)
+
+    def __call__(self, verb: str, *args: Any, **kwargs: Any) -> Any:
+        result = getattr(self.target, verb)(*args, **kwargs)
+        if self.runner is not None:
+            return self.runner.run(result)
+        return result
+
+    def close(self) -> None:
+        self("close")
+        if self.runner is not None:
+            self.runner.close()
+
+
+@pytest.fixture(params=["memory", "async"])
+def surface(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Surface]:
+    opened = Surface(tmp_path / "m.db", request.param)
+    yield opened
+    opened.close()
+
+
+CHAT = [
+    {"role": "user", "speaker": "Maya", "content": "I finally signed the lease on a flat in Porto"},
+    {"role": "assistant", "content": "Congratulations! When do you move?"},
+    {"role": "user", "speaker": "Maya", "content": "My sister Inês is allergic to cats"},
+    {"role": "user", "speaker": "Maya", "content": "I work at Acme as a designer"},
+]
+
+
+def test_add_search_context_update_history_delete(surface: Surface) -> None:
+    added = surface("add", CHAT, user_id="maya", session_id="s1", event_time="2024-03-02T09:15:00Z")
+    assert [e.content for e in added] == [m["content"] for m in CHAT]
+    hits = surface("search", "lease on a flat in Porto", user_id="maya", limit=3)
+    assert hits[0].episode.id == added[0].id
+    context = surface("context", "where does Maya live?", user_id="maya")
+    assert "Porto" in context.text
+    updated = surface(
+        "update", added[3].id, content="I work at Globex as a designer", user_id="maya"
+    )
+    assert updated.version == 2
+    versions = surface("history", added[3].id, user_id="maya")
+    assert [v.content for v in versions][0] == "I work at Acme as a designer"
+    counts = surface("delete", added[2].id, user_id="maya")
+    assert counts.episodes == 1
+    with pytest.raises(NotFoundError):
+        surface("get", added[2].id, user_id="maya")
+
+
+def test_facts_after_consolidation(surface: Surface) -> None:
+    surface("add", ["I live in Porto", "I work at Acme"], user_id="maya")
+    report = surface("consolidate", user_id="maya")
+    assert report.added >= 2
+    predicates = {f.predicate for f in surface("facts", user_id="maya")}
+    assert {"lives_in", "works_at"} <= predicates
+    assert [f.object for f in surface("fact_history", predicate="works_at", user_id="maya")] == [
+        "Acme"
+    ]
+
+
+def test_pages_cover_every_episode_once(surface: Surface) -> None:
+    surface("add_many", [f"note {i}" for i in range(25)], user_id="maya")
+    seen, offset = [], 0
+    while offset is not None:
+        page = surface("get_all", user_id="maya", limit=10, offset=offset)
+        seen += [e.id for e in page.items]
+        offset = page.next_offset
+    assert len(seen) == len(set(seen)) == 25
+
+
+def test_scope_isolation(surface: Surface) -> None:
+    (secret,) = surface("add", "my locker code is 4471", user_id="ana")
+    assert surface("search", "locker code", user_id="bob") == []
+    with pytest.raises(NotFoundError):
+        surface("get", secret.id, user_id="bob")
+    with pytest.raises(NotFoundError):
+        surface("delete", secret.id, user_id="bob")
+    assert surface("stats", user_id="ana")["episodes"] == 1
+
+
+def test_bad_input_is_the_same_typed_error(surface: Surface) -> None:
+    with pytest.raises(InvalidInputError, match="empty"):
+        surface("add", "   ", user_id="maya")
+    with pytest.raises(ScopeError):
+        surface("search", "anything", user_id="a\nb")
+    with pytest.raises(InvalidInputError, match="limit"):
+        surface("search", "anything", user_id="maya", limit=0)
+    assert surface("stats")["episodes"] == 0
+
+
+def test_async_memory_never_blocks_the_event_loop(tmp_path: Path) -> None:
+    async def scenario() -> tuple[int, int]:
+        ticks = 0
+        done = asyncio.Event()
+
+        async def heartbeat() -> None:
+            nonlocal ticks
+            while not done.is_set():
+                ticks += 1
+                await asyncio.sleep(0.005)
+
+        async with AsyncMemory(path=tmp_path / "m.db", embedder=EDGE, warm=False) as memory:
+            beat = asyncio.create_task(heartbeat())
+            await memory.add_many([f"turn {i} about the harbour" for i in range(300)], user_id="u")
+            results = await asyncio.gather(
+                *(memory.search(f"harbour {i}", user_id="u") for i in range(20))
+            )
+            done.set()
+            await beat
+        return ticks, sum(1 for hits in results if hits)
+
+    ticks, answered = asyncio.run(scenario())
+    assert answered == 20
+    assert ticks > 5  # the loop kept running while the work ran on threads
+
+
+def test_a_closed_async_memory_refuses_work(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        memory = AsyncMemory(path=tmp_path / "m.db", embedder=EDGE, warm=False)
+        await memory.close()
+        await memory.close()
+        with pytest.raises(InvalidInputError, match="closed"):
+            await memory.search("anything")
+
+    asyncio.run(scenario())
