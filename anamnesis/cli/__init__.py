@@ -9,7 +9,7 @@ import click
 from .. import __version__
 from ..bench.cli import bench
 from ..config import DEFAULT_PRESET, PRESET_HELP
-from . import read, write
+from . import read, surfaces, write
 from .common import preset_name
 
 
@@ -71,6 +71,7 @@ for command in (
     write.reindex,
     write.fit_ranker_,
     write.demo,
+    surfaces.mcp,
     bench,
 ):
     main.add_command(command)

@@ -1,0 +1,160 @@
+"""The MCP server, driven by the official SDK's client spawning ``anamnesis mcp`` over
+stdio, as an agent host would: same answers as Memory, bounded results, the scope
+fixed by the server, destructive tools off by default, errors as tool errors."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from anamnesis import Memory
+from anamnesis.embed import get_embedder
+
+mcp = pytest.importorskip("mcp", reason="the MCP server needs the server extras")
+from mcp import ClientSession, StdioServerParameters  # noqa: E402
+from mcp.client.stdio import stdio_client  # noqa: E402
+
+TOOLS = {
+    "remember",
+    "recall",
+    "get_context",
+    "get_memory",
+    "update_memory",
+    "forget_memory",
+    "memory_history",
+    "facts",
+}
+
+
+@asynccontextmanager
+async def _session(store: Path, *extra: str) -> AsyncIterator[ClientSession]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path.cwd()), env.get("PYTHONPATH")]))
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "anamnesis.cli", "--path", str(store), "--embedder", "edge", "mcp", *extra],
+        env=env,
+    )
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        yield session
+
+
+async def _call(session: ClientSession, tool: str, **arguments: Any) -> tuple[bool, str]:
+    result = await session.call_tool(tool, arguments)
+    text = "\n".join(part.text for part in result.content if hasattr(part, "text"))
+    return bool(result.is_error), text
+
+
+def _run(scenario: Any) -> Any:
+    return asyncio.run(scenario)
+
+
+def test_the_tools_remember_recall_and_forget_in_the_servers_scope(tmp_path: Path) -> None:
+    store = tmp_path / "m.db"
+    with Memory(path=store, embedder=get_embedder("edge"), warm=False) as memory:
+        (other,) = memory.add("Bob's locker code is 9902", user_id="bob")
+
+    async def scenario() -> None:
+        async with _session(store, "--user", "maya") as session:
+            names = {tool.name for tool in (await session.list_tools()).tools}
+            assert names == TOOLS
+            failed, text = await _call(
+                session, "remember", content="I signed the lease on a flat in Porto"
+            )
+            assert not failed
+            (memory_id,) = re.findall(r"\[(ep_\w+)\]", text)
+            await _call(session, "remember", content="My sister Inês is allergic to cats")
+            failed, text = await _call(session, "recall", query="flat in Porto lease")
+            assert not failed and memory_id in text.splitlines()[0]
+            failed, text = await _call(session, "get_memory", memory_id=memory_id)
+            assert "lease on a flat in Porto" in text
+            failed, text = await _call(session, "get_context", question="where does Maya live?")
+            assert "Porto" in text
+            await _call(session, "update_memory", memory_id=memory_id, content="I moved to Lisbon")
+            failed, text = await _call(session, "memory_history", memory_id=memory_id)
+            assert "Porto" in text
+            # Another user's memory is out of reach, whatever the arguments say.
+            failed, text = await _call(session, "get_memory", memory_id=other.id)
+            assert failed and "NotFoundError" in text and "Traceback" not in text
+            failed, text = await _call(session, "recall", query="locker code", user_id="bob")
+            assert "9902" not in text
+            failed, text = await _call(session, "forget_memory", memory_id=memory_id)
+            assert not failed
+            failed, text = await _call(session, "get_memory", memory_id=memory_id)
+            assert failed and "NotFoundError" in text
+
+    _run(scenario())
+    with Memory(path=store, embedder=get_embedder("edge"), warm=False) as memory:
+        assert memory.stats(user_id="bob")["episodes"] == 1
+        assert memory.stats(user_id="maya")["episodes"] == 1
+
+
+def test_results_stay_within_the_token_budget(tmp_path: Path) -> None:
+    store = tmp_path / "m.db"
+    with Memory(path=store, embedder=get_embedder("edge"), warm=False) as memory:
+        memory.add_many(
+            [f"note {i}: the harbour was busy with boats " + "and gulls " * 40 for i in range(60)],
+            user_id="maya",
+        )
+        (long,) = memory.add("harbour " * 20_000, user_id="maya")
+
+    async def scenario() -> None:
+        async with _session(store, "--user", "maya", "--budget-tokens", "300") as session:
+            _, text = await _call(session, "recall", query="harbour boats", limit=50)
+            assert "left out" in text and len(text.split()) < 600
+            _, text = await _call(session, "get_memory", memory_id=long.id)
+            assert "cut at the 300-token limit" in text and len(text.split()) < 600
+            _, text = await _call(
+                session, "get_context", question="the harbour", budget_tokens=5000
+            )
+            assert len(text.split()) < 600
+
+    _run(scenario())
+
+
+def test_forgetting_everything_is_offered_only_when_allowed(tmp_path: Path) -> None:
+    store = tmp_path / "m.db"
+
+    async def scenario() -> None:
+        async with _session(store, "--user", "maya") as session:
+            names = {tool.name for tool in (await session.list_tools()).tools}
+            assert "forget_all_memories" not in names
+        async with _session(store, "--user", "maya", "--allow-forget-all") as session:
+            await _call(session, "remember", content="a note")
+            failed, text = await _call(session, "forget_all_memories")
+            assert failed and "confirm" in text
+            failed, text = await _call(session, "forget_all_memories", confirm=True)
+            assert not failed and "1" in text
+
+    _run(scenario())
+
+
+def test_bad_input_is_a_tool_error_a_model_can_act_on(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with _session(tmp_path / "m.db", "--user", "maya") as session:
+            failed, text = await _call(session, "remember", content="   ")
+            assert failed and "InvalidInputError" in text and "empty" in text
+            failed, text = await _call(session, "remember", content="x", event_time="not a time")
+            assert failed and "event_time" in text and "Traceback" not in text
+
+    _run(scenario())
+
+
+def test_http_refuses_a_non_loopback_address(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from anamnesis.cli import main
+
+    result = CliRunner().invoke(
+        main, ["--path", str(tmp_path / "m.db"), "mcp", "--http", "--host", "0.0.0.0"]
+    )
+    assert result.exit_code == 2 and "loopback" in result.output
