@@ -203,3 +203,54 @@ def test_the_cli_never_shows_a_traceback(tmp_path_factory, command, arguments, o
 def test_bytes_that_are_not_utf8_are_refused(memory: Memory) -> None:
     with pytest.raises(AnamnesisError):
         memory.import_jsonl([b"\xff\xfe not text"])  # type: ignore[list-item]
+
+
+@pytest.fixture(scope="module")
+def mcp_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    pytest.importorskip("mcp", reason="the MCP server needs the server extras")
+    import asyncio
+
+    from anamnesis.server.mcp_server import ServerScope, build_server
+
+    runner = asyncio.Runner()
+    path = tmp_path_factory.mktemp("mcp-hostile") / "m.db"
+    memory = runner.run(_open_async(path))
+    server = build_server(memory, ServerScope("maya"), forget_all=True)
+    yield runner, server
+    runner.run(memory.close())
+    runner.close()
+
+
+async def _open_async(path: object) -> object:
+    """An AsyncMemory made inside the runner's loop."""
+    from anamnesis import AsyncMemory
+
+    return AsyncMemory(path=path, embedder=EDGE, warm=False)  # type: ignore[arg-type]
+
+
+TOOLS = (
+    "remember", "recall", "get_context", "get_memory", "update_memory", "forget_memory",
+    "memory_history", "facts", "forget_all_memories",
+)  # fmt: skip
+TOOL_ARGUMENTS = (
+    "content", "speaker", "role", "session_id", "event_time", "query", "limit", "question",
+    "budget_tokens", "memory_id", "subject", "predicate", "as_of", "include_history",
+    "confirm", "user_id",
+)  # fmt: skip
+
+
+@SETTINGS
+@given(
+    tool=st.sampled_from(TOOLS),
+    arguments=st.dictionaries(st.sampled_from(TOOL_ARGUMENTS), values, max_size=4),
+)
+def test_mcp_tools_answer_or_give_a_tool_error(mcp_server, tool, arguments) -> None:
+    from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+
+    runner, server = mcp_server
+    try:
+        runner.run(server.call_tool(tool, arguments))
+    except UnexpectedToolError as exc:  # a crash inside a tool: the bug this test hunts
+        raise AssertionError(f"{tool}({arguments!r}) crashed: {exc.__cause__!r}") from exc
+    except ToolError:
+        pass
