@@ -158,3 +158,20 @@ def test_http_refuses_a_non_loopback_address(tmp_path: Path) -> None:
         main, ["--path", str(tmp_path / "m.db"), "mcp", "--http", "--host", "0.0.0.0"]
     )
     assert result.exit_code == 2 and "loopback" in result.output
+
+
+def test_the_round_trip_benchmark_runs_on_a_slice(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from anamnesis.bench.cli import bench
+
+    one = Path(__file__).parent / "fixtures" / "locomo_conv26_sessions1-4.json"
+    slice_file = tmp_path / "locomo.json"
+    slice_file.write_text(f"[{one.read_text()}]")  # the data set is a list of conversations
+    result = CliRunner().invoke(
+        bench,
+        ["mcp", "--data", str(slice_file), "--store", str(tmp_path / "m.db")]
+        + ["--episodes", "120", "--queries", "3", "--embedder", "edge"],
+    )
+    assert result.exit_code == 0, result.output
+    assert "MCP recall (stdio) p50" in result.output

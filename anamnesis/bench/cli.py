@@ -540,3 +540,27 @@ def reliability_command(
     (out / "reliability.json").write_text(json.dumps(result, indent=2) + "\n")
     if result["problems"] or (concurrency and (concurrency.errors or concurrency.problems)):
         raise SystemExit(1)
+
+
+@bench.command(name="mcp")
+@click.option(
+    "--data",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    required=True,
+    help="LoCoMo JSON (its turns fill the store, its questions are the queries).",
+)
+@click.option("--store", type=click.Path(dir_okay=False, path_type=Path), required=True)
+@click.option("--episodes", default=10_000, show_default=True)
+@click.option("--queries", default=100, show_default=True)
+@click.option("--embedder", default="minilm", show_default=True)
+def mcp_command(data: Path, store: Path, episodes: int, queries: int, embedder: str) -> None:
+    """The MCP recall tool's round trip against the same search in process."""
+    from .surfaces import build_store, in_process, mcp_recall
+
+    questions = build_store(data, store, episodes, embedder)[:queries]
+    direct = in_process(store, embedder, questions)
+    remote = mcp_recall(store, embedder, questions)
+    click.echo(f"{episodes} episodes, {len(questions)} queries, embedder {embedder}")
+    click.echo(f"Memory.search     p50 {direct.p50:.1f} ms  p95 {direct.p95:.1f} ms")
+    click.echo(f"MCP recall (stdio) p50 {remote.p50:.1f} ms  p95 {remote.p95:.1f} ms")
+    click.echo(f"surface cost at p50: {remote.p50 - direct.p50:+.1f} ms")
