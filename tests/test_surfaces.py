@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from store_fixtures import postgres_schema_url_fixture  # noqa: F401  (a fixture by name)
 
 from anamnesis import AsyncMemory, InvalidInputError, Memory, NotFoundError, ScopeError
 from anamnesis.embed import get_embedder
@@ -42,18 +43,18 @@ def test_async_memory_has_every_verb_with_the_same_signature() -> None:
 class Surface:
     """Calls a verb by name on one surface and returns its plain result."""
 
-    def __init__(self, path: Path, kind: str) -> None:
+    def __init__(self, where: dict[str, Any], kind: str) -> None:
         self.kind = kind
         if kind == "memory":
-            self.target: Any = Memory(path=path, embedder=EDGE, warm=False)
+            self.target: Any = Memory(**where, embedder=EDGE, warm=False)
             self.runner = None
         else:
             self.runner = asyncio.Runner()
-            self.target = self.runner.run(self._open_async(path))
+            self.target = self.runner.run(self._open_async(where))
 
     @staticmethod
-    async def _open_async(path: Path) -> AsyncMemory:
-        return AsyncMemory(path=path, embedder=EDGE, warm=False)
+    async def _open_async(where: dict[str, Any]) -> AsyncMemory:
+        return AsyncMemory(**where, embedder=EDGE, warm=False)
 
     def __call__(self, verb: str, *args: Any, **kwargs: Any) -> Any:
         result = getattr(self.target, verb)(*args, **kwargs)
@@ -67,9 +68,14 @@ class Surface:
             self.runner.close()
 
 
-@pytest.fixture(params=["memory", "async"])
+@pytest.fixture(params=["memory", "async", "async-postgres"])
 def surface(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Surface]:
-    opened = Surface(tmp_path / "m.db", request.param)
+    kind = request.param
+    if kind.endswith("postgres"):
+        where: dict[str, Any] = {"url": request.getfixturevalue("postgres_schema_url")}
+    else:
+        where = {"path": tmp_path / "m.db"}
+    opened = Surface(where, kind.removesuffix("-postgres"))
     yield opened
     opened.close()
 
