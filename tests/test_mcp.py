@@ -175,3 +175,50 @@ def test_the_round_trip_benchmark_runs_on_a_slice(tmp_path: Path) -> None:
     )
     assert result.exit_code == 0, result.output
     assert "MCP recall (stdio) p50" in result.output
+
+
+def test_the_server_speaks_streamable_http_on_loopback(tmp_path: Path) -> None:
+    import socket
+    import subprocess
+    import time
+
+    from mcp.client.streamable_http import streamable_http_client
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path.cwd()), env.get("PYTHONPATH")]))
+    args = ["--path", str(tmp_path / "m.db"), "--embedder", "edge", "mcp", "--user", "maya"]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "anamnesis.cli", *args, "--http", "--port", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+
+    async def scenario() -> None:
+        url = f"http://127.0.0.1:{port}/mcp"
+        async with streamable_http_client(url) as (read, write, *_):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                assert {t.name for t in (await session.list_tools()).tools} == TOOLS
+                failed, _ = await _call(session, "remember", content="I keep bees on the roof")
+                assert not failed
+                failed, text = await _call(session, "recall", query="bees")
+                assert not failed and "bees" in text
+
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert server.poll() is None, server.stderr.read().decode() if server.stderr else ""
+                assert time.monotonic() < deadline, "the server did not start listening"
+                time.sleep(0.2)
+        _run(scenario())
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
