@@ -60,3 +60,15 @@ class BackendUnavailableError(AnamnesisError):
 
 class ConsolidationError(AnamnesisError):
     """The background consolidation worker stopped on an error (``__cause__`` is it)."""
+
+
+class AuthenticationError(AnamnesisError):
+    """A server asked for an API key and none, or no valid one, was given."""
+
+
+class PermissionDeniedError(AnamnesisError):
+    """The API key is valid but its scope does not reach what was asked."""
+
+
+class PayloadTooLargeError(InvalidInputError):
+    """A request body is larger than the server accepts; nothing was stored."""

@@ -72,6 +72,8 @@ for command in (
     write.fit_ranker_,
     write.demo,
     surfaces.mcp,
+    surfaces.serve,
+    surfaces.keys,
     bench,
 ):
     main.add_command(command)

@@ -1,17 +1,21 @@
-"""The commands that serve the memory to agents: ``anamnesis mcp``."""
+"""The commands that serve the memory to agents: ``anamnesis mcp``, ``anamnesis serve``
+and its API keys (``anamnesis keys``)."""
 
 from __future__ import annotations
 
 import asyncio
 import ipaddress
+import logging
+import sys
+from pathlib import Path
 from typing import Any
 
 import click
 
 from ..async_memory import AsyncMemory
-from ..cli_errors import handled
+from ..cli_errors import errors, handled
 from ..errors import InvalidInputError
-from ..server import DEFAULT_BUDGET_TOKENS, MAX_BUDGET_TOKENS
+from ..server import DEFAULT_BUDGET_TOKENS, DEFAULT_MAX_BODY_BYTES, MAX_BUDGET_TOKENS
 from .common import search_config
 
 
@@ -115,3 +119,166 @@ async def _serve(
         else:
             host, port = http
             await server.run_streamable_http_async(host=host, port=port)
+
+
+keys_option = click.option(
+    "--keys",
+    "keys_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="API key file (default: $ANAMNESIS_KEYS or keys.db in the OS data directory).",
+)
+
+
+@click.command("serve")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
+@click.option("--port", default=8000, show_default=True, help="TCP port.")
+@keys_option
+@click.option(
+    "--max-body-mb",
+    type=click.FloatRange(0.001, 1024),
+    default=DEFAULT_MAX_BODY_BYTES / 2**20,
+    show_default=True,
+    help="Largest request body accepted (413 above).",
+)
+@click.option(
+    "--cors-origin",
+    "cors_origins",
+    multiple=True,
+    help="Allow browser pages from this origin (repeatable; CORS is off by default).",
+)
+@click.option(
+    "--readers", default=4, show_default=True, help="Threads that serve reads in parallel."
+)
+@click.pass_context
+def serve(
+    ctx: click.Context,
+    host: str,
+    port: int,
+    keys_path: Path | None,
+    max_body_mb: float,
+    cors_origins: tuple[str, ...],
+    readers: int,
+) -> None:
+    """Serve this memory over HTTP: every verb as a REST endpoint (OpenAPI document at
+    /openapi.json, health check at /health), one JSON log line per request on stderr.
+
+    \b
+    Requests present an API key (Authorization: Bearer anm_...) once the key file
+    holds one; each key reaches one user, or every user for an admin key
+    (anamnesis keys create). Binds 127.0.0.1 unless --host says otherwise, and
+    refuses any other address until a key exists. Needs the server extras:
+    pip install 'anamnesis[server]'.
+    """
+    with handled():
+        try:
+            import uvicorn
+
+            from ..server.keys import KeyStore
+            from ..server.rest import build_app
+        except ImportError as exc:
+            raise InvalidInputError(
+                f"the REST server needs the server extras ({exc}): pip install 'anamnesis[server]'"
+            ) from exc
+        keys = KeyStore(keys_path)
+        if not _loopback(host) and not keys.required():
+            raise InvalidInputError(
+                f"--host {host} is not a loopback address and {keys.path} holds no key: "
+                "create one first (anamnesis keys create --user NAME), so that no one "
+                "reaches the memory without it"
+            )
+        _log_requests()
+
+        async def run() -> None:
+            async with AsyncMemory(
+                path=ctx.obj["path"],
+                url=ctx.obj["url"],
+                embedder=ctx.obj["embedder"],
+                config=search_config(ctx.obj),
+                llm=ctx.obj.get("llm"),
+                readers=readers,
+            ) as memory:
+                app = build_app(
+                    memory,
+                    keys,
+                    max_body_bytes=int(max_body_mb * 2**20),
+                    cors_origins=cors_origins,
+                )
+                config = uvicorn.Config(
+                    app, host=host, port=port, access_log=False, log_level="warning"
+                )
+                errors.print(f"anamnesis: serving on http://{host}:{port}", highlight=False)
+                await uvicorn.Server(config).serve()
+
+        try:
+            asyncio.run(run())
+        finally:
+            keys.close()
+
+
+def _log_requests() -> None:
+    """One line per request on stderr, as the server writes it (JSON)."""
+    logger = logging.getLogger("anamnesis.server")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+
+
+@click.group("keys")
+@keys_option
+@click.pass_context
+def keys(ctx: click.Context, keys_path: Path | None) -> None:
+    """API keys of the REST server: create, list, revoke. Only a hash of each key is
+    stored; the key itself is shown once, when it is created."""
+    from ..server.keys import KeyStore
+
+    with handled():
+        store = KeyStore(keys_path)
+    ctx.call_on_close(store.close)
+    ctx.obj["keys"] = store
+
+
+@keys.command("create")
+@click.option("--user", "user_id", default=None, help="The one user this key reaches.")
+@click.option("--agent", "agent_id", default=None, help="Narrow the key to one agent of the user.")
+@click.option("--admin", is_flag=True, help="A key that reaches every user (instead of --user).")
+@click.option("--name", default="", help="A label for listings (who or what uses the key).")
+@click.pass_context
+def create_key(
+    ctx: click.Context, user_id: str | None, agent_id: str | None, admin: bool, name: str
+) -> None:
+    """Create a key and print it (this once only)."""
+    with handled():
+        if admin == (user_id is not None):
+            raise InvalidInputError("name exactly one of --user NAME or --admin")
+        key, secret = ctx.obj["keys"].create(name, user_id=user_id, agent_id=agent_id)
+    errors.print(f"created key {key.id} for {_reach(key)}; it is shown this once:", highlight=False)
+    click.echo(secret)
+
+
+@keys.command("list")
+@click.pass_context
+def list_keys(ctx: click.Context) -> None:
+    """Every key: id, name, what it reaches, when created, and whether revoked."""
+    for key in ctx.obj["keys"].list():
+        revoked = f"revoked {key.revoked_at:%Y-%m-%d %H:%M}" if key.revoked_at else "active"
+        created = f"{key.created_at:%Y-%m-%d %H:%M}"
+        click.echo(f"{key.id}  {_reach(key):<28} {created}  {revoked}  {key.name}")
+
+
+@keys.command("revoke")
+@click.argument("key_id")
+@click.pass_context
+def revoke_key(ctx: click.Context, key_id: str) -> None:
+    """Revoke a key by id: it stops working at once, on a running server too."""
+    with handled():
+        key = ctx.obj["keys"].revoke(key_id)
+    click.echo(f"revoked {key.id} ({_reach(key)})")
+
+
+def _reach(key: Any) -> str:
+    if key.is_admin:
+        return "every user (admin)"
+    return f"user {key.user_id}" + (f", agent {key.agent_id}" if key.agent_id else "")

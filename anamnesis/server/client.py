@@ -1,0 +1,364 @@
+"""RemoteMemory: ``Memory``'s verbs against an ``anamnesis serve`` server, over HTTP.
+
+Code moves from in-process to client/server by changing one line::
+
+    memory = Memory(path="agent.db")
+    memory = RemoteMemory("http://127.0.0.1:8000", api_key="anm_...")
+
+Every verb takes the same arguments and returns the same types; errors are the same
+``AnamnesisError`` classes with the server's message (``PermissionDeniedError`` and
+``AuthenticationError`` come from the keys). What needs the store's own process is
+not offered: ``store``, ``embedder`` and ``start_consolidation``. Needs ``httpx`` and
+``pydantic`` (``pip install 'anamnesis[client]'``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import IO, Any
+
+import httpx
+
+from .. import __version__
+from ..context import DEFAULT_BUDGET_TOKENS, DEFAULT_NEIGHBOUR_HITS
+from ..errors import BackendUnavailableError, InvalidInputError
+from ..facts.types import ConsolidationReport
+from ..facts.worker import ConsolidationWorker
+from ..ingest.normalise import check_text, parse_time
+from ..memory import ProgressCallback
+from ..memory_reads import CONTEXT_HITS
+from ..retrieve.analysis import QueryAnalysis, analyse
+from ..store.base import Filters
+from ..types import Context, ContextFact, DeleteCounts, Episode, EpisodeVersion, Fact, Hit, Page
+from .wire import decode, export_count, import_body, raise_error, request_for
+
+#: Environment variable read for the API key when none is passed.
+API_KEY_ENV = "ANAMNESIS_API_KEY"
+#: Seconds a request may take (a first search loads the server's models).
+DEFAULT_TIMEOUT = 60.0
+
+
+def headers_for(api_key: str | None) -> dict[str, str]:
+    """The headers every request carries: the key (argument, else $ANAMNESIS_API_KEY)."""
+    key = api_key if api_key is not None else os.environ.get(API_KEY_ENV)
+    headers = {"User-Agent": f"anamnesis/{__version__}"}
+    if key:
+        headers["Authorization"] = f"Bearer {key}"
+    return headers
+
+
+def unreachable(url: str, exc: Exception) -> BackendUnavailableError:
+    """The error for a server that cannot be reached."""
+    return BackendUnavailableError(f"cannot reach the Anamnesis server at {url}: {exc}")
+
+
+def _json(response: httpx.Response) -> Any:
+    try:
+        return response.json()
+    except ValueError as exc:
+        raise BackendUnavailableError(
+            f"the server answered {response.status_code} with something that is not JSON"
+        ) from exc
+
+
+def _check(response: httpx.Response) -> None:
+    """Raise the error an error response carries."""
+    if response.is_error:
+        response.read()
+        raise_error(response.status_code, _json_or_text(response))
+
+
+def _json_or_text(response: httpx.Response) -> Any:
+    try:
+        return response.json()
+    except ValueError:
+        return response.text
+
+
+class RemoteMemory:
+    """Long-term memory served by ``anamnesis serve``: ``Memory``'s verbs over HTTP.
+
+    ``url`` is the server's address; ``api_key`` its key (default:
+    ``$ANAMNESIS_API_KEY``). Use it as a context manager, or ``close()`` it.
+    """
+
+    def __init__(
+        self, url: str, *, api_key: str | None = None, timeout: float = DEFAULT_TIMEOUT
+    ) -> None:
+        self.url = url.rstrip("/")
+        self._http = httpx.Client(base_url=self.url, headers=headers_for(api_key), timeout=timeout)
+
+    def __enter__(self) -> RemoteMemory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the connections; the server and its store stay up."""
+        self._http.close()
+
+    @property
+    def capabilities(self) -> dict[str, Any]:
+        """The server's ``Memory.capabilities``."""
+        return self._call("capabilities", {})
+
+    def _send(self, method: str, path: str, **request: Any) -> httpx.Response:
+        try:
+            response = self._http.request(method, path, **request)
+        except httpx.TransportError as exc:
+            raise unreachable(self.url, exc) from exc
+        _check(response)
+        return response
+
+    def _call(self, verb: str, arguments: dict[str, Any]) -> Any:
+        request = request_for(verb, arguments)
+        response = self._send(
+            request.method, request.path, params=request.params, json=request.json
+        )
+        return decode(verb, _json(response))
+
+    def add(
+        self,
+        content: str | Mapping[str, Any] | Sequence[Mapping[str, Any] | str],
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        session_id: str | None = None,
+        role: str | None = None,
+        speaker: str | None = None,
+        event_time: datetime | str | float | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        modality: str | None = None,
+    ) -> list[Episode]:
+        """``Memory.add``, over HTTP."""
+        return self._call("add", locals())
+
+    def add_many(
+        self,
+        messages: Iterable[Mapping[str, Any] | str],
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        session_id: str | None = None,
+        role: str | None = None,
+        speaker: str | None = None,
+        event_time: datetime | str | float | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        modality: str | None = None,
+        atomic: bool = False,
+        progress: ProgressCallback | None = None,
+    ) -> list[Episode]:
+        """``Memory.add_many``, over HTTP: one request, checked whole and written in
+        the server's batches; ``progress`` is called once, when it is done."""
+        episodes: list[Episode] = self._call("add_many", locals())
+        if progress is not None:
+            progress(len(episodes))
+        return episodes
+
+    def search(
+        self,
+        query: str,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        session_id: str | None = None,
+        limit: int = 10,
+        filters: Filters | Mapping[str, Any] | None = None,
+        explain: bool = False,
+        now: datetime | str | float | None = None,
+        as_of: datetime | str | float | None = None,
+    ) -> list[Hit]:
+        """``Memory.search``, over HTTP."""
+        return self._call("search", locals())
+
+    def analyse(self, query: str, *, now: datetime | str | float | None = None) -> QueryAnalysis:
+        """``Memory.analyse``, computed here: reading a question needs no store."""
+        return analyse(check_text(query, "query"), parse_time(now, "now"))
+
+    def context(
+        self,
+        query: str,
+        *,
+        budget_tokens: int = DEFAULT_BUDGET_TOKENS,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        session_id: str | None = None,
+        filters: Filters | Mapping[str, Any] | None = None,
+        now: datetime | str | float | None = None,
+        limit: int = CONTEXT_HITS,
+        neighbour_hits: int = DEFAULT_NEIGHBOUR_HITS,
+        facts: Sequence[ContextFact] | None = None,
+    ) -> Context:
+        """``Memory.context``, over HTTP."""
+        return self._call("context", locals())
+
+    def get(
+        self,
+        episode_id: str,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        session_id: str | None = None,
+    ) -> Episode:
+        """``Memory.get``, over HTTP."""
+        return self._call("get", locals())
+
+    def get_all(
+        self,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        session_id: str | None = None,
+        limit: int = 100,
+        offset: int = 0,
+        filters: Filters | Mapping[str, Any] | None = None,
+    ) -> Page:
+        """``Memory.get_all``, over HTTP."""
+        return self._call("get_all", locals())
+
+    def history(
+        self,
+        episode_id: str,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        session_id: str | None = None,
+    ) -> list[EpisodeVersion]:
+        """``Memory.history``, over HTTP."""
+        return self._call("history", locals())
+
+    def update(
+        self,
+        episode_id: str,
+        *,
+        content: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        session_id: str | None = None,
+    ) -> Episode:
+        """``Memory.update``, over HTTP."""
+        return self._call("update", locals())
+
+    def delete(
+        self,
+        episode_id: str,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        session_id: str | None = None,
+    ) -> DeleteCounts:
+        """``Memory.delete``, over HTTP."""
+        return self._call("delete", locals())
+
+    def delete_all(
+        self,
+        *,
+        user_id: str,
+        agent_id: str | None = None,
+        session_id: str | None = None,
+    ) -> DeleteCounts:
+        """``Memory.delete_all``, over HTTP."""
+        return self._call("delete_all", locals())
+
+    def consolidate(
+        self,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        session_id: str | None = None,
+        limit: int | None = None,
+        extractor: str | None = None,
+    ) -> ConsolidationReport:
+        """``Memory.consolidate``, over HTTP."""
+        return self._call("consolidate", locals())
+
+    def start_consolidation(
+        self, *, interval: float = 60.0, extractor: str | None = None
+    ) -> ConsolidationWorker:
+        """Not over HTTP: background consolidation runs in the process that holds the
+        store. Call ``consolidate`` (it runs on the server), or start the worker there."""
+        raise InvalidInputError(
+            "start_consolidation runs where the store is, not over HTTP: call "
+            "consolidate(), or start the worker in the server's process"
+        )
+
+    def facts(
+        self,
+        *,
+        subject: str | None = None,
+        predicate: str | None = None,
+        as_of: datetime | str | float | None = None,
+        include_superseded: bool = False,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        limit: int = 100,
+    ) -> list[Fact]:
+        """``Memory.facts``, over HTTP."""
+        return self._call("facts", locals())
+
+    def fact_history(
+        self,
+        *,
+        subject: str = "user",
+        predicate: str,
+        as_of: datetime | str | float | None = None,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+    ) -> list[Fact]:
+        """``Memory.fact_history``, over HTTP."""
+        return self._call("fact_history", locals())
+
+    def stats(self, *, user_id: str | None = None) -> dict[str, Any]:
+        """``Memory.stats``, over HTTP."""
+        return self._call("stats", locals())
+
+    def check(self) -> list[str]:
+        """``Memory.check``, over HTTP."""
+        return self._call("check", locals())
+
+    def reindex(self, *, progress: ProgressCallback | None = None) -> int:
+        """``Memory.reindex`` on the server (an admin key); ``progress`` is called once,
+        when it is done."""
+        done: int = self._call("reindex", {})
+        if progress is not None:
+            progress(done)
+        return done
+
+    def export_jsonl(self, out: IO[str], *, user_id: str | None = None) -> int:
+        """``Memory.export_jsonl``: the server's export, streamed into ``out``."""
+        request = request_for("export_jsonl", {"user_id": user_id})
+        count = 0
+        with self._http.stream("GET", request.path, params=request.params) as response:
+            _check(response)
+            for line in response.iter_lines():
+                if line:
+                    count += export_count(line)
+                    out.write(line + "\n")
+        return count
+
+    def import_jsonl(
+        self,
+        lines: Iterable[str],
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        progress: ProgressCallback | None = None,
+    ) -> int:
+        """``Memory.import_jsonl`` on the server: the lines go as one request (at most
+        the server's body limit); ``progress`` is called once, when it is done."""
+        request = request_for("import_jsonl", {"user_id": user_id, "agent_id": agent_id})
+        response = self._send(
+            request.method,
+            request.path,
+            params=request.params,
+            content=import_body(lines),
+            headers={"Content-Type": "application/x-ndjson"},
+        )
+        imported: int = decode("import_jsonl", _json(response))
+        if progress is not None:
+            progress(imported)
+        return imported

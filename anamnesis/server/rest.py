@@ -1,0 +1,466 @@
+"""The REST server: every ``Memory`` verb as an HTTP endpoint, on FastAPI.
+
+A thin shell over ``AsyncMemory``: an endpoint reads its arguments (typed by
+``rest_models``), narrows their scope to what the caller's key may reach, and
+awaits the verb. What the server adds is only what HTTP needs:
+
+* **Keys.** Once the key file holds a key, every request but ``/health`` presents
+  one (``Authorization: Bearer anm_...`` or ``X-API-Key``). A user key reaches its
+  own user only (and its own agent, if it names one), whatever the request says;
+  naming another user is 403, another user's episode id is 404 (it is not in the
+  scope the query runs in). An admin key reaches every user.
+* **Bounds.** A request body over ``max_body_bytes`` is refused (413) before any of
+  it is parsed; answers are bounded by the verbs' own limits (at most 1,000 hits or
+  items a page).
+* **Errors** are JSON ``{"error": {"type", "message"}}`` with the status of the
+  ``AnamnesisError`` (``wire.STATUS``); a malformed request is 400.
+* **Logs.** One JSON line per request on the ``anamnesis.server`` logger: method,
+  path, status, milliseconds, key id. No query string, body or memory text.
+
+No interactive docs page is served (it would load scripts from a CDN); the OpenAPI
+document is at ``/openapi.json``.
+"""
+
+import asyncio
+import json
+import logging
+import queue
+import threading
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from fastapi import Depends, FastAPI, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.middleware.cors import CORSMiddleware
+from fastapi.responses import JSONResponse, StreamingResponse
+from starlette.exceptions import HTTPException
+
+from .. import __version__
+from ..async_memory import AsyncMemory
+from ..errors import AnamnesisError, AuthenticationError, InvalidInputError, PermissionDeniedError
+from ..facts.types import ConsolidationReport
+from ..ingest.normalise import as_text
+from ..types import Context, DeleteCounts, Episode, EpisodeVersion, Fact, Hit, Page
+from . import DEFAULT_MAX_BODY_BYTES
+from .keys import ApiKey, KeyStore
+from .rest_models import (
+    AddArguments,
+    AddManyArguments,
+    ConsolidateArguments,
+    ContextArguments,
+    EpisodeScope,
+    FactHistoryArguments,
+    FactsArguments,
+    Health,
+    ImportArguments,
+    ListArguments,
+    SearchArguments,
+    UpdateArguments,
+    UserArguments,
+)
+from .wire import HEALTH_PATH, ROUTES, error_body, status_of
+
+log = logging.getLogger("anamnesis.server")
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """Who is asking: the key presented, or None when the server has no keys."""
+
+    key: ApiKey | None
+
+    def scoped(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        """``arguments`` with their user (and agent) narrowed to what the key reaches;
+        PermissionDeniedError when they name something else."""
+        key = self.key
+        if key is None or key.is_admin:
+            return arguments
+        user = arguments.get("user_id")
+        if user is not None and user != key.user_id:
+            raise PermissionDeniedError(
+                f"this API key is for user {key.user_id!r}: it cannot reach user {user!r}"
+            )
+        scoped = {**arguments, "user_id": key.user_id}
+        if key.agent_id is not None:
+            if "agent_id" not in arguments:
+                raise PermissionDeniedError(
+                    f"this API key is for agent {key.agent_id!r} only, and this verb "
+                    "covers every agent of the user: use a user key"
+                )
+            agent = arguments["agent_id"]
+            if agent is not None and agent != key.agent_id:
+                raise PermissionDeniedError(
+                    f"this API key is for agent {key.agent_id!r}: it cannot reach agent {agent!r}"
+                )
+            scoped["agent_id"] = key.agent_id
+        return scoped
+
+    def require_admin(self, what: str) -> None:
+        """PermissionDeniedError unless the key reaches every user."""
+        if self.key is not None and not self.key.is_admin:
+            raise PermissionDeniedError(f"{what} covers the whole store: it needs an admin key")
+
+
+def _presented_key(request: Request) -> str | None:
+    header = request.headers.get("authorization", "")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() == "bearer" and token.strip():
+        return token.strip()
+    return request.headers.get("x-api-key") or None
+
+
+def _json_object(text: str | None, what: str) -> dict[str, Any] | None:
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise InvalidInputError(f"{what} must be a JSON object: {exc}") from exc
+    if not isinstance(value, dict):
+        raise InvalidInputError(f"{what} must be a JSON object, not {type(value).__name__}")
+    return value
+
+
+def build_app(
+    memory: AsyncMemory,
+    keys: KeyStore | None = None,
+    *,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    cors_origins: tuple[str, ...] = (),
+) -> FastAPI:
+    """The REST application serving ``memory``. ``keys`` None serves everyone as an
+    admin (the CLI allows that on a loopback address only); with a key file, keys
+    are required as soon as it holds one."""
+    app = FastAPI(
+        title="Anamnesis",
+        version=__version__,
+        description="Long-term memory for LLM agents: every Memory verb over HTTP.",
+        docs_url=None,
+        redoc_url=None,
+    )
+    _add_error_handlers(app)
+
+    async def caller(request: Request) -> Caller:
+        if keys is None or not keys.required():
+            return Caller(None)
+        presented = _presented_key(request)
+        if presented is None:
+            raise AuthenticationError(
+                "this server needs an API key: send 'Authorization: Bearer anm_...' "
+                "(create one with `anamnesis keys create`)"
+            )
+        key = keys.authenticate(presented)
+        if key is None:
+            raise AuthenticationError("the API key is not valid: unknown or revoked")
+        request.state.key_id = key.id
+        return Caller(key)
+
+    Who = Annotated[Caller, Depends(caller)]
+
+    @app.get(HEALTH_PATH, tags=["server"])
+    async def health() -> Health:
+        """The server answers; ``store_health`` is ``ok`` or the damage found."""
+        store_health = memory.capabilities["store_health"]
+        status = "ok" if store_health == "ok" else "degraded"
+        return Health(status=status, version=__version__, store_health=store_health)
+
+    @app.get(ROUTES["capabilities"].path, tags=["server"])
+    async def capabilities(who: Who) -> dict[str, Any]:
+        """What is active: backend, embedder, search channels and stages, store health."""
+        return memory.capabilities
+
+    @app.post(ROUTES["add"].path, status_code=201, tags=["episodes"])
+    async def add(arguments: AddArguments, who: Who) -> list[Episode]:
+        """Store a string, a message or a list of messages verbatim, all or none."""
+        return await memory.add(**who.scoped(arguments.arguments()))
+
+    @app.post(ROUTES["add_many"].path, status_code=201, tags=["episodes"])
+    async def add_many(arguments: AddManyArguments, who: Who) -> list[Episode]:
+        """Bulk-store messages (a conversation, an import)."""
+        return await memory.add_many(**who.scoped(arguments.arguments()))
+
+    @app.get(ROUTES["get_all"].path, tags=["episodes"])
+    async def get_all(arguments: Annotated[ListArguments, Query()], who: Who) -> Page:
+        """A page of the scope's episodes in event-time order; ``next_offset`` is the
+        next page's ``offset`` (null on the last page)."""
+        scoped = who.scoped(arguments.arguments())
+        scoped["filters"] = _json_object(scoped["filters"], "filters")
+        return await memory.get_all(**scoped)
+
+    @app.delete(ROUTES["delete_all"].path, tags=["episodes"])
+    async def delete_all(arguments: Annotated[EpisodeScope, Query()], who: Who) -> DeleteCounts:
+        """Delete everything in a scope (``user_id`` must be named, or be the key's)."""
+        return await memory.delete_all(**who.scoped(arguments.arguments()))
+
+    @app.get(ROUTES["get"].path, tags=["episodes"])
+    async def get(
+        episode_id: str, arguments: Annotated[EpisodeScope, Query()], who: Who
+    ) -> Episode:
+        """One episode by id (404 when it is not in the scope)."""
+        return await memory.get(episode_id, **who.scoped(arguments.arguments()))
+
+    @app.patch(ROUTES["update"].path, tags=["episodes"])
+    async def update(episode_id: str, arguments: UpdateArguments, who: Who) -> Episode:
+        """Change an episode's content and/or metadata; the prior version is kept."""
+        return await memory.update(episode_id, **who.scoped(arguments.arguments()))
+
+    @app.delete(ROUTES["delete"].path, tags=["episodes"])
+    async def delete(
+        episode_id: str, arguments: Annotated[EpisodeScope, Query()], who: Who
+    ) -> DeleteCounts:
+        """Delete one episode with its index rows and prior versions."""
+        return await memory.delete(episode_id, **who.scoped(arguments.arguments()))
+
+    @app.get(ROUTES["history"].path, tags=["episodes"])
+    async def history(
+        episode_id: str, arguments: Annotated[EpisodeScope, Query()], who: Who
+    ) -> list[EpisodeVersion]:
+        """Every version of an episode, oldest first, ending with the current one."""
+        return await memory.history(episode_id, **who.scoped(arguments.arguments()))
+
+    @app.post(ROUTES["search"].path, tags=["recall"])
+    async def search(arguments: SearchArguments, who: Who) -> list[Hit]:
+        """The episodes that best answer ``query``, with their neighbouring turns."""
+        return await memory.search(**who.scoped(arguments.arguments()))
+
+    @app.post(ROUTES["context"].path, tags=["recall"])
+    async def context(arguments: ContextArguments, who: Who) -> Context:
+        """A compact, dated, provenance-tagged context for a reader LLM, within a budget."""
+        return await memory.context(**who.scoped(arguments.arguments()))
+
+    @app.post(ROUTES["consolidate"].path, tags=["facts"])
+    async def consolidate(arguments: ConsolidateArguments, who: Who) -> ConsolidationReport:
+        """Extract facts from the scope's episodes that no consolidation has read yet."""
+        return await memory.consolidate(**who.scoped(arguments.arguments()))
+
+    @app.get(ROUTES["facts"].path, tags=["facts"])
+    async def facts(arguments: Annotated[FactsArguments, Query()], who: Who) -> list[Fact]:
+        """Facts of the scope, per slot the newest value first (``as_of``: then)."""
+        return await memory.facts(**who.scoped(arguments.arguments()))
+
+    @app.get(ROUTES["fact_history"].path, tags=["facts"])
+    async def fact_history(
+        arguments: Annotated[FactHistoryArguments, Query()], who: Who
+    ) -> list[Fact]:
+        """Every value a slot has held, oldest first."""
+        return await memory.fact_history(**who.scoped(arguments.arguments()))
+
+    @app.get(ROUTES["stats"].path, tags=["server"])
+    async def stats(arguments: Annotated[UserArguments, Query()], who: Who) -> dict[str, Any]:
+        """Counts and sizes for one user (a user key's own), or for the whole store."""
+        return await memory.stats(**who.scoped(arguments.arguments()))
+
+    @app.get(
+        ROUTES["export_jsonl"].path,
+        tags=["portability"],
+        response_class=StreamingResponse,
+        responses={200: {"content": {"application/x-ndjson": {}}}},
+    )
+    async def export_jsonl(
+        arguments: Annotated[UserArguments, Query()], who: Who
+    ) -> StreamingResponse:
+        """The store (or one user's part; a user key's own) as JSONL that import restores."""
+        scoped = who.scoped(arguments.arguments())
+        return StreamingResponse(
+            _export(memory, scoped["user_id"]), media_type="application/x-ndjson"
+        )
+
+    @app.post(
+        ROUTES["import_jsonl"].path,
+        tags=["portability"],
+        openapi_extra={
+            "requestBody": {
+                "required": True,
+                "content": {"application/x-ndjson": {"schema": {"type": "string"}}},
+            }
+        },
+    )
+    async def import_jsonl(
+        request: Request, arguments: Annotated[ImportArguments, Query()], who: Who
+    ) -> int:
+        """Restore an export (checked whole before anything is written); a user key's
+        import goes into its own scope, whatever the file names."""
+        scoped = who.scoped(arguments.arguments())
+        text = as_text(await request.body(), "the request body")
+        return await memory.import_jsonl(text.splitlines(keepends=True), **scoped)
+
+    @app.post(ROUTES["check"].path, tags=["server"])
+    async def check(who: Who) -> list[str]:
+        """A full check of the store (admin): the problems found, empty when healthy."""
+        who.require_admin("check")
+        return await memory.check()
+
+    @app.post(ROUTES["reindex"].path, tags=["server"])
+    async def reindex(who: Who) -> int:
+        """Re-embed every episode from its stored text (admin); the number re-embedded."""
+        who.require_admin("reindex")
+        return await memory.reindex()
+
+    if cors_origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=list(cors_origins),
+            allow_methods=["GET", "POST", "PATCH", "DELETE"],
+            allow_headers=["Authorization", "X-API-Key", "Content-Type"],
+        )
+    app.add_middleware(Guard, max_body_bytes=max_body_bytes)  # outermost: added last
+    return app
+
+
+def _add_error_handlers(app: FastAPI) -> None:
+    async def anamnesis_error(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, AnamnesisError)
+        status = status_of(exc)
+        headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+        return JSONResponse(error_body(type(exc).__name__, str(exc)), status, headers=headers)
+
+    async def malformed(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, RequestValidationError)
+        problems = [
+            f"{'.'.join(str(part) for part in error['loc'])}: {error['msg']}"
+            for error in exc.errors()[:5]
+        ]
+        return JSONResponse(error_body("InvalidInputError", "; ".join(problems)), 400)
+
+    async def http_error(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, HTTPException)
+        kind = {404: "NotFoundError", 405: "InvalidInputError"}.get(exc.status_code, "HTTPError")
+        return JSONResponse(error_body(kind, str(exc.detail)), exc.status_code)
+
+    async def internal(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("internal error on %s %s", request.method, request.url.path)
+        return JSONResponse(error_body("InternalError", "internal error: see the server log"), 500)
+
+    app.add_exception_handler(AnamnesisError, anamnesis_error)
+    app.add_exception_handler(RequestValidationError, malformed)
+    app.add_exception_handler(HTTPException, http_error)
+    app.add_exception_handler(Exception, internal)
+
+
+async def _export(memory: AsyncMemory, user_id: str | None) -> AsyncIterator[str]:
+    """The export's lines as the store yields them, with the export running on a
+    reader thread; an export that fails midway ends with an ``error`` line (which an
+    import refuses), and a client that goes away stops it."""
+    lines: queue.Queue[str | None] = queue.Queue(maxsize=256)
+    gone = threading.Event()
+
+    class Lines:
+        def write(self, text: str) -> int:
+            while not gone.is_set():
+                try:
+                    lines.put(text, timeout=0.5)
+                    return len(text)
+                except queue.Full:
+                    continue
+            raise InvalidInputError("the client went away before the export ended")
+
+    async def produce() -> None:
+        try:
+            await memory.export_jsonl(Lines(), user_id=user_id)  # type: ignore[arg-type]
+        except AnamnesisError as exc:
+            error = json.dumps({"type": "error", "error": type(exc).__name__, "message": str(exc)})
+            await asyncio.to_thread(lines.put, error + "\n")
+        finally:
+            await asyncio.to_thread(lines.put, None)
+
+    producer = asyncio.create_task(produce())
+    try:
+        while (line := await asyncio.to_thread(lines.get)) is not None:
+            yield line
+    finally:
+        gone.set()
+        await producer
+
+
+class Guard:
+    """ASGI middleware: refuses bodies over the limit (413) before the app reads them,
+    and writes one log line per request."""
+
+    def __init__(self, app: Any, max_body_bytes: int) -> None:
+        self.app = app
+        self.max_body_bytes = max_body_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        state = scope.setdefault("state", {})
+        status = 500
+
+        async def sending(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            body = await self._body(scope, receive)
+            if body is None:
+                await self._refuse(sending)
+                return
+            await self.app(scope, _replay(body, receive), sending)
+        finally:
+            record = {
+                "method": scope["method"],
+                "path": scope["path"],
+                "status": status,
+                "ms": round((time.perf_counter() - started) * 1000, 2),
+                "key": state.get("key_id"),
+            }
+            log.info(json.dumps(record))
+
+    async def _body(self, scope: Scope, receive: Receive) -> bytes | None:
+        """The whole body, or None once it passes the limit."""
+        declared = dict(scope["headers"]).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_body_bytes:
+            return None
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                break
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_body_bytes:
+                return None
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        return b"".join(chunks)
+
+    async def _refuse(self, send: Send) -> None:
+        response = JSONResponse(
+            error_body(
+                "PayloadTooLargeError",
+                f"the request body is over this server's limit of {self.max_body_bytes} bytes: "
+                "send less at a time (add_many in batches); nothing was stored",
+            ),
+            413,
+        )
+        await response({"type": "http"}, _nothing, send)
+
+
+async def _nothing() -> Message:
+    return {"type": "http.disconnect"}
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay

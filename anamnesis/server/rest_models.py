@@ -1,0 +1,167 @@
+"""The REST server's request models: each verb's arguments, named and typed as
+``Memory``'s keywords are, so a request is a call (``memory.verb(**arguments)``).
+
+The models check only the JSON shape (a string where a string goes, no unknown
+field); what a value means (an empty text, a limit out of range, a malformed time)
+is checked by ``Memory`` itself, so every surface refuses the same input with the
+same error.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..context import DEFAULT_BUDGET_TOKENS, DEFAULT_NEIGHBOUR_HITS
+from ..memory_reads import CONTEXT_HITS
+from ..types import ContextFact
+
+#: A time as ``Memory`` takes it over the wire: ISO-8601 text or epoch seconds.
+Time = str | float | None
+Message = dict[str, Any] | str
+
+
+class Arguments(BaseModel):
+    """Arguments of one verb, from a JSON body: unknown fields are refused, and JSON
+    types are not coerced (``"5"`` is not a limit)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    def arguments(self) -> dict[str, Any]:
+        """The fields as keyword arguments, values as validated (not re-serialised)."""
+        return dict(self)
+
+
+class UserScope(Arguments):
+    """Whose memory (a user key may name only its own user; an admin key any)."""
+
+    user_id: str | None = None
+    agent_id: str | None = None
+
+
+class Scoped(UserScope):
+    """A scope down to a session."""
+
+    session_id: str | None = None
+
+
+class MessageDefaults(Scoped):
+    """Defaults each message may override."""
+
+    role: str | None = None
+    speaker: str | None = None
+    event_time: Time = None
+    metadata: dict[str, Any] | None = None
+    modality: str | None = None
+
+
+class AddArguments(MessageDefaults):
+    """``Memory.add``: a string, a message object or a list of them, stored atomically."""
+
+    content: Message | list[Message]
+
+
+class AddManyArguments(MessageDefaults):
+    """``Memory.add_many``: bulk messages, in transactions of 512 unless ``atomic``."""
+
+    messages: list[Message]
+    atomic: bool = False
+
+
+class UpdateArguments(Scoped):
+    """``Memory.update``: new content and/or metadata; the prior version is kept."""
+
+    content: str | None = None
+    metadata: dict[str, Any] | None = None
+
+
+class SearchArguments(Scoped):
+    """``Memory.search``."""
+
+    query: str
+    limit: int = 10
+    filters: dict[str, Any] | None = None
+    explain: bool = False
+    now: Time = None
+    as_of: Time = None
+
+
+class ContextArguments(Scoped):
+    """``Memory.context``: a dated, provenance-tagged context within a token budget."""
+
+    query: str
+    budget_tokens: int = DEFAULT_BUDGET_TOKENS
+    filters: dict[str, Any] | None = None
+    now: Time = None
+    limit: int = CONTEXT_HITS
+    neighbour_hits: int = DEFAULT_NEIGHBOUR_HITS
+    facts: list[ContextFact] | None = None
+
+
+class ConsolidateArguments(Scoped):
+    """``Memory.consolidate``."""
+
+    limit: int | None = None
+    extractor: str | None = None
+
+
+class QueryArguments(Arguments):
+    """Arguments from a query string, where every value arrives as text: numbers and
+    flags are read from it. List it last among a model's bases: pydantic merges the
+    bases' configurations in order."""
+
+    model_config = ConfigDict(strict=False)
+
+
+class ListArguments(Scoped, QueryArguments):
+    """``Memory.get_all``; ``filters`` is a JSON object."""
+
+    limit: int = Field(100, description="Items per page (1-1000).")
+    offset: int = Field(0, description="Where the page starts; the answer's next_offset.")
+    filters: str | None = Field(
+        None,
+        description="JSON object with keys among role, not_role, speaker, modality, "
+        "event_after, event_before, metadata.",
+    )
+
+
+class FactsArguments(UserScope, QueryArguments):
+    """``Memory.facts``."""
+
+    subject: str | None = None
+    predicate: str | None = None
+    as_of: str | None = None
+    include_superseded: bool = False
+    limit: int = 100
+
+
+class FactHistoryArguments(UserScope, QueryArguments):
+    """``Memory.fact_history``."""
+
+    subject: str = "user"
+    predicate: str
+    as_of: str | None = None
+
+
+class UserArguments(QueryArguments):
+    """``stats`` and ``export_jsonl``: one user (a user key's own), or the whole store
+    (an admin key, naming no user)."""
+
+    user_id: str | None = None
+
+
+class ImportArguments(UserScope, QueryArguments):
+    """``import_jsonl``: the scope every record moves into (a user key's own)."""
+
+
+class Health(BaseModel):
+    """``GET /health``: the server answers, and whether its store is sound."""
+
+    status: str
+    version: str
+    store_health: str
+
+
+class EpisodeScope(Scoped, QueryArguments):
+    """The scope of a verb on one episode (get, history, delete), or of delete_all."""
