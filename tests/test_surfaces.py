@@ -1,8 +1,9 @@
-"""One behaviour on every surface: Memory and AsyncMemory answer alike.
+"""One behaviour on every surface: Memory, AsyncMemory, and the REST clients
+(RemoteMemory, AsyncRemoteMemory) against a real uvicorn on 127.0.0.1, answer alike.
 
 The behavioural suite below runs against each surface through a thin adapter that
-calls a verb by name (awaiting it on AsyncMemory). The REST client and the MCP server
-join the same suite when they land.
+calls a verb by name (awaiting it on the async ones). The MCP server, whose answers
+are text for a model, is held to the same answers in tests/test_mcp.py.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from anamnesis import AsyncMemory, InvalidInputError, Memory, NotFoundError, Sco
 from anamnesis.embed import get_embedder
 
 EDGE = get_embedder("edge")
+#: What only the process holding the store can offer: the clients leave them out.
+LOCAL_ONLY = {"store", "embedder"}
 
 
 def _public_methods(cls: type) -> dict[str, Any]:
@@ -40,21 +43,50 @@ def test_async_memory_has_every_verb_with_the_same_signature() -> None:
         assert isinstance(inspect.getattr_static(AsyncMemory, name), property)
 
 
+def test_the_rest_clients_have_every_verb_with_the_same_signature() -> None:
+    from anamnesis.server.async_client import AsyncRemoteMemory
+    from anamnesis.server.client import RemoteMemory
+
+    sync = _public_methods(Memory)
+    for client, is_async in ((RemoteMemory, False), (AsyncRemoteMemory, True)):
+        methods = _public_methods(client)
+        assert set(methods) == set(sync), client.__name__
+        for name, method in sync.items():
+            assert inspect.iscoroutinefunction(methods[name]) == is_async, name
+            assert inspect.signature(methods[name]) == inspect.signature(method), name
+        assert isinstance(inspect.getattr_static(client, "capabilities"), property)
+        assert not any(hasattr(client, name) for name in LOCAL_ONLY)
+
+
 class Surface:
     """Calls a verb by name on one surface and returns its plain result."""
 
     def __init__(self, where: dict[str, Any], kind: str) -> None:
         self.kind = kind
+        self.server: Any = None
+        self.runner: asyncio.Runner | None = None
         if kind == "memory":
             self.target: Any = Memory(**where, embedder=EDGE, warm=False)
-            self.runner = None
+        elif kind == "remote":
+            from rest_fixtures import RestServer
+
+            from anamnesis.server.client import RemoteMemory
+
+            self.server = RestServer(where)
+            self.target = RemoteMemory(self.server.url)
         else:
             self.runner = asyncio.Runner()
-            self.target = self.runner.run(self._open_async(where))
+            self.target = self.runner.run(self._open_async(where, kind))
 
-    @staticmethod
-    async def _open_async(where: dict[str, Any]) -> AsyncMemory:
-        return AsyncMemory(**where, embedder=EDGE, warm=False)
+    async def _open_async(self, where: dict[str, Any], kind: str) -> Any:
+        if kind == "async":
+            return AsyncMemory(**where, embedder=EDGE, warm=False)
+        from rest_fixtures import RestServer
+
+        from anamnesis.server.async_client import AsyncRemoteMemory
+
+        self.server = RestServer(where)
+        return await AsyncRemoteMemory(self.server.url).__aenter__()
 
     def __call__(self, verb: str, *args: Any, **kwargs: Any) -> Any:
         result = getattr(self.target, verb)(*args, **kwargs)
@@ -66,9 +98,13 @@ class Surface:
         self("close")
         if self.runner is not None:
             self.runner.close()
+        if self.server is not None:
+            self.server.stop()
 
 
-@pytest.fixture(params=["memory", "async", "async-postgres"])
+@pytest.fixture(
+    params=["memory", "async", "async-postgres", "remote", "async-remote", "remote-postgres"]
+)
 def surface(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Surface]:
     kind = request.param
     if kind.endswith("postgres"):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import logging
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -210,10 +211,19 @@ def serve(
                 errors.print(f"anamnesis: serving on http://{host}:{port}", highlight=False)
                 await uvicorn.Server(config).serve()
 
+        # uvicorn shuts down gracefully on SIGINT or SIGTERM, then raises the signal
+        # again: both end here as KeyboardInterrupt, after the memory is closed.
+        signal.signal(signal.SIGTERM, _interrupt)
         try:
             asyncio.run(run())
+        except KeyboardInterrupt:
+            pass
         finally:
             keys.close()
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
 
 
 def _log_requests() -> None:
