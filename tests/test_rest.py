@@ -380,3 +380,23 @@ def test_the_client_says_when_no_server_answers() -> None:
             nowhere.search("anything")
         with pytest.raises(InvalidInputError, match="episode id"):
             nowhere.get("")
+
+
+def test_the_load_benchmark_runs_on_a_slice(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from anamnesis.bench.cli import bench
+
+    one = Path(__file__).parent / "fixtures" / "locomo_conv26_sessions1-4.json"
+    slice_file = tmp_path / "locomo.json"
+    slice_file.write_text(f"[{one.read_text()}]")
+    result = CliRunner().invoke(
+        bench,
+        ["rest", "--data", str(slice_file), "--store", str(tmp_path / "m.db")]
+        + ["--episodes", "120", "--queries", "4", "--adds", "4", "--clients", "1,2"]
+        + ["--embedder", "edge"],
+    )
+    assert result.exit_code == 0, result.output
+    rows = [line for line in result.output.splitlines() if line.startswith("| REST")]
+    assert len(rows) == 4 and all(row.endswith("| 0 |") for row in rows)
+    assert "REST search cost at p50, 1 client" in result.output
