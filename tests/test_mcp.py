@@ -222,3 +222,36 @@ def test_the_server_speaks_streamable_http_on_loopback(tmp_path: Path) -> None:
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+def test_recall_and_get_context_answer_as_memory_does(tmp_path: Path) -> None:
+    store = tmp_path / "m.db"
+    turns = [
+        "I finally signed the lease on a flat in Porto",
+        "My sister Inês is allergic to cats",
+        "We adopted a grey kitten called Miso last spring",
+        "The flat has a balcony over the river",
+        "I work at Acme as a designer since March",
+        "Bob's locker code is 9902",
+    ]
+    questions = ["where does she live?", "any pets?", "what is her job?"]
+    with Memory(path=store, embedder=get_embedder("edge"), warm=False) as memory:
+        memory.add(turns, user_id="maya", session_id="s1", event_time="2024-03-02T09:15:00Z")
+        expected = [
+            [hit.episode.id for hit in memory.search(q, user_id="maya", limit=4)] for q in questions
+        ]
+        context = memory.context(questions[0], user_id="maya").text
+
+    async def scenario() -> tuple[list[list[str]], str]:
+        async with _session(store, "--user", "maya") as session:
+            answers = []
+            for question in questions:
+                failed, text = await _call(session, "recall", query=question, limit=4)
+                assert not failed
+                answers.append(re.findall(r"^\d+\. \[(ep_\w+)\]", text, flags=re.MULTILINE))
+            _, digest = await _call(session, "get_context", question=questions[0])
+        return answers, digest
+
+    answers, digest = _run(scenario())
+    assert answers == expected
+    assert digest == context
