@@ -39,6 +39,20 @@ from .types import (
 
 __version__ = "0.1.0"
 
+
+def __getattr__(name: str) -> type:
+    """``RemoteMemory`` and ``AsyncRemoteMemory``, imported when first asked for (they
+    need the client extras: ``pip install 'anamnesis[client]'``)."""
+    if name == "RemoteMemory":
+        from .server.client import RemoteMemory
+
+        return RemoteMemory
+    if name == "AsyncRemoteMemory":
+        from .server.async_client import AsyncRemoteMemory
+
+        return AsyncRemoteMemory
+    raise AttributeError(f"module 'anamnesis' has no attribute {name!r}")
+
 __all__ = [
     "Memory",
     "AsyncMemory",

@@ -400,3 +400,13 @@ def test_the_load_benchmark_runs_on_a_slice(tmp_path: Path) -> None:
     rows = [line for line in result.output.splitlines() if line.startswith("| REST")]
     assert len(rows) == 4 and all(row.endswith("| 0 |") for row in rows)
     assert "REST search cost at p50, 1 client" in result.output
+
+
+def test_the_library_and_the_cli_import_without_the_server_extras() -> None:
+    probe = (
+        "import sys, anamnesis, anamnesis.server, anamnesis.cli; "
+        "print(sorted(m for m in ('fastapi', 'uvicorn', 'httpx', 'pydantic', 'mcp') "
+        "if m in sys.modules))"
+    )
+    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert loaded.stdout.strip() == "[]", loaded.stderr
