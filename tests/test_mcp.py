@@ -149,15 +149,17 @@ def test_bad_input_is_a_tool_error_a_model_can_act_on(tmp_path: Path) -> None:
     _run(scenario())
 
 
-def test_http_refuses_a_non_loopback_address(tmp_path: Path) -> None:
+def test_http_refuses_a_non_loopback_address_until_a_key_exists(tmp_path: Path) -> None:
     from click.testing import CliRunner
 
     from anamnesis.cli import main
 
+    keys = ["--keys", str(tmp_path / "keys.db")]
     result = CliRunner().invoke(
-        main, ["--path", str(tmp_path / "m.db"), "mcp", "--http", "--host", "0.0.0.0"]
+        main, ["--path", str(tmp_path / "m.db"), "mcp", "--http", "--host", "0.0.0.0", *keys]
     )
-    assert result.exit_code == 2 and "loopback" in result.output
+    said = " ".join(result.output.split())
+    assert result.exit_code == 2 and "not a loopback address" in said and "holds no key" in said
 
 
 def test_the_round_trip_benchmark_runs_on_a_slice(tmp_path: Path) -> None:
@@ -190,6 +192,7 @@ def test_the_server_speaks_streamable_http_on_loopback(tmp_path: Path) -> None:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path.cwd()), env.get("PYTHONPATH")]))
     args = ["--path", str(tmp_path / "m.db"), "--embedder", "edge", "mcp", "--user", "maya"]
+    args += ["--keys", str(tmp_path / "keys.db")]
     server = subprocess.Popen(
         [sys.executable, "-m", "anamnesis.cli", *args, "--http", "--port", str(port)],
         env=env,
@@ -255,3 +258,68 @@ def test_recall_and_get_context_answer_as_memory_does(tmp_path: Path) -> None:
     answers, digest = _run(scenario())
     assert answers == expected
     assert digest == context
+
+
+def test_over_http_with_keys_each_key_reaches_its_own_user(tmp_path: Path) -> None:
+    import subprocess
+    import time
+
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
+    from anamnesis.server.keys import KeyStore
+
+    store = KeyStore(tmp_path / "keys.db")
+    maya, bob = (store.create(name, user_id=name)[1] for name in ("maya", "bob"))
+    store.close()
+    port = _free_port()
+    args = ["--path", str(tmp_path / "m.db"), "--embedder", "edge", "mcp", "--http"]
+    args += ["--port", str(port), "--keys", str(tmp_path / "keys.db")]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "anamnesis.cli", *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    url = f"http://127.0.0.1:{port}/mcp"
+
+    async def as_user(key: str | None, tool: str, **arguments: Any) -> tuple[bool, str]:
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        async with httpx2.AsyncClient(headers=headers) as client:
+            async with streamable_http_client(url, http_client=client) as (read, write, *_):
+                async with ClientSession(read, write) as session:
+                    await session.initialize()
+                    return await _call(session, tool, **arguments)
+
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                status = httpx2.post(url, json={}).status_code
+                break
+            except httpx2.TransportError:
+                assert server.poll() is None, server.stderr.read().decode() if server.stderr else ""
+                assert time.monotonic() < deadline, "the server did not start listening"
+                time.sleep(0.2)
+        assert status == 401  # no key: refused before the MCP session starts
+        failed, _ = _run(as_user(maya, "remember", content="my locker code is 4471"))
+        assert not failed
+        failed, text = _run(as_user(maya, "recall", query="locker code"))
+        assert "4471" in text
+        failed, text = _run(as_user(bob, "recall", query="locker code", user_id="maya"))
+        assert "4471" not in text
+        with pytest.raises(Exception):  # noqa: B017  (the SDK's client fails on 401)
+            _run(as_user("anm_0_wrong", "recall", query="locker code"))
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    with Memory(path=tmp_path / "m.db", embedder=get_embedder("edge"), warm=False) as memory:
+        assert memory.stats(user_id="maya")["episodes"] == 1
+        assert memory.stats(user_id="default")["episodes"] == 0
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])

@@ -29,6 +29,15 @@ def _loopback(host: str) -> bool:
         return False
 
 
+keys_option = click.option(
+    "--keys",
+    "keys_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="API key file (default: $ANAMNESIS_KEYS or keys.db in the OS data directory).",
+)
+
+
 @click.command("mcp")
 @click.option(
     "--user",
@@ -52,9 +61,13 @@ def _loopback(host: str) -> bool:
 )
 @click.option("--http", is_flag=True, help="Serve streamable HTTP instead of stdio.")
 @click.option(
-    "--host", default="127.0.0.1", show_default=True, help="HTTP address (loopback only)."
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="HTTP address (another than loopback once the key file holds a key).",
 )
 @click.option("--port", default=8765, show_default=True, help="HTTP port.")
+@keys_option
 @click.pass_context
 def mcp(
     ctx: click.Context,
@@ -65,36 +78,49 @@ def mcp(
     http: bool,
     host: str,
     port: int,
+    keys_path: Path | None,
 ) -> None:
     """Serve this memory as MCP tools for an agent host (Claude Code, Claude Desktop,
     Cursor, ...): remember, recall, get_context, get_memory, update_memory,
     forget_memory, memory_history, facts. Speaks stdio unless --http is given.
 
+    Over HTTP, once the key file (the one `anamnesis serve` uses) holds a key, every
+    request presents one (Authorization: Bearer anm_...): a user key's tools reach
+    that user only, an admin key's the --user given here.
+
     \b
     Claude Code:  claude mcp add anamnesis -- anamnesis mcp --user me
     """
     with handled():
-        if http and not _loopback(host):
-            raise InvalidInputError(
-                f"--host {host} is not a loopback address: the MCP server has no "
-                "authentication yet, so it binds 127.0.0.1 only"
-            )
         try:
+            from ..server.keys import KeyStore
             from ..server.mcp_server import ServerScope, build_server
         except ImportError as exc:
             raise InvalidInputError(
                 f"the MCP server needs the server extras ({exc}): pip install 'anamnesis[server]'"
             ) from exc
-        asyncio.run(
-            _serve(
-                ctx.obj,
-                ServerScope(user_id, agent_id),
-                build_server,
-                budget_tokens=budget_tokens,
-                forget_all=allow_forget_all,
-                http=(host, port) if http else None,
+        keys = KeyStore(keys_path) if http else None
+        if keys is not None and not _loopback(host) and not keys.required():
+            raise InvalidInputError(
+                f"--host {host} is not a loopback address and {keys.path} holds no key: "
+                "create one first (anamnesis keys create --user NAME), so that no one "
+                "reaches the memory without it"
             )
-        )
+        try:
+            asyncio.run(
+                _serve(
+                    ctx.obj,
+                    ServerScope(user_id, agent_id),
+                    build_server,
+                    budget_tokens=budget_tokens,
+                    forget_all=allow_forget_all,
+                    http=(host, port) if http else None,
+                    keys=keys,
+                )
+            )
+        finally:
+            if keys is not None:
+                keys.close()
 
 
 async def _serve(
@@ -105,6 +131,7 @@ async def _serve(
     budget_tokens: int,
     forget_all: bool,
     http: tuple[str, int] | None,
+    keys: Any,
 ) -> None:
     async with AsyncMemory(
         path=options["path"],
@@ -114,21 +141,18 @@ async def _serve(
         user_id=scope.user_id,
         llm=options.get("llm"),
     ) as memory:
-        server = build(memory, scope, budget_tokens=budget_tokens, forget_all=forget_all)
+        server = build(memory, scope, budget_tokens=budget_tokens, forget_all=forget_all, keys=keys)
         if http is None:
             await server.run_stdio_async()
-        else:
-            host, port = http
-            await server.run_streamable_http_async(host=host, port=port)
+            return
+        import uvicorn
 
+        from ..server.auth import KeyGate
 
-keys_option = click.option(
-    "--keys",
-    "keys_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="API key file (default: $ANAMNESIS_KEYS or keys.db in the OS data directory).",
-)
+        host, port = http
+        app = KeyGate(server.streamable_http_app(host=host), keys)
+        config = uvicorn.Config(app, host=host, port=port, log_level="warning")
+        await uvicorn.Server(config).serve()
 
 
 @click.command("serve")

@@ -4,8 +4,10 @@ Cursor, any MCP client), on the official ``mcp`` SDK.
 A thin shell over ``AsyncMemory``: each tool is one verb, its text output formatted
 for a model to read. The rules that hold for every tool:
 
-* **Scope is the server's.** The user and agent come from the server's configuration,
-  never from a tool argument, so no tool call can reach another user's memory.
+* **Scope is the server's.** The user and agent come from the server's configuration
+  or, over HTTP with a key file, from the API key the request presents (a user key
+  reaches its own user; an admin key, the server's configured one); never from a tool
+  argument, so no tool call can reach another user's memory.
 * **Every result is bounded.** ``recall`` returns compact previews (id, date, speaker,
   a snippet, score) and every tool's text stays within the server's token budget
   (``budget_tokens``, default 2,000; at most ``MAX_BUDGET_TOKENS``, well under the
@@ -22,7 +24,7 @@ from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 
@@ -31,6 +33,8 @@ from ..errors import AnamnesisError
 from ..tokens import TokenCounter
 from ..types import Episode, Fact
 from . import DEFAULT_BUDGET_TOKENS, MAX_BUDGET_TOKENS
+from .auth import authenticate
+from .keys import KeyStore
 
 #: Characters of a memory shown in a ``recall`` preview.
 PREVIEW_CHARS = 160
@@ -117,17 +121,31 @@ def build_server(
     *,
     budget_tokens: int = DEFAULT_BUDGET_TOKENS,
     forget_all: bool = False,
+    keys: KeyStore | None = None,
 ) -> MCPServer:
-    """An MCP server whose tools read and write ``memory`` in ``scope`` only."""
+    """An MCP server whose tools read and write ``memory`` in ``scope`` only, or, with
+    ``keys`` (over HTTP), in the scope of the API key each request presents."""
     if not 1 <= budget_tokens <= MAX_BUDGET_TOKENS:
         raise ValueError(f"budget_tokens must be from 1 to {MAX_BUDGET_TOKENS}")
     server = MCPServer(name="anamnesis", instructions=INSTRUCTIONS)
     answers = Answers(budget_tokens)
-    mine: dict[str, Any] = {"user_id": scope.user_id, "agent_id": scope.agent_id}
+    configured: dict[str, Any] = {"user_id": scope.user_id, "agent_id": scope.agent_id}
+
+    def whose(ctx: Context) -> dict[str, Any]:
+        """The scope of this call: the server's, or the key's over HTTP with keys."""
+        try:
+            key = authenticate(keys, ctx.headers)
+        except AnamnesisError as exc:
+            raise ToolError(f"{type(exc).__name__}: {exc}") from exc
+        if key is None or key.is_admin:
+            return configured
+        return {"user_id": key.user_id, "agent_id": key.agent_id}
+
     read_only = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False))
     async def remember(
+        ctx: Context,
         content: str,
         speaker: str | None = None,
         role: str | None = None,
@@ -145,18 +163,18 @@ def build_server(
                 role=role,
                 session_id=session_id,
                 event_time=event_time,
-                **mine,
+                **whose(ctx),
             )
         )
         return f"remembered [{episode.id}] dated {_date(episode)}"
 
     @server.tool(annotations=read_only)
-    async def recall(query: str, limit: int = 10) -> str:
+    async def recall(ctx: Context, query: str, limit: int = 10) -> str:
         """Search long-term memory. Returns up to `limit` (1-50) short previews, best
         first: id, date, speaker, snippet and score. Use `get_memory` with an id for
         the full text, or `get_context` for a dated digest of everything relevant."""
         limit = max(1, min(limit, 50))
-        hits = await _tool(memory.search(query, limit=limit, **mine))
+        hits = await _tool(memory.search(query, limit=limit, **whose(ctx)))
         if not hits:
             return "nothing found in memory for that query"
         lines = [
@@ -167,38 +185,38 @@ def build_server(
         return answers.fit(lines, "... {left} more hits left out (token budget)")
 
     @server.tool(annotations=read_only)
-    async def get_context(question: str, budget_tokens: int | None = None) -> str:
+    async def get_context(ctx: Context, question: str, budget_tokens: int | None = None) -> str:
         """A dated, provenance-tagged digest of the memories relevant to `question`,
         ready to read before answering it, within `budget_tokens` (at most the
         server's limit)."""
         budget = min(budget_tokens or answers.budget, answers.budget)
-        context = await _tool(memory.context(question, budget_tokens=max(budget, 1), **mine))
+        context = await _tool(memory.context(question, budget_tokens=max(budget, 1), **whose(ctx)))
         return context.text or "nothing relevant found in memory"
 
     @server.tool(annotations=read_only)
-    async def get_memory(memory_id: str) -> str:
+    async def get_memory(ctx: Context, memory_id: str) -> str:
         """The full text of one memory, by the id `recall` or `remember` gave."""
-        episode = await _tool(memory.get(memory_id, **mine))
+        episode = await _tool(memory.get(memory_id, **whose(ctx)))
         head = f"[{episode.id}] {episode.event_time.isoformat()} {_who(episode)}"
         return answers.cut(f"{head}\n{episode.content}")
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False))
-    async def update_memory(memory_id: str, content: str) -> str:
+    async def update_memory(ctx: Context, memory_id: str, content: str) -> str:
         """Replace a memory's text; the previous version is kept (see
         `memory_history`)."""
-        episode = await _tool(memory.update(memory_id, content=content, **mine))
+        episode = await _tool(memory.update(memory_id, content=content, **whose(ctx)))
         return f"updated [{episode.id}] to version {episode.version}"
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True))
-    async def forget_memory(memory_id: str) -> str:
+    async def forget_memory(ctx: Context, memory_id: str) -> str:
         """Delete one memory, by id, with its versions and indexes."""
-        counts = await _tool(memory.delete(memory_id, **mine))
+        counts = await _tool(memory.delete(memory_id, **whose(ctx)))
         return f"forgot [{memory_id}] ({counts.episodes} memory, {counts.versions} versions)"
 
     @server.tool(annotations=read_only)
-    async def memory_history(memory_id: str) -> str:
+    async def memory_history(ctx: Context, memory_id: str) -> str:
         """Every earlier version of a memory, oldest first."""
-        versions = await _tool(memory.history(memory_id, **mine))
+        versions = await _tool(memory.history(memory_id, **whose(ctx)))
         if not versions:
             return f"[{memory_id}] has no earlier versions"
         lines = [
@@ -209,6 +227,7 @@ def build_server(
 
     @server.tool(annotations=read_only)
     async def facts(
+        ctx: Context,
         subject: str | None = None,
         predicate: str | None = None,
         as_of: str | None = None,
@@ -223,8 +242,7 @@ def build_server(
                 predicate=predicate,
                 as_of=as_of,
                 include_superseded=include_history,
-                user_id=scope.user_id,
-                agent_id=scope.agent_id,
+                **whose(ctx),
             )
         )
         if not found:
@@ -234,12 +252,12 @@ def build_server(
     if forget_all:
 
         @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True))
-        async def forget_all_memories(confirm: bool = False) -> str:
+        async def forget_all_memories(ctx: Context, confirm: bool = False) -> str:
             """Delete every memory of this user. Pass confirm=true only when the user
             has asked for exactly that."""
             if not confirm:
                 raise ToolError("nothing deleted: pass confirm=true to delete every memory")
-            counts = await _tool(memory.delete_all(user_id=scope.user_id, agent_id=scope.agent_id))
+            counts = await _tool(memory.delete_all(**whose(ctx)))
             return f"forgot every memory ({counts.episodes})"
 
     return server

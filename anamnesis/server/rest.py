@@ -39,11 +39,12 @@ from starlette.exceptions import HTTPException
 
 from .. import __version__
 from ..async_memory import AsyncMemory
-from ..errors import AnamnesisError, AuthenticationError, InvalidInputError, PermissionDeniedError
+from ..errors import AnamnesisError, InvalidInputError, PermissionDeniedError
 from ..facts.types import ConsolidationReport
 from ..ingest.normalise import as_text
 from ..types import Context, DeleteCounts, Episode, EpisodeVersion, Fact, Hit, Page
 from . import DEFAULT_MAX_BODY_BYTES
+from .auth import authenticate
 from .keys import ApiKey, KeyStore
 from .rest_models import (
     AddArguments,
@@ -108,14 +109,6 @@ class Caller:
             raise PermissionDeniedError(f"{what} covers the whole store: it needs an admin key")
 
 
-def _presented_key(request: Request) -> str | None:
-    header = request.headers.get("authorization", "")
-    scheme, _, token = header.partition(" ")
-    if scheme.lower() == "bearer" and token.strip():
-        return token.strip()
-    return request.headers.get("x-api-key") or None
-
-
 def _json_object(text: str | None, what: str) -> dict[str, Any] | None:
     if text is None:
         return None
@@ -148,18 +141,9 @@ def build_app(
     _add_error_handlers(app)
 
     async def caller(request: Request) -> Caller:
-        if keys is None or not keys.required():
-            return Caller(None)
-        presented = _presented_key(request)
-        if presented is None:
-            raise AuthenticationError(
-                "this server needs an API key: send 'Authorization: Bearer anm_...' "
-                "(create one with `anamnesis keys create`)"
-            )
-        key = keys.authenticate(presented)
-        if key is None:
-            raise AuthenticationError("the API key is not valid: unknown or revoked")
-        request.state.key_id = key.id
+        key = authenticate(keys, request.headers)
+        if key is not None:
+            request.state.key_id = key.id
         return Caller(key)
 
     Who = Annotated[Caller, Depends(caller)]
