@@ -133,6 +133,8 @@ def build_server(
 
     def whose(ctx: Context) -> dict[str, Any]:
         """The scope of this call: the server's, or the key's over HTTP with keys."""
+        if keys is None:
+            return configured
         try:
             key = authenticate(keys, ctx.headers)
         except AnamnesisError as exc:
