@@ -410,3 +410,33 @@ def test_the_library_and_the_cli_import_without_the_server_extras() -> None:
     )
     loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
     assert loaded.stdout.strip() == "[]", loaded.stderr
+
+
+def test_every_error_travels_as_its_own_class_and_status() -> None:
+    from anamnesis import errors
+    from anamnesis.server.wire import error_body, raise_error, status_of
+
+    kinds = [
+        kind
+        for kind in vars(errors).values()
+        if isinstance(kind, type) and issubclass(kind, errors.AnamnesisError)
+    ]
+    expected = {
+        errors.AuthenticationError: 401,
+        errors.PermissionDeniedError: 403,
+        errors.NotFoundError: 404,
+        errors.PayloadTooLargeError: 413,
+        errors.InvalidInputError: 400,
+        errors.ScopeError: 400,
+        errors.EmbedderMismatchError: 409,
+        errors.StoreLockedError: 423,
+        errors.CorruptStoreError: 503,
+        errors.BackendUnavailableError: 503,
+    }
+    for kind, status in expected.items():
+        assert status_of(kind("x")) == status, kind
+    for kind in kinds:
+        assert status_of(kind("x")) != 500 or kind is errors.AnamnesisError, kind
+        with pytest.raises(kind) as raised:
+            raise_error(status_of(kind("x")), error_body(kind.__name__, "what happened"))
+        assert type(raised.value) is kind and str(raised.value) == "what happened"
