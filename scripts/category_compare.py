@@ -17,13 +17,12 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from anamnesis.bench.metrics import mcnemar_exact, paired_bootstrap
+from anamnesis.bench.metrics import binary_metric, mcnemar_exact, paired_bootstrap
 
 
 def main(folder: str, baseline: str, candidate: str, metric: str, binary: str | None) -> None:
     if binary is None:
-        k = metric.rsplit("@", 1)[-1]
-        binary = metric if "all" in metric or "hit" in metric else f"hit@{k}"
+        binary = binary_metric(metric)
     values: dict[tuple[str, str], dict[str, dict]] = defaultdict(dict)
     for line in Path(folder, "records.jsonl").open():
         record = json.loads(line)

@@ -208,3 +208,36 @@ def test_truncated_ranking_agrees_while_the_cutoff_fits(seed):
                 ranked[:depth], session_of, wanted, n_rel, k, len(corpus)
             )
             assert cut_s == full_s
+
+
+def test_mcnemar_counts_hits_not_recall_at_half():
+    from anamnesis.bench.metrics import binary_metric
+
+    assert binary_metric("recall@10") == "hit@10"  # "recall" holds "all": not 0/1
+    assert binary_metric("recall@50") == "hit@50"
+    assert binary_metric("hit@20") == "hit@20"
+    assert binary_metric("lme.session.recall_all@5") == "lme.session.recall_all@5"
+    assert binary_metric("lme.turn.recall_any@10") == "lme.turn.recall_any@10"
+
+
+def test_the_report_counts_the_questions_it_scored():
+    from anamnesis.bench.report import MAIN_COLUMNS, category_rows, main_rows
+
+    scored = {m: {"mean": 0.5, "n": 705} for m, _ in MAIN_COLUMNS["locomo"]}
+    block = {
+        "questions": 728,  # asked; 23 have no evidence and are not scored
+        "overall": scored,
+        "by_category": {"temporal": {"questions": 100, "recall@10": {"mean": 0.4, "n": 96}}},
+        "separate": {"name": "adversarial", "questions": 0},
+        "latency_ms": {"p50": 1.0, "p95": 2.0},
+    }
+    summary = {
+        "dataset": "locomo",
+        "configs": {"hybrid": block},
+        "full_context": {"mean_tokens": 100.0, "questions": 728},
+        "headline": ["recall@10"],
+    }
+    _, rows = main_rows(summary)
+    assert rows[0][:2] == ["hybrid", "705"]
+    _, rows = category_rows(summary)
+    assert rows[0][:2] == ["temporal", "96"]

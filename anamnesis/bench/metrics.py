@@ -261,3 +261,13 @@ def percentile(values: Sequence[float], q: float) -> float:
     if not values:
         return math.nan
     return float(np.percentile(np.asarray(values, dtype=float), q))
+
+
+def binary_metric(metric: str) -> str:
+    """The 0/1 metric McNemar's test counts for ``metric``: the metric itself when it
+    is already 0/1 per question (``hit@k``, ``recall_all@k``, ``recall_any@k``, whatever prefix it
+    carries), else ``hit@k`` at the same k (``recall@10`` -> ``hit@10``)."""
+    name = metric.rsplit(".", 1)[-1]
+    if name.startswith(("hit@", "recall_all@", "recall_any@")):
+        return metric
+    return f"hit@{metric.rsplit('@', 1)[-1]}"

@@ -103,7 +103,7 @@ def main_rows(summary: dict[str, Any], with_ci: bool = False) -> tuple[list[str]
         rows.append(
             [
                 name,
-                str(block["questions"]),
+                str(_scored(block["overall"], columns[0][0], block["questions"])),
                 *cells,
                 f"{latency['p50']:.1f}",
                 f"{latency['p95']:.1f}",
@@ -191,7 +191,7 @@ def category_rows(summary: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
             )
             for n in names
         ]
-        rows.append([category, str(block["questions"]), *cells])
+        rows.append([category, str(_scored(block, metric, block["questions"])), *cells])
     separate = first["separate"]
     if separate["questions"]:
         cells = [
@@ -200,6 +200,13 @@ def category_rows(summary: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
         ]
         rows.append([f"{separate['name']} (separate)", str(separate["questions"]), *cells])
     return header, rows
+
+
+def _scored(block: dict[str, Any], metric: str, asked: int) -> int:
+    """How many questions ``metric`` was computed on (a question without evidence is
+    asked but not scored), falling back to the questions asked."""
+    estimate = block.get(metric)
+    return int(estimate["n"]) if isinstance(estimate, dict) and "n" in estimate else asked
 
 
 def _p(value: float, resamples: int | None = None) -> str:
