@@ -53,6 +53,7 @@ def __getattr__(name: str) -> type:
         return AsyncRemoteMemory
     raise AttributeError(f"module 'anamnesis' has no attribute {name!r}")
 
+
 __all__ = [
     "Memory",
     "AsyncMemory",
