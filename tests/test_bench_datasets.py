@@ -43,6 +43,22 @@ def test_dates():
         d.parse_locomo_date("yesterday")
 
 
+def test_other_date_formats_in_locomo_files_are_read_when_unambiguous():
+    from collections import Counter
+
+    notes: Counter[str] = Counter()
+    assert d.parse_locomo_date("29.12.2023, 22:42:04", notes) == datetime(
+        2023, 12, 29, 22, 42, 4, tzinfo=UTC
+    )
+    assert d.parse_locomo_date("2024-01-05 09:30", notes) == datetime(2024, 1, 5, 9, 30, tzinfo=UTC)
+    assert notes["session_dates_read_leniently"] == 2
+    assert "session_date '29.12.2023, 22:42:04' read as 2023-12-29T22:42:04+00:00 (UTC)" in notes
+    with pytest.raises(InvalidInputError, match="ambiguous"):
+        d.parse_locomo_date("05.03.2023, 10:00")
+    with pytest.raises(InvalidInputError):
+        d.parse_locomo_date("3 days ago")
+
+
 def test_flatten_beam_ids():
     assert list(d.flatten_ids({"first_statement": [58], "second_statement": [24]})) == ["58", "24"]
     assert list(d.flatten_ids([4, [60, 116], "7"])) == ["4", "60", "116", "7"]
@@ -168,3 +184,21 @@ def test_overlong_messages_are_clipped_and_counted():
     assert d.clip("short", notes) == "short" and not notes
     assert len(d.clip("x" * (MAX_CONTENT_CHARS + 5), notes)) == MAX_CONTENT_CHARS
     assert notes["messages_truncated"] == 1
+
+
+def test_a_locomo_file_with_other_dates_loads_and_says_what_it_assumed(tmp_path):
+    import json
+    from pathlib import Path
+
+    record = json.loads(
+        (Path(__file__).parent / "fixtures" / "locomo_conv26_sessions1-4.json").read_text()
+    )
+    conversation = record["conversation"]
+    for key in [k for k in conversation if k.endswith("_date_time")]:
+        conversation[key] = "29.12.2023, 22:42:04"
+    path = tmp_path / "other-dates.json"
+    path.write_text(json.dumps([record]))
+    dataset = d.load_locomo(path)
+    assert dataset.notes["session_dates_read_leniently"] == 4
+    first = dataset.cases[0].messages[0]["event_time"]
+    assert str(first).startswith("2023-12-29")

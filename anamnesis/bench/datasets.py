@@ -183,15 +183,50 @@ _LOCOMO_SESSION = re.compile(r"^session_(\d+)$")
 _DIA_ID = re.compile(r"D:?(\d+):(\d+)")
 
 
-def parse_locomo_date(text: str) -> datetime:
-    """``"1:56 pm on 8 May, 2023"`` as a UTC datetime (the dataset gives no zone)."""
+def parse_locomo_date(text: str, notes: Counter[str] | None = None) -> datetime:
+    """``"1:56 pm on 8 May, 2023"`` as a UTC datetime (the dataset gives no zone).
+
+    A file in LoCoMo's format may write its dates another way (``"29.12.2023,
+    22:42:04"``): any absolute date that reads the same day-first and month-first is
+    accepted, and counted in ``notes`` (``session_dates_read_leniently``, with the
+    first one as read) so the report says what was assumed. A date that reads two
+    ways (``"05.03.2023"``) or is relative ("yesterday") is refused.
+    """
     cleaned = " ".join(text.replace(",", " ").split())
     for fmt in ("%I:%M %p on %d %B %Y", "%I:%M %p on %B %d %Y", "%I:%M%p on %d %B %Y"):
         try:
             return datetime.strptime(cleaned, fmt).replace(tzinfo=UTC)
         except ValueError:
             continue
-    raise InvalidInputError(f"cannot parse LoCoMo session date {text!r}")
+    readings = {_absolute_date(text, order) for order in ("DMY", "MDY")} - {None}
+    if len(readings) > 1:
+        raise InvalidInputError(
+            f"LoCoMo session date {text!r} is ambiguous: it reads both day-first and "
+            f"month-first ({', '.join(sorted(str(r) for r in readings))})"
+        )
+    if not readings:
+        raise InvalidInputError(f"cannot parse LoCoMo session date {text!r}")
+    (reading,) = readings
+    assert reading is not None
+    if notes is not None:
+        if not notes["session_dates_read_leniently"]:
+            notes[f"session_date {text!r} read as {reading.isoformat()} (UTC)"] = 1
+        notes["session_dates_read_leniently"] += 1
+    return reading
+
+
+def _absolute_date(text: str, order: str) -> datetime | None:
+    """An absolute date and time read with ``dateparser`` in one day/month order."""
+    import dateparser
+
+    settings = {
+        "DATE_ORDER": order,
+        "STRICT_PARSING": True,  # a day, a month and a year, all written out
+        "PARSERS": ["absolute-time"],
+        "RETURN_AS_TIMEZONE_AWARE": False,
+    }
+    found = dateparser.parse(text, settings=settings)
+    return found.replace(tzinfo=UTC) if found is not None else None
 
 
 def parse_dia_ids(raw: str) -> list[str]:
@@ -216,7 +251,7 @@ def _locomo_case(record: Mapping[str, Any], notes: Counter[str]) -> Case:
             notes["empty_sessions"] += 1
             continue
         date_text = conv.get(f"session_{number}_date_time")
-        started = parse_locomo_date(date_text) if date_text else None
+        started = parse_locomo_date(date_text, notes) if date_text else None
         if started is None:
             notes["undated_sessions"] += 1
         session_id = f"session_{number}"
