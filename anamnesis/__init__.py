@@ -36,8 +36,7 @@ from .types import (
     Scope,
     Session,
 )
-
-__version__ = "0.1.0"
+from .version import __version__ as __version__
 
 
 def __getattr__(name: str) -> type:

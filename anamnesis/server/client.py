@@ -21,7 +21,6 @@ from typing import IO, Any
 
 import httpx
 
-from .. import __version__
 from ..context import DEFAULT_BUDGET_TOKENS, DEFAULT_NEIGHBOUR_HITS
 from ..errors import BackendUnavailableError, InvalidInputError
 from ..facts.types import ConsolidationReport
@@ -32,6 +31,7 @@ from ..memory_reads import CONTEXT_HITS
 from ..retrieve.analysis import QueryAnalysis, analyse
 from ..store.base import Filters
 from ..types import Context, ContextFact, DeleteCounts, Episode, EpisodeVersion, Fact, Hit, Page
+from ..version import __version__
 from .wire import decode, export_count, import_body, raise_error, request_for
 
 #: Environment variable read for the API key when none is passed.

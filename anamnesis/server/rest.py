@@ -37,12 +37,12 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.exceptions import HTTPException
 
-from .. import __version__
 from ..async_memory import AsyncMemory
 from ..errors import AnamnesisError, InvalidInputError, PermissionDeniedError
 from ..facts.types import ConsolidationReport
 from ..ingest.normalise import as_text
 from ..types import Context, DeleteCounts, Episode, EpisodeVersion, Fact, Hit, Page
+from ..version import __version__
 from . import DEFAULT_MAX_BODY_BYTES
 from .auth import authenticate
 from .keys import ApiKey, KeyStore
