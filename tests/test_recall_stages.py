@@ -112,6 +112,24 @@ def test_named_speakers_are_the_known_speakers_the_question_mentions_in_order():
     assert named_speakers("Where does Caroline live?", ["Caroline Smith"]) == ["Caroline Smith"]
 
 
+@pytest.mark.parametrize(
+    ("question", "known", "named"),
+    [
+        ("What did Muhammad say about the trip?", ["Muhhamed", "Sara"], ["Muhhamed"]),
+        ("Where is Mohammed's new office?", ["Muhhamed"], ["Muhhamed"]),
+        ("How many times did Audrey and Andew hike?", ["Audrey", "Andrew"], ["Audrey", "Andrew"]),
+        ("When did Melany start painting?", ["Melanie", "Caroline"], ["Melanie"]),
+        # Short names differ in a letter and are other people; so do other initials.
+        ("When did Jen go hiking?", ["Jon", "Gina"], []),
+        ("What did Katherine bake?", ["Catherine"], []),
+        # A speaker's own name wins over another speaker's respelling of it.
+        ("What did Joanna tell Jolene?", ["Joanna", "Jolene", "Joanne"], ["Joanna", "Jolene"]),
+    ],
+)
+def test_a_respelled_name_still_names_the_speaker(question, known, named):
+    assert named_speakers(question, known) == named
+
+
 def test_speaker_names_are_dropped_from_lexical_terms_but_never_all_terms():
     assert strip_names(["caroline", "research"], ["Caroline"]) == ["research"]
     assert strip_names(["caroline"], ["Caroline"]) == ["caroline"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
+from difflib import SequenceMatcher
 
 from .query import STOPWORDS, search_terms, words
 
@@ -100,19 +101,60 @@ def named_speakers(text: str, speakers: Iterable[str]) -> list[str]:
     """The known ``speakers`` that ``text`` names, in the order it names them.
 
     A speaker is named by their full name or by its first word ("Caroline" for
-    "Caroline Smith"), case-insensitively, possessives included.
+    "Caroline Smith"), case-insensitively, possessives included; or by another
+    spelling of that first word (``same_name``: "Muhammad" for "Muhhamed"), when
+    the question's name is no known speaker's own.
     """
     tokens = [w.split("'")[0] for w in words(text)]
     positions = {t: i for i, t in reversed(list(enumerate(tokens)))}
+    firsts = {speaker: [w.split("'")[0] for w in words(speaker)][:1] for speaker in speakers}
+    exact = {parts[0] for parts in firsts.values() if parts}
+    asked = [w for name in names(text) for w in words(name) if w not in exact]
     hits: list[tuple[int, str]] = []
-    for speaker in speakers:
-        parts = [w.split("'")[0] for w in words(speaker)]
+    for speaker, parts in firsts.items():
         if not parts:
             continue
         first = positions.get(parts[0])
+        if first is None:
+            first = next((positions[w] for w in asked if same_name(w, parts[0])), None)
         if first is not None:
             hits.append((first, speaker))
     return [speaker for _, speaker in sorted(hits)]
+
+
+#: Shortest name matched by its spelling rather than letter for letter: shorter names
+#: differ in a letter and are other people ("Jon", "Jen").
+MIN_RESPELLED_NAME = 5
+#: How alike (difflib's ratio) two spellings of one name are at the least: one
+#: substitution in a 5-letter name, or two in a 10-letter one ("Melanie"/"Melany" 0.92,
+#: "Catherine"/"Katherine" differ in the initial and never match).
+NAME_SIMILARITY = 0.8
+
+
+def same_name(asked: str, known: str) -> bool:
+    """True when ``asked`` (a name in a question) is ``known`` (a speaker's first
+    name), letter for letter or, for names of ``MIN_RESPELLED_NAME`` letters or more
+    with the same initial, respelled: the same consonants in the same order
+    ("Muhammad", "Muhhamed", "Mohammed") or spellings ``NAME_SIMILARITY`` alike.
+
+    Questions name people as their askers remember them; a speaker label typed once
+    by the person who set the chat up is not how a questioner spells the name.
+    """
+    a, k = asked.lower(), known.lower()
+    if a == k:
+        return True
+    if min(len(a), len(k)) < MIN_RESPELLED_NAME or a[0] != k[0]:
+        return False
+    return _consonants(a) == _consonants(k) or SequenceMatcher(None, a, k).ratio() >= (
+        NAME_SIMILARITY
+    )
+
+
+def _consonants(name: str) -> str:
+    """The initial, then the other consonants with doubles collapsed ("muhhamed" ->
+    "mhmd")."""
+    rest = re.sub(r"[^a-z]|[aeiouy]", "", name[1:])
+    return name[0] + re.sub(r"(.)\1+", r"\1", rest)
 
 
 #: A question whose answer gathers several mentions: a count ("how many times"), or a
