@@ -1,6 +1,6 @@
 """Fit the learned ranker (``anamnesis/retrieve/ranker.py``) and judge it on held-out cases.
 
-Two steps, both reproducible:
+Three steps, all reproducible:
 
 1. ``dump``: ingest every case of a benchmark as ``anamnesis bench`` does (same loaders,
    stores and as-of filter), run the ``full-priors`` pipeline on each scored question
@@ -12,17 +12,28 @@ Two steps, both reproducible:
 
 2. ``fit``: an L2-regularised logistic model per chat kind (named people, or a user and
    an assistant) over every candidate of the first half of each dump's cases (in run
-   order, as ``docs/experiments/scripts/sweep.py halves`` splits them), judged on the second half; then
-   the other way round. Prints recall before and after reordering for both, and with
-   ``--save`` writes the models fitted on the first halves (the bundled ones); with
-   ``--save-second`` those fitted on the second halves (the ``ranker-second`` preset's),
-   so that every question can be judged by a model that has not seen its case
-   (``bench.fitting.crossfit``).
+   order, as ``docs/experiments/scripts/sweep.py halves`` splits them), judged on the
+   second half; then the other way round. Prints recall before and after reordering
+   for both, and with ``--save`` writes the models fitted on the first halves (the
+   bundled ones); with ``--save-second`` those fitted on the second halves (the
+   ``ranker-second`` preset's), so that every question can be judged by a model that
+   has not seen its case (``bench.fitting.crossfit``).
 
        python scripts/ranker_train.py fit out/locomo.ranker.jsonl.gz out/beam.ranker.jsonl.gz \\
            out/lme.ranker.jsonl.gz out/lme-edge.ranker.jsonl.gz \\
            --save anamnesis/data/ranker-logistic.json \\
            --save-second anamnesis/data/ranker-logistic-second-halves.json
+
+3. ``lodo``: leave one data set out. For each data set of the dumps (a dump's
+   ``dataset`` field: both LongMemEval dumps are one data set), fit on the dumps of
+   the other data sets only and judge on every case of this one: the question issue
+   22 asks of every fitted default. Two fits: per chat kind (a kind no other data set
+   has falls back to the pooled model, never to the bundled one, which saw every data
+   set), and one pooled model for every kind. Prints recall@k, all@k and MRR of the
+   pipeline's order and of each fit, with paired bootstrap 95% intervals.
+
+       python scripts/ranker_train.py lodo out/locomo.ranker.jsonl.gz out/beam.ranker.jsonl.gz \
+           out/lme.ranker.jsonl.gz
 
    A dump is named by its file name up to the first dot. The LongMemEval dumps of both
    embedders (``dump longmemeval ... --embedder edge``) train the model of user–assistant
@@ -45,6 +56,7 @@ import numpy as np
 
 from anamnesis.bench import datasets
 from anamnesis.bench.fitting import first_half
+from anamnesis.bench.metrics import paired_bootstrap
 from anamnesis.bench.presets import BENCH_PRESETS
 from anamnesis.bench.runner import dev_questions
 from anamnesis.bench.tokens import CachingEmbedder
@@ -55,7 +67,13 @@ from anamnesis.retrieve.ranker import (
     RankerModel,
     candidate_features,
 )
-from anamnesis.retrieve.ranker_fit import BASE_PRESET, example_kind, fit_ranker, save_ranker
+from anamnesis.retrieve.ranker_fit import (
+    BASE_PRESET,
+    example_kind,
+    fit_pooled,
+    fit_ranker,
+    save_ranker,
+)
 
 #: Recall cut-off reported per data set (the issue-5 target metrics).
 CUTOFF = {"locomo": 10, "beam": 20, "longmemeval": 10}
@@ -176,6 +194,56 @@ def report(
             print(f"saved the models fitted on the {label} halves to {target}", file=sys.stderr)
 
 
+def per_question(records: Sequence[dict[str, Any]], order: Order, k: int) -> dict[str, list[float]]:
+    """Per question: evidence recall@k, all evidence in the top k (0/1), reciprocal rank
+    of the first evidence within the candidates (0 when none is there)."""
+    out: dict[str, list[float]] = {"recall": [], "all": [], "mrr": []}
+    for r in records:
+        ranked = order(r)
+        evidence = set(r["evidence"])
+        found = sum(e in set(ranked[:k]) for e in evidence) / len(evidence)
+        first = next((i for i, key in enumerate(ranked, 1) if key in evidence), None)
+        out["recall"].append(found)
+        out["all"].append(float(found == 1.0))
+        out["mrr"].append(1.0 / first if first else 0.0)
+    return out
+
+
+def leave_one_out(paths: Sequence[Path], without: Sequence[str] = ()) -> None:
+    """Fit on the other data sets, judge on each one whole, both fits."""
+    records: dict[str, list[dict[str, Any]]] = {}
+    for path in paths:
+        first, second = load(path, without)
+        for r in first + second:
+            records.setdefault(r["dataset"], []).append(r)
+    print(
+        "| judged on (questions) | fitted on | metric | full-priors | ranker per kind | diff "
+        "| pooled ranker | diff |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for judged, test in records.items():
+        train = [r for name, rs in records.items() if name != judged for r in rs]
+        fitted_on = " + ".join(sorted(n for n in records if n != judged))
+        pooled = fit_pooled(train, trained_on=f"all but {judged}")
+        kinds = {example_kind(r) for r in train if set(r["evidence"]) & set(r["keys"])}
+        per_kind = (
+            fit_ranker(train, base=pooled, trained_on=f"all but {judged}") if kinds else pooled
+        )
+        k = CUTOFF.get(judged, 10)
+        base = per_question(test, as_fused, k)
+        fits = (per_question(test, by_model(per_kind), k), per_question(test, by_model(pooled), k))
+        for metric, label in (("recall", f"recall@{k}"), ("all", f"all@{k}"), ("mrr", "MRR")):
+            cells = [f"{100 * np.mean(base[metric]):.1f}"]
+            for fit in fits:
+                gain = paired_bootstrap(fit[metric], base[metric])
+                interval = f"[{100 * gain['low']:+.1f}, {100 * gain['high']:+.1f}]"
+                cells += [
+                    f"{100 * np.mean(fit[metric]):.1f}",
+                    f"{100 * gain['diff']:+.1f} {interval}",
+                ]
+            print(f"| {judged} ({len(test)}) | {fitted_on} | {label} | " + " | ".join(cells) + " |")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -203,8 +271,20 @@ def main(argv: list[str] | None = None) -> None:
         metavar="FEATURE",
         help="zero this feature before fitting (an ablation row); repeatable",
     )
+    o = sub.add_parser("lodo", help="leave one data set out: fit on the others, judge on it")
+    o.add_argument("dumps", type=Path, nargs="+")
+    o.add_argument(
+        "--without",
+        action="append",
+        default=[],
+        choices=FEATURES,
+        metavar="FEATURE",
+        help="zero this feature before fitting; repeatable",
+    )
     args = parser.parse_args(argv)
-    if args.command == "dump":
+    if args.command == "lodo":
+        leave_one_out(args.dumps, args.without)
+    elif args.command == "dump":
         dump(
             args.dataset,
             args.data,

@@ -16,6 +16,7 @@ from anamnesis.errors import InvalidInputError
 from anamnesis.retrieve.ranker import load_ranker
 from anamnesis.retrieve.ranker_fit import (
     LabelledQuestion,
+    fit_pooled,
     fit_ranker,
     ranker_examples,
     save_ranker,
@@ -67,6 +68,16 @@ def test_a_fit_replaces_only_the_kind_it_has_questions_for(chat):
     assert models["roles"] is bundled["roles"]
     assert models["speakers"] != bundled["speakers"]
     assert models["speakers"].trained_on == "three questions"
+
+
+def test_a_pooled_fit_serves_every_kind_with_one_model(chat):
+    memory, ids = chat
+    models = fit_pooled(ranker_examples(memory, _labelled(ids)), trained_on="all but one")
+    assert models["roles"] is models["speakers"]
+    assert models["roles"].trained_on == "all but one"
+    assert models["roles"] != load_ranker()["roles"]
+    with pytest.raises(InvalidInputError, match="nothing to learn"):
+        fit_pooled([])
 
 
 def test_searches_use_the_fitted_ranker(chat, tmp_path):
@@ -126,3 +137,44 @@ def test_the_cli_fits_a_ranker_and_searches_with_it(tmp_path, embedder):
     questions.write_text("not json\n", encoding="utf-8")
     broken = runner.invoke(main, ["--path", db, "fit-ranker", str(questions), "--out", str(model)])
     assert broken.exit_code == EXIT_BAD_INPUT and "not JSON" in broken.output
+
+
+def test_leave_one_dataset_out_judges_each_data_set_by_a_fit_without_it(tmp_path):
+    import gzip
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import numpy as np
+
+    from anamnesis.retrieve.ranker import FEATURES
+
+    rng = np.random.default_rng(0)
+    signal = FEATURES.index("dense_score") if "dense_score" in FEATURES else 0
+
+    def dump(name: str, has_role: float) -> Path:
+        path = tmp_path / f"{name}.ranker.jsonl.gz"
+        with gzip.open(path, "wt") as handle:
+            for q in range(30):
+                rows = rng.normal(size=(40, len(FEATURES)))
+                rows[:, FEATURES.index("has_role")] = has_role
+                rows[30, signal] += 6.0  # the evidence stands out on one feature everywhere
+                record = {"dataset": name, "case": f"{name}-{q % 6}", "id": str(q),
+                          "evidence": ["k30"], "keys": [f"k{i}" for i in range(40)],
+                          "features": rows.round(6).tolist()}  # fmt: skip
+                handle.write(json.dumps(record) + "\n")
+        return path
+
+    paths = [dump("locomo", 0.0), dump("beam", 1.0), dump("longmemeval", 1.0)]
+    script = Path(__file__).parents[1] / "scripts" / "ranker_train.py"
+    result = subprocess.run(
+        [sys.executable, str(script), "lodo", *map(str, paths)], capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr
+    rows = [line.split(" | ") for line in result.stdout.splitlines() if "recall@" in line]
+    judged = {row[0].lstrip("| ").split(" (")[0]: row for row in rows}
+    assert set(judged) == {"locomo", "beam", "longmemeval"}
+    assert judged["locomo"][1] == "beam + longmemeval"  # never fitted on itself
+    for row in rows:
+        before, per_kind, pooled = float(row[3]), float(row[4]), float(row[6])
+        assert per_kind > before and pooled > before

@@ -145,6 +145,21 @@ def fit_ranker(
     return models
 
 
+def fit_pooled(
+    examples: Sequence[Mapping[str, Any]], *, l2: float = RANKER_L2, trained_on: str = ""
+) -> dict[str, RankerModel]:
+    """One logistic model over every candidate of every example, whatever its chat
+    kind, serving every kind: the ranker a data set of a kind no other data set has
+    can be judged by without having seen its kind (leave one data set out)."""
+    usable = [e for e in examples if e["features"]]
+    if not any(set(e["evidence"]) & set(e["keys"]) for e in usable):
+        raise InvalidInputError(
+            "no labelled question has its evidence among the candidates: nothing to learn"
+        )
+    model = _fit(usable, l2, trained_on)
+    return dict.fromkeys(CHAT_KINDS, model)
+
+
 def _fit(examples: Sequence[Mapping[str, Any]], l2: float, trained_on: str) -> RankerModel:
     x = np.concatenate([np.asarray(e["features"], dtype=np.float64) for e in examples])
     y = np.concatenate([np.isin(e["keys"], e["evidence"]).astype(np.float64) for e in examples])
