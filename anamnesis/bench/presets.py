@@ -217,5 +217,10 @@ BENCH_PRESETS["ranker-second"] = BENCH_PRESETS["full-ranker"].with_options(
     "learned_rerank", model=SECOND_HALVES_RANKER
 )
 
+#: ``full-ranker`` and ``full-priors`` with the exact-match guard run last: episodes that
+#: alone hold an identifier the question typed go first (``retrieve/exact.py``; issue 22).
+BENCH_PRESETS["full-ranker-exact"] = then(BENCH_PRESETS["full-ranker"], "exact_match")
+BENCH_PRESETS["full-priors-exact"] = then(BENCH_PRESETS["full-priors"], "exact_match")
+
 #: The public presets, under their own names too (``default`` is ``full-ranker``).
 BENCH_PRESETS.update(PRESETS)

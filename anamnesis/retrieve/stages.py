@@ -20,6 +20,7 @@ about last Tuesday is an event of last Tuesday.
 | ``question_prior`` | short turns ending with "?" ×0.6 | ~1 ms |
 | ``fact_boost`` | ×1.2 for episodes stating a matching fact (``facts-rerank``) | fact search |
 | ``learned_rerank`` | a logistic model reorders the top 100 (ranker.py) | +5 to +9 ms p50 |
+| ``exact_match`` | turns alone holding a typed identifier first (exact.py) | a lookup each |
 
 Costs are CPU-time medians over 100 LoCoMo questions on a store of all LoCoMo and BEAM
 messages (hybrid alone: 25 ms); see BENCHMARKS.md ("Post-fusion stages"). For
@@ -37,6 +38,7 @@ from ..facts.search import current_at
 from .candidates import OTHER_ROLE, turn_info
 from .crossencoder import cross_encoder_stage
 from .ensemble import ensemble_e5
+from .exact import exact_match
 from .filters import abstain, dedup
 from .fusion import Fused
 from .ranker import edge_view, learned_rerank, ranker_settings
@@ -282,6 +284,7 @@ STAGES: dict[str, Stage] = {
     "cross-encoder": cross_encoder_stage,
     "ensemble-e5": ensemble_e5,
     "learned_rerank": learned_rerank,
+    "exact_match": exact_match,
 }
 
 #: Checks of a stage's options (``SearchConfig.stage_options``), with what they load,

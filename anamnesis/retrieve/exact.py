@@ -1,0 +1,77 @@
+"""The exact-match guard: an identifier the user typed keeps its turns at the top.
+
+In a store of near-identical turns (order updates, templated notifications, the same
+request about different people) every turn is as close to the question in meaning as
+the next; what tells them apart is the identifier the user typed: an order number, a
+name. BM25 ranks the turn that holds it first, but fusion and the stages after it
+weigh meaning, chat role and position, and can bury it (issue 22: lexical ranks 1
+and 2 ended at 14 and 37). So, last of all stages, this one looks each identifier of
+the question up in the searched scope; one found in at most ``RARE_TERM_EPISODES``
+episodes names them, and they go first, the ones holding more of the identifiers
+before the others.
+
+An identifier is a search term that holds a digit ("A1234", "4471") or that the
+question capitalises away from its first word (a proper noun: "Zbigniew"). Common
+words, and names that many turns hold (a chat's speakers), are never rare enough to
+act. Designed from the reviewers' templated store, not from a benchmark's misses; why
+it should hold elsewhere: a word the user typed that only one or two memories hold is
+the strongest evidence a question can carry, whatever the corpus.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+from ..types import ChannelScore
+from .fusion import Fused
+from .query import search_terms, words
+from .request import SearchRequest
+
+#: Most episodes an identifier may be found in and still name them: an order number
+#: or a rare name is held by the turn that gives it and perhaps its reply.
+RARE_TERM_EPISODES = 2
+#: Most episodes put first, whatever the question names.
+MAX_PINNED = 3
+#: How ``explain=True`` names the guard among a hit's channels.
+CHANNEL = "exact_match"
+
+_CAPITALISED = re.compile(r"\b[A-Z][\w'’-]*")
+
+
+def identifier_terms(text: str) -> list[str]:
+    """The search terms of ``text`` that look like identifiers: they hold a digit, or
+    the question capitalises them away from its first word."""
+    capitalised = {
+        term
+        for match in _CAPITALISED.finditer(text)
+        if match.start() > 0 and text[: match.start()].strip()
+        for term in words(match.group(0))
+    }
+    return [t for t in search_terms(text) if any(c.isdigit() for c in t) or t in capitalised]
+
+
+def exact_match(request: SearchRequest, fused: list[Fused]) -> list[Fused]:
+    """Put the episodes that alone hold an identifier of the question first."""
+    held: dict[str, int] = {}
+    for term in identifier_terms(request.analysis.text):
+        holders = request.store.lexical_search(
+            [term], request.scope, request.filters, RARE_TERM_EPISODES + 1
+        )
+        if len(holders) <= RARE_TERM_EPISODES:
+            for candidate in holders:
+                held[candidate.episode_id] = held.get(candidate.episode_id, 0) + 1
+    if not held:
+        return fused
+    pinned = sorted(held, key=lambda episode_id: -held[episode_id])[:MAX_PINNED]
+    by_id = {f.episode_id: f for f in fused}
+    rest = [f for f in fused if f.episode_id not in pinned]
+    top = max((f.score for f in fused), default=0.0)
+    head = []
+    for rank, episode_id in enumerate(pinned, start=1):
+        hit = by_id.get(episode_id, Fused(episode_id))
+        channels = {**hit.channels, CHANNEL: ChannelScore(rank, float(held[episode_id]))}
+        # Above every other hit, in pinned order, so scores still read best first.
+        score = top + (MAX_PINNED + 1 - rank) * 1e-6
+        head.append(replace(hit, score=score, channels=channels))
+    return head + rest
