@@ -12,9 +12,10 @@ before the others.
 
 An identifier is a search term that holds a digit ("A1234", "4471") or that the
 question capitalises away from its first word (a proper noun: "Zbigniew"). Common
-words, and names that many turns hold (a chat's speakers), are never rare enough to
-act. Designed from the reviewers' templated store, not from a benchmark's misses; why
-it should hold elsewhere: a word the user typed that only one or two memories hold is
+words are never rare enough to act, and the names of the chat's speakers are left
+out: every turn a speaker said holds their name (as its speaker, not in its text).
+Designed from the reviewers' templated store, not from a benchmark's misses; why it
+should hold elsewhere: a word the user typed that only one or two memories hold is
 the strongest evidence a question can carry, whatever the corpus.
 """
 
@@ -24,6 +25,7 @@ import re
 from dataclasses import replace
 
 from ..types import ChannelScore
+from .candidates import speakers_named
 from .fusion import Fused
 from .query import search_terms, words
 from .request import SearchRequest
@@ -53,8 +55,12 @@ def identifier_terms(text: str) -> list[str]:
 
 def exact_match(request: SearchRequest, fused: list[Fused]) -> list[Fused]:
     """Put the episodes that alone hold an identifier of the question first."""
+    terms = identifier_terms(request.analysis.text)
+    if terms:
+        speakers = {w for name in speakers_named(request) for w in words(name)}
+        terms = [t for t in terms if t not in speakers]
     held: dict[str, int] = {}
-    for term in identifier_terms(request.analysis.text):
+    for term in terms:
         holders = request.store.lexical_search(
             [term], request.scope, request.filters, RARE_TERM_EPISODES + 1
         )
