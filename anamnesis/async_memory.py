@@ -31,7 +31,17 @@ from .llm import ChatClient
 from .memory import Memory, ProgressCallback
 from .retrieve.analysis import QueryAnalysis
 from .store.base import Filters, Store
-from .types import Context, ContextFact, DeleteCounts, Episode, EpisodeVersion, Fact, Hit, Page
+from .types import (
+    Context,
+    ContextFact,
+    DeleteCounts,
+    Episode,
+    EpisodeVersion,
+    Fact,
+    ForgetReport,
+    Hit,
+    Page,
+)
 
 T = TypeVar("T")
 #: Reader threads when none is named: searches embed the question and rank on the CPU.
@@ -234,6 +244,31 @@ class AsyncMemory:
         """``Memory.delete_all``, run on the writer thread."""
         return await self._write(
             self._memory.delete_all, user_id=user_id, agent_id=agent_id, session_id=session_id
+        )
+
+    async def forget(
+        self,
+        episode_ids: Sequence[str] | str | None = None,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        session_id: str | None = None,
+        event_after: datetime | str | float | None = None,
+        event_before: datetime | str | float | None = None,
+        containing: str | None = None,
+        dry_run: bool = False,
+    ) -> ForgetReport:
+        """``Memory.forget``, run on the writer thread."""
+        return await self._write(
+            self._memory.forget,
+            episode_ids,
+            user_id=user_id,
+            agent_id=agent_id,
+            session_id=session_id,
+            event_after=event_after,
+            event_before=event_before,
+            containing=containing,
+            dry_run=dry_run,
         )
 
     async def search(

@@ -35,6 +35,7 @@ from .ingest.normalise import (
 )
 from .llm import ChatClient
 from .memory_facts import FactVerbs
+from .memory_lifecycle import LifecycleVerbs
 from .memory_reads import ReadVerbs
 from .retrieve.pipeline import Retriever
 from .store.base import Store
@@ -89,7 +90,7 @@ def _open_store(
     return SQLiteStore(file, dim=dim)
 
 
-class Memory(ReadVerbs, FactVerbs):
+class Memory(ReadVerbs, FactVerbs, LifecycleVerbs):
     """Long-term memory for an agent: verbatim episodes with hybrid recall.
 
     >>> with Memory(path="agent.db") as memory:                      # doctest: +SKIP
@@ -409,7 +410,8 @@ class Memory(ReadVerbs, FactVerbs):
         agent_id: str | None = None,
         session_id: str | None = None,
     ) -> Episode:
-        """Change an episode's content and/or metadata; the prior version is kept."""
+        """Change an episode's content and/or metadata; the prior version is kept
+        (``history`` shows it). To erase the old text, ``forget`` the episode."""
         scope = self._scope(user_id, agent_id, session_id)
         current = self.get(
             episode_id, user_id=scope.user_id, agent_id=scope.agent_id, session_id=scope.session_id
@@ -440,7 +442,9 @@ class Memory(ReadVerbs, FactVerbs):
         agent_id: str | None = None,
         session_id: str | None = None,
     ) -> DeleteCounts:
-        """Delete one episode with its index rows and prior versions."""
+        """Delete one episode with its index rows, prior versions, resolved times, the
+        facts only it supports, and its session if it was the last one there. Like
+        ``forget``, it leaves none of the episode's text in the store."""
         return self._store.delete_episode(
             check_episode_id(episode_id), self._scope(user_id, agent_id, session_id)
         )
@@ -452,7 +456,9 @@ class Memory(ReadVerbs, FactVerbs):
         agent_id: str | None = None,
         session_id: str | None = None,
     ) -> DeleteCounts:
-        """Delete everything in a scope (``user_id`` must be named), in one transaction."""
+        """Delete everything in a scope (``user_id`` must be named), in one transaction:
+        episodes, versions, index rows, sessions, and (for a user or agent scope) its
+        facts. ``forget`` with no condition does the same."""
         scope = Scope(
             user_id=check_id(user_id, "user_id", required=True) or "",
             agent_id=check_id(agent_id, "agent_id"),

@@ -59,11 +59,13 @@ values = st.recursive(
 KEYWORDS = (
     "user_id", "agent_id", "session_id", "role", "speaker", "event_time", "metadata",
     "modality", "limit", "offset", "now", "as_of", "filters", "budget_tokens", "content",
-    "subject", "predicate", "include_superseded", "explain",
+    "subject", "predicate", "include_superseded", "explain", "event_after", "event_before",
+    "containing", "dry_run",
 )  # fmt: skip
 VERBS = (
     "add", "add_many", "search", "context", "get", "get_all", "update", "history",
     "delete", "delete_all", "facts", "fact_history", "stats", "analyse", "consolidate",
+    "forget",
 )  # fmt: skip
 
 
@@ -103,7 +105,7 @@ def _call(memory: Memory, verb: str, first: object, keywords: dict[str, object])
     keywords=st.dictionaries(st.sampled_from(KEYWORDS), values, max_size=3),
 )
 def test_every_verb_raises_only_typed_errors(memory: Memory, verb, first, keywords) -> None:
-    if verb in ("delete", "delete_all", "update", "add", "add_many", "consolidate"):
+    if verb in ("delete", "delete_all", "update", "add", "add_many", "consolidate", "forget"):
         before = _snapshot(memory)
         try:
             _call(memory, verb, first, keywords)

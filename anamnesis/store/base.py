@@ -120,6 +120,31 @@ def fact_visibility(
 
 
 @dataclass(frozen=True, slots=True)
+class Selection:
+    """Which episodes of a scope ``Store.forget`` removes: those matching every
+    condition given (none given: the whole scope).
+
+    ``episode_ids``: these ids; ``event_after`` / ``event_before``: event time in
+    ``[after, before)``; ``containing``: the exact, case-sensitive text appears in the
+    episode's content, speaker or metadata, or in one of its prior versions.
+    """
+
+    episode_ids: tuple[str, ...] | None = None
+    event_after: datetime | None = None
+    event_before: datetime | None = None
+    containing: str | None = None
+
+    def is_whole_scope(self) -> bool:
+        """True when no condition narrows the scope."""
+        return (
+            self.episode_ids is None
+            and self.event_after is None
+            and self.event_before is None
+            and self.containing is None
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class FactQuery:
     """Which facts ``Store.find_facts`` returns.
 
@@ -274,6 +299,17 @@ class Store(Protocol):
 
     def delete_scope(self, scope: Scope) -> DeleteCounts:
         """Delete everything inside a scope, all or nothing."""
+        ...
+
+    def forget(
+        self, scope: Scope, selection: Selection, *, dry_run: bool = False
+    ) -> tuple[list[str], DeleteCounts]:
+        """Erase the episodes of ``scope`` that ``selection`` picks, with every row
+        derived from them, in one transaction: their ids and the rows removed per
+        table. A session left empty goes too; a whole-scope selection also removes the
+        scope's sessions and (without a session) its facts. The SQLite store then
+        rewrites its full-text indexes and truncates its write-ahead log, so the text
+        leaves the file. ``dry_run`` does the same work and rolls it back."""
         ...
 
     def replace_vectors(self, vectors: dict[str, np.ndarray]) -> None:

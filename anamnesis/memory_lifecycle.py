@@ -1,0 +1,84 @@
+"""The lifecycle verbs of Memory: forget (and what a memory does with age).
+
+Mixed into ``Memory``; kept apart so the facade stays readable. Scope is checked by
+``Memory._scope`` and enforced by the store in SQL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from .errors import InvalidInputError
+from .ingest.normalise import check_episode_id, check_id, check_text, parse_time
+from .store.base import Selection, Store
+from .types import ForgetReport, Scope
+
+#: Episode ids one ``forget`` call may name.
+MAX_FORGET_IDS = 100_000
+
+
+class LifecycleVerbs:
+    """Erasure of episodes and of everything derived from them."""
+
+    _store: Store
+
+    def _scope(self, user_id: str | None, agent_id: str | None, session_id: str | None) -> Scope:
+        raise NotImplementedError  # pragma: no cover - provided by Memory
+
+    def forget(
+        self,
+        episode_ids: Sequence[str] | str | None = None,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        session_id: str | None = None,
+        event_after: datetime | str | float | None = None,
+        event_before: datetime | str | float | None = None,
+        containing: str | None = None,
+        dry_run: bool = False,
+    ) -> ForgetReport:
+        """Erase episodes completely: the episodes of the scope matching every condition
+        given, with their prior versions, index rows, vectors, resolved times,
+        provenance links, the facts no other episode supports, and sessions left empty.
+
+        Conditions: ``episode_ids``; ``event_after`` / ``event_before`` (event time in
+        ``[after, before)``); ``containing``, an exact, case-sensitive text found in
+        the content, speaker or metadata, or in a prior version (what ``update`` keeps).
+        With none, the whole scope goes, and ``user_id`` must be named. All in one
+        transaction; on SQLite the words then leave the file too (RELIABILITY.md says
+        what is guaranteed). ``dry_run=True`` reports what would go and changes nothing.
+        """
+        if not isinstance(dry_run, bool):
+            raise InvalidInputError("dry_run must be True or False")
+        ids = _episode_ids(episode_ids)
+        after = parse_time(event_after, "event_after")
+        before = parse_time(event_before, "event_before")
+        if after is not None and before is not None and after > before:
+            raise InvalidInputError("event_after is later than event_before")
+        text = check_text(containing, "containing") if containing is not None else None
+        selection = Selection(
+            episode_ids=ids, event_after=after, event_before=before, containing=text
+        )
+        if selection.is_whole_scope():
+            check_id(user_id, "user_id", required=True)
+        scope = self._scope(user_id, agent_id, session_id)
+        removed, counts = self._store.forget(scope, selection, dry_run=dry_run)
+        return ForgetReport(episode_ids=tuple(removed), counts=counts, dry_run=dry_run)
+
+
+def _episode_ids(value: object) -> tuple[str, ...] | None:
+    """The ids to forget: None, one id, or a list of ids."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return (check_episode_id(value),)
+    if not isinstance(value, list | tuple):
+        raise InvalidInputError(
+            f"episode_ids must be an id or a list of ids, not {type(value).__name__}"
+        )
+    if len(value) > MAX_FORGET_IDS:
+        raise InvalidInputError(
+            f"at most {MAX_FORGET_IDS:,} episode ids per call; forget in batches"
+        )
+    return tuple(dict.fromkeys(check_episode_id(item) for item in value))

@@ -1,0 +1,157 @@
+"""Deleting and forgetting in the SQLite store, so that the text leaves the file.
+
+A delete removes the rows; that alone leaves the words in three places a hostile
+reader of the file can see: the freed space of the pages (unless ``secure_delete``
+zeroes it: the store turns it on for its connections), the FTS5 index segments (a
+delete only adds a tombstone; the terms stay until the segments are merged), and
+the write-ahead log (old page images, until a checkpoint). So every delete and
+forget also merges both FTS5 indexes into one segment each (``'optimize'``, in the
+same transaction: it commits with the delete or not at all) and, once committed,
+checkpoints the log and truncates it. ``tests/test_forget.py`` checks the result by
+scanning the bytes of every file of the store.
+
+Mixed into ``SQLiteStore``.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from typing import Any
+
+from ..errors import NotFoundError
+from ..types import DeleteCounts, Scope
+from .base import Selection
+from .facts_sql import FactSQL
+from .forget_sql import SQLITE_SELECTION, RolledBack, selection_sql
+from .sqlite_lexical import SQLiteLexical
+from .sqlite_sql import scope_sql
+
+#: The FTS5 tables whose segments must be merged for deleted words to leave them.
+FTS_TABLES = ("episodes_fts", "facts_fts")
+
+
+class SQLiteLifecycle:
+    """delete, delete_all and forget for ``SQLiteStore``."""
+
+    _lock: Any
+    _conn: sqlite3.Connection
+    _facts: FactSQL
+    _lexical: SQLiteLexical
+
+    def _write(self) -> AbstractContextManager[sqlite3.Connection]:  # pragma: no cover
+        raise NotImplementedError
+
+    def _bump_epoch(self, conn: sqlite3.Connection) -> tuple[str, str]:  # pragma: no cover
+        raise NotImplementedError
+
+    def _erase(
+        self,
+        conn: sqlite3.Connection,
+        where: str,
+        params: list[Any],
+        whole_scope: Scope | None,
+    ) -> tuple[list[str], DeleteCounts, list[int]]:
+        """Delete the episodes ``e`` matching ``where`` and everything derived from them:
+        their ids, the rows removed, their rowids. ``whole_scope`` (when the selection
+        is a whole scope) also removes that scope's sessions and, without a session,
+        its facts."""
+        found = conn.execute(
+            f"SELECT e.rowid, e.id, e.user_id, e.session_id FROM episodes e WHERE {where}", params
+        ).fetchall()
+        rowids = [row[0] for row in found]
+        ids = [row[1] for row in found]
+        counts = DeleteCounts()
+        if whole_scope is not None and whole_scope.session_id is None:
+            counts += self._facts.delete_scope_facts(conn, whole_scope)
+        if found:
+            counts += self._facts.forget_episodes(conn, where, params)
+            (vectors,) = conn.execute(
+                f"SELECT COUNT(*) FROM vectors WHERE episode_rowid IN "
+                f"(SELECT e.rowid FROM episodes e WHERE {where})",
+                params,
+            ).fetchone()
+            (times,) = conn.execute(
+                f"SELECT COUNT(*) FROM episode_times WHERE episode_rowid IN "
+                f"(SELECT e.rowid FROM episodes e WHERE {where})",
+                params,
+            ).fetchone()
+            versions = conn.execute(
+                f"DELETE FROM episode_versions WHERE episode_id IN "
+                f"(SELECT e.id FROM episodes e WHERE {where})",
+                params,
+            ).rowcount
+            # Delete triggers remove each episode's FTS entry, vector row and time mentions.
+            episodes = conn.execute(f"DELETE FROM episodes AS e WHERE {where}", params).rowcount
+            counts += DeleteCounts(
+                episodes=episodes, versions=versions, vectors=vectors, times=times
+            )
+        counts += DeleteCounts(sessions=self._drop_sessions(conn, found, whole_scope))
+        return ids, counts, rowids
+
+    @staticmethod
+    def _drop_sessions(
+        conn: sqlite3.Connection, found: Sequence[Sequence[Any]], whole_scope: Scope | None
+    ) -> int:
+        """Remove the sessions of a whole scope, or those the deleted episodes left empty."""
+        if whole_scope is not None:
+            where, params = scope_sql(
+                Scope(whole_scope.user_id, whole_scope.agent_id, None), alias="s"
+            )
+            if whole_scope.session_id is not None:
+                where += " AND s.id = ?"
+                params.append(whole_scope.session_id)
+            return conn.execute(f"DELETE FROM sessions AS s WHERE {where}", params).rowcount
+        emptied = {(row[2], row[3]) for row in found if row[3] is not None}
+        return sum(
+            conn.execute(
+                """DELETE FROM sessions WHERE user_id = ? AND id = ? AND NOT EXISTS
+                     (SELECT 1 FROM episodes e WHERE e.user_id = ? AND e.session_id = ?)""",
+                (user_id, session_id, user_id, session_id),
+            ).rowcount
+            for user_id, session_id in sorted(emptied)
+        )
+
+    def _remove(
+        self, where: str, params: list[Any], whole_scope: Scope | None, dry_run: bool
+    ) -> tuple[list[str], DeleteCounts]:
+        """``_erase`` in one transaction, then the indexes and the log scrubbed."""
+        try:
+            with self._write() as conn:
+                ids, counts, rowids = self._erase(conn, where, params, whole_scope)
+                if dry_run:
+                    raise RolledBack(ids, counts)
+                epochs = None
+                if counts != DeleteCounts():
+                    epochs = self._bump_epoch(conn)
+                    for table in FTS_TABLES:
+                        conn.execute(f"INSERT INTO {table} ({table}) VALUES ('optimize')")
+        except RolledBack as rolled_back:
+            return rolled_back.ids, rolled_back.counts
+        if epochs is not None:
+            self._lexical.after_change(rowids, [], *epochs)
+            self._truncate_log()
+        return ids, counts
+
+    def _truncate_log(self) -> None:
+        """Copy the write-ahead log into the file and truncate it to zero bytes, so the
+        old page images it held (deleted text among them) are gone from disk."""
+        with self._lock:
+            self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+
+    def forget(
+        self, scope: Scope, selection: Selection, *, dry_run: bool = False
+    ) -> tuple[list[str], DeleteCounts]:
+        where, params = selection_sql(scope, selection, SQLITE_SELECTION)
+        whole = scope if selection.is_whole_scope() else None
+        return self._remove(where, params, whole, dry_run)
+
+    def delete_episode(self, episode_id: str, scope: Scope) -> DeleteCounts:
+        ids, counts = self.forget(scope, Selection(episode_ids=(episode_id,)))
+        if not ids:
+            raise NotFoundError(f"no episode {episode_id!r} in this scope")
+        return counts
+
+    def delete_scope(self, scope: Scope) -> DeleteCounts:
+        return self.forget(scope, Selection())[1]
