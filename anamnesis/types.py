@@ -151,7 +151,8 @@ class DeleteCounts:
     ``times``: resolved time mentions; ``sources``: provenance links from facts to the
     removed episodes (a fact that keeps another source stays, without the link);
     ``facts``: facts left with no source, removed; ``consolidated``: the marks saying
-    consolidation had read an episode.
+    consolidation had read an episode; ``archived``: archived episodes; ``usage``: their
+    usage counters.
     """
 
     episodes: int = 0
@@ -162,6 +163,8 @@ class DeleteCounts:
     facts: int = 0
     sources: int = 0
     consolidated: int = 0
+    archived: int = 0
+    usage: int = 0
 
     def __add__(self, other: DeleteCounts) -> DeleteCounts:
         return DeleteCounts(

@@ -129,7 +129,8 @@ def test_update_keeps_the_old_text_until_it_is_forgotten(tmp_path) -> None:
         assert SECRET in memory.history(episode.id, user_id="ana")[0].content
         report = memory.forget(user_id="ana", containing=SECRET)
         assert report.episode_ids == (episode.id,)
-        assert report.counts.versions == 1
+        assert (report.counts.episodes, report.counts.versions) == (1, 1)
+        assert memory.get_all(user_id="ana").total == 0
     assert sum(occurrences(directory).values()) == 0, occurrences(directory)
 
 

@@ -575,7 +575,8 @@ def test_forget_by_content_finds_every_copy_in_scope_only(store):
     for e, v in zip(episodes[:3], vectors[:3], strict=True):
         _assert_gone(store, e, v, ALICE)
     removed, counts = store.forget(ALICE, Selection(containing="first draft"))
-    assert removed == [episodes[3].id] and counts.versions == 1
+    assert removed == [episodes[3].id] and (counts.episodes, counts.versions) == (1, 1)
+    assert store.existing_ids([episodes[3].id]) == set()
     assert store.existing_ids([episodes[5].id]) == {episodes[5].id}
     assert {(s.user_id, s.id) for s in store.iter_sessions()} == {("alice", "s2"), ("bob", "s1")}
 
@@ -844,12 +845,14 @@ def test_time_search_honours_recorded_before(store):
 
 
 def _downgrade_to_before_times(backend, store_url):
-    """Make the store look as if written before time mentions (and facts) existed."""
+    """Make the store look as if written before time mentions (and facts, archive and
+    usage counters) existed."""
+    later = ("archived_episodes", "episode_usage")
     if backend == "sqlite":
         import sqlite3
 
         with sqlite3.connect(store_url) as conn:
-            for table in ("facts_fts", "facts", "fact_sources", "consolidated_episodes"):
+            for table in ("facts_fts", "facts", "fact_sources", "consolidated_episodes", *later):
                 conn.execute(f"DROP TABLE {table}")
             conn.execute("DROP TRIGGER episode_times_delete")
             conn.execute("DROP TABLE episode_times")
@@ -858,7 +861,13 @@ def _downgrade_to_before_times(backend, store_url):
         import psycopg
 
         with psycopg.connect(store_url) as conn:
-            for table in ("facts", "fact_sources", "consolidated_episodes", "episode_times"):
+            for table in (
+                "facts",
+                "fact_sources",
+                "consolidated_episodes",
+                "episode_times",
+                *later,
+            ):
                 conn.execute(f"DROP TABLE {table}")
             conn.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
 

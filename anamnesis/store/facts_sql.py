@@ -283,11 +283,13 @@ class FactSQL:
         return sorted((Scope(user, agent, None) for user, agent in rows), key=repr)
 
     # -- deletes ------------------------------------------------------------------------
-    def forget_episodes(self, conn: Conn, where: str, params: list[Any]) -> DeleteCounts:
-        """Before episodes ``e`` matching ``where`` are deleted: drop them as sources and
-        as consolidated, and delete the facts that had no other source. Returns the
-        rows removed (facts, sources, consolidated marks)."""
-        subquery = f"SELECT e.id FROM episodes e WHERE {where}"
+    def forget_episodes(
+        self, conn: Conn, where: str, params: list[Any], table: str = "episodes"
+    ) -> DeleteCounts:
+        """Before episodes ``e`` of ``table`` (hot or archived) matching ``where`` are
+        deleted: drop them as sources and as consolidated, and delete the facts that had
+        no other source. Returns the rows removed (facts, sources, consolidated marks)."""
+        subquery = f"SELECT e.id FROM {table} e WHERE {where}"
         affected = [
             r[0]
             for r in conn.execute(

@@ -522,7 +522,7 @@ class PostgresStore(PostgresReads, PostgresFacts, PostgresLifecycle):
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
         conn.execute("DROP INDEX IF EXISTS episodes_embedding")
         conn.execute("DROP INDEX IF EXISTS episodes_scope_vectors")
-        for table in ("episodes", "facts"):
+        for table in ("episodes", "facts", "archived_episodes"):
             conn.execute(
                 f"ALTER TABLE {table} ALTER COLUMN embedding TYPE vector({int(dim)}) USING NULL"
             )

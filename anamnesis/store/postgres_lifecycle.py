@@ -38,22 +38,34 @@ class PostgresLifecycle:
         raise NotImplementedError
 
     def _erase(
-        self, conn: Conn, where: str, params: list[Any], whole_scope: Scope | None
+        self, conn: Conn, scope: Scope, selection: Selection, whole_scope: bool
     ) -> tuple[list[str], DeleteCounts]:
-        """Delete the episodes ``e`` matching ``where`` and everything derived from them:
-        their ids and the rows removed. ``whole_scope`` (when the selection is a whole
-        scope) also removes that scope's sessions and, without a session, its facts."""
+        """Delete the episodes of ``scope`` that ``selection`` picks, hot or archived,
+        and everything derived from them: their ids and the rows removed.
+        ``whole_scope`` also removes the scope's sessions and, without a session, its
+        facts."""
+        where, params = selection_sql(scope, selection, POSTGRES_SELECTION)
         # Rows first, then the statistics: the lock order of every other write.
         found = conn.execute(
             f"SELECT e.id, e.user_id, e.session_id FROM episodes e WHERE {where} "
             "ORDER BY e.rowid FOR UPDATE",
             params,
         ).fetchall()
+        archived = conn.execute(
+            f"SELECT e.id, e.user_id, e.session_id FROM archived_episodes e WHERE {where} "
+            "ORDER BY e.id FOR UPDATE",
+            params,
+        ).fetchall()
+        # The selection is read once: what follows goes by id (deleting versions first
+        # must not unselect an episode that only a prior version matched).
+        ids = list(dict.fromkeys(row[0] for row in [*found, *archived]))
+        where, params = selection_sql(scope, Selection(episode_ids=tuple(ids)), POSTGRES_SELECTION)
         counts = DeleteCounts()
-        if whole_scope is not None and whole_scope.session_id is None:
-            counts += self._facts.delete_scope_facts(conn, whole_scope)
-        if found:
-            counts += self._facts.forget_episodes(conn, where, params)
+        if whole_scope and scope.session_id is None:
+            counts += self._facts.delete_scope_facts(conn, scope)
+        if ids:
+            for table in ("episodes", "archived_episodes"):
+                counts += self._facts.forget_episodes(conn, where, params, table)
             lexemes = [
                 r[0]
                 for r in conn.execute(
@@ -68,26 +80,42 @@ class PostgresLifecycle:
                 f"""WITH gone AS (
                         DELETE FROM episodes e WHERE {where}
                         RETURNING e.id, e.embedding IS NOT NULL AS had_vector),
+                    gone_archived AS (
+                        DELETE FROM archived_episodes e WHERE {where} RETURNING 1),
                     gone_versions AS (
-                        DELETE FROM episode_versions v USING gone WHERE v.episode_id = gone.id
+                        DELETE FROM episode_versions v WHERE v.episode_id = ANY(%s)
                         RETURNING 1),
                     gone_times AS (
                         DELETE FROM episode_times t USING gone WHERE t.episode_id = gone.id
-                        RETURNING 1)
+                        RETURNING 1),
+                    gone_usage AS (
+                        DELETE FROM episode_usage u WHERE u.episode_id = ANY(%s) RETURNING 1)
                     SELECT (SELECT count(*) FROM gone),
                            (SELECT count(*) FROM gone_versions),
                            (SELECT count(*) FROM gone WHERE had_vector),
-                           (SELECT count(*) FROM gone_times)""",
-                params,
+                           (SELECT count(*) FROM gone_times),
+                           (SELECT count(*) FROM gone_archived),
+                           (SELECT count(*) FROM gone_usage)""",
+                [*params, *params, ids, ids],
             ).fetchone()
             assert row is not None
             # count_episodes locked these rows, in this order: no new lock is taken.
             conn.execute(
                 "DELETE FROM text_lexemes WHERE lexeme = ANY(%s) AND documents <= 0", [lexemes]
             )
-            counts += DeleteCounts(episodes=row[0], versions=row[1], vectors=row[2], times=row[3])
-        counts += DeleteCounts(sessions=self._drop_sessions(conn, found, whole_scope))
-        return [r[0] for r in found], counts
+            counts += DeleteCounts(
+                episodes=row[0],
+                versions=row[1],
+                vectors=row[2],
+                times=row[3],
+                archived=row[4],
+                usage=row[5],
+            )
+        rows = [*found, *archived]
+        counts += DeleteCounts(
+            sessions=self._drop_sessions(conn, rows, scope if whole_scope else None)
+        )
+        return ids, counts
 
     @staticmethod
     def _drop_sessions(
@@ -105,9 +133,12 @@ class PostgresLifecycle:
         emptied = sorted({(row[1], row[2]) for row in found if row[2] is not None})
         return sum(
             conn.execute(
-                """DELETE FROM sessions s WHERE s.user_id = %s AND s.id = %s AND NOT EXISTS
-                     (SELECT 1 FROM episodes e WHERE e.user_id = %s AND e.session_id = %s)""",
-                (user_id, session_id, user_id, session_id),
+                """DELETE FROM sessions s WHERE s.user_id = %s AND s.id = %s
+                     AND NOT EXISTS (SELECT 1 FROM episodes e
+                                     WHERE e.user_id = %s AND e.session_id = %s)
+                     AND NOT EXISTS (SELECT 1 FROM archived_episodes e
+                                     WHERE e.user_id = %s AND e.session_id = %s)""",
+                (user_id, session_id, user_id, session_id, user_id, session_id),
             ).rowcount
             for user_id, session_id in emptied
         )
@@ -115,11 +146,9 @@ class PostgresLifecycle:
     def forget(
         self, scope: Scope, selection: Selection, *, dry_run: bool = False
     ) -> tuple[list[str], DeleteCounts]:
-        where, params = selection_sql(scope, selection, POSTGRES_SELECTION)
-        whole = scope if selection.is_whole_scope() else None
         try:
             with self._transaction() as conn:
-                ids, counts = self._erase(conn, where, params, whole)
+                ids, counts = self._erase(conn, scope, selection, selection.is_whole_scope())
                 if dry_run:
                     raise RolledBack(ids, counts)
         except RolledBack as rolled_back:

@@ -49,45 +49,58 @@ class SQLiteLifecycle:
     def _erase(
         self,
         conn: sqlite3.Connection,
-        where: str,
-        params: list[Any],
-        whole_scope: Scope | None,
+        scope: Scope,
+        selection: Selection,
+        whole_scope: bool,
     ) -> tuple[list[str], DeleteCounts, list[int]]:
-        """Delete the episodes ``e`` matching ``where`` and everything derived from them:
-        their ids, the rows removed, their rowids. ``whole_scope`` (when the selection
-        is a whole scope) also removes that scope's sessions and, without a session,
-        its facts."""
+        """Delete the episodes of ``scope`` that ``selection`` picks, hot or archived,
+        and everything derived from them: their ids, the rows removed, the rowids of
+        the hot ones. ``whole_scope`` also removes the scope's sessions and, without a
+        session, its facts."""
+        where, params = selection_sql(scope, selection, SQLITE_SELECTION)
         found = conn.execute(
             f"SELECT e.rowid, e.id, e.user_id, e.session_id FROM episodes e WHERE {where}", params
         ).fetchall()
+        archived = conn.execute(
+            f"SELECT NULL, e.id, e.user_id, e.session_id FROM archived_episodes e WHERE {where}",
+            params,
+        ).fetchall()
+        # The selection is read once: what follows goes by id (deleting versions first
+        # must not unselect an episode that only a prior version matched).
+        ids = list(dict.fromkeys(row[1] for row in [*found, *archived]))
+        where, params = selection_sql(scope, Selection(episode_ids=tuple(ids)), SQLITE_SELECTION)
         rowids = [row[0] for row in found]
-        ids = [row[1] for row in found]
         counts = DeleteCounts()
-        if whole_scope is not None and whole_scope.session_id is None:
-            counts += self._facts.delete_scope_facts(conn, whole_scope)
-        if found:
-            counts += self._facts.forget_episodes(conn, where, params)
-            (vectors,) = conn.execute(
-                f"SELECT COUNT(*) FROM vectors WHERE episode_rowid IN "
-                f"(SELECT e.rowid FROM episodes e WHERE {where})",
-                params,
+        if whole_scope and scope.session_id is None:
+            counts += self._facts.delete_scope_facts(conn, scope)
+        if ids:
+            for table in ("episodes", "archived_episodes"):
+                counts += self._facts.forget_episodes(conn, where, params, table)
+            vectors, times = conn.execute(
+                f"""SELECT (SELECT COUNT(*) FROM vectors WHERE episode_rowid IN
+                             (SELECT e.rowid FROM episodes e WHERE {where})),
+                           (SELECT COUNT(*) FROM episode_times WHERE episode_rowid IN
+                             (SELECT e.rowid FROM episodes e WHERE {where}))""",
+                [*params, *params],
             ).fetchone()
-            (times,) = conn.execute(
-                f"SELECT COUNT(*) FROM episode_times WHERE episode_rowid IN "
-                f"(SELECT e.rowid FROM episodes e WHERE {where})",
-                params,
-            ).fetchone()
-            versions = conn.execute(
-                f"DELETE FROM episode_versions WHERE episode_id IN "
-                f"(SELECT e.id FROM episodes e WHERE {where})",
-                params,
-            ).rowcount
+            by_id = "episode_id IN (SELECT value FROM json_each(?))"
+            id_list = SQLITE_SELECTION.ids_param(tuple(ids))
+            versions = conn.execute(f"DELETE FROM episode_versions WHERE {by_id}", [id_list])
+            usage = conn.execute(f"DELETE FROM episode_usage WHERE {by_id}", [id_list])
             # Delete triggers remove each episode's FTS entry, vector row and time mentions.
-            episodes = conn.execute(f"DELETE FROM episodes AS e WHERE {where}", params).rowcount
+            episodes = conn.execute(f"DELETE FROM episodes AS e WHERE {where}", params)
+            gone = conn.execute(f"DELETE FROM archived_episodes AS e WHERE {where}", params)
             counts += DeleteCounts(
-                episodes=episodes, versions=versions, vectors=vectors, times=times
+                episodes=episodes.rowcount,
+                versions=versions.rowcount,
+                vectors=vectors,
+                times=times,
+                archived=gone.rowcount,
+                usage=usage.rowcount,
             )
-        counts += DeleteCounts(sessions=self._drop_sessions(conn, found, whole_scope))
+        counts += DeleteCounts(
+            sessions=self._drop_sessions(conn, [*found, *archived], scope if whole_scope else None)
+        )
         return ids, counts, rowids
 
     @staticmethod
@@ -106,20 +119,24 @@ class SQLiteLifecycle:
         emptied = {(row[2], row[3]) for row in found if row[3] is not None}
         return sum(
             conn.execute(
-                """DELETE FROM sessions WHERE user_id = ? AND id = ? AND NOT EXISTS
-                     (SELECT 1 FROM episodes e WHERE e.user_id = ? AND e.session_id = ?)""",
-                (user_id, session_id, user_id, session_id),
+                """DELETE FROM sessions WHERE user_id = ? AND id = ?
+                     AND NOT EXISTS (SELECT 1 FROM episodes e
+                                     WHERE e.user_id = ? AND e.session_id = ?)
+                     AND NOT EXISTS (SELECT 1 FROM archived_episodes e
+                                     WHERE e.user_id = ? AND e.session_id = ?)""",
+                (user_id, session_id, user_id, session_id, user_id, session_id),
             ).rowcount
             for user_id, session_id in sorted(emptied)
         )
 
-    def _remove(
-        self, where: str, params: list[Any], whole_scope: Scope | None, dry_run: bool
+    def forget(
+        self, scope: Scope, selection: Selection, *, dry_run: bool = False
     ) -> tuple[list[str], DeleteCounts]:
-        """``_erase`` in one transaction, then the indexes and the log scrubbed."""
         try:
             with self._write() as conn:
-                ids, counts, rowids = self._erase(conn, where, params, whole_scope)
+                ids, counts, rowids = self._erase(
+                    conn, scope, selection, selection.is_whole_scope()
+                )
                 if dry_run:
                     raise RolledBack(ids, counts)
                 epochs = None
@@ -139,13 +156,6 @@ class SQLiteLifecycle:
         old page images it held (deleted text among them) are gone from disk."""
         with self._lock:
             self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
-
-    def forget(
-        self, scope: Scope, selection: Selection, *, dry_run: bool = False
-    ) -> tuple[list[str], DeleteCounts]:
-        where, params = selection_sql(scope, selection, SQLITE_SELECTION)
-        whole = scope if selection.is_whole_scope() else None
-        return self._remove(where, params, whole, dry_run)
 
     def delete_episode(self, episode_id: str, scope: Scope) -> DeleteCounts:
         ids, counts = self.forget(scope, Selection(episode_ids=(episode_id,)))
