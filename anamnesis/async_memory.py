@@ -271,6 +271,52 @@ class AsyncMemory:
             dry_run=dry_run,
         )
 
+    async def archive(
+        self,
+        episode_ids: Sequence[str] | str | None = None,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        session_id: str | None = None,
+        event_after: datetime | str | float | None = None,
+        event_before: datetime | str | float | None = None,
+        containing: str | None = None,
+    ) -> list[str]:
+        """``Memory.archive``, run on the writer thread."""
+        return await self._write(
+            self._memory.archive,
+            episode_ids,
+            user_id=user_id,
+            agent_id=agent_id,
+            session_id=session_id,
+            event_after=event_after,
+            event_before=event_before,
+            containing=containing,
+        )
+
+    async def restore(
+        self,
+        episode_ids: Sequence[str] | str | None = None,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        session_id: str | None = None,
+        event_after: datetime | str | float | None = None,
+        event_before: datetime | str | float | None = None,
+        containing: str | None = None,
+    ) -> list[str]:
+        """``Memory.restore``, run on the writer thread."""
+        return await self._write(
+            self._memory.restore,
+            episode_ids,
+            user_id=user_id,
+            agent_id=agent_id,
+            session_id=session_id,
+            event_after=event_after,
+            event_before=event_before,
+            containing=containing,
+        )
+
     async def search(
         self,
         query: str,
@@ -283,6 +329,7 @@ class AsyncMemory:
         explain: bool = False,
         now: datetime | str | float | None = None,
         as_of: datetime | str | float | None = None,
+        include_archive: bool = False,
     ) -> list[Hit]:
         """``Memory.search``, run on a reader thread."""
         return await self._read(
@@ -296,6 +343,7 @@ class AsyncMemory:
             explain=explain,
             now=now,
             as_of=as_of,
+            include_archive=include_archive,
         )
 
     async def analyse(

@@ -1,4 +1,4 @@
-"""The lifecycle verbs of Memory: forget (and what a memory does with age).
+"""The lifecycle verbs of Memory: forget, archive, restore.
 
 Mixed into ``Memory``; kept apart so the facade stays readable. Scope is checked by
 ``Memory._scope`` and enforced by the store in SQL.
@@ -7,7 +7,7 @@ Mixed into ``Memory``; kept apart so the facade stays readable. Scope is checked
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 
 from .errors import InvalidInputError
 from .ingest.normalise import check_episode_id, check_id, check_text, parse_time
@@ -51,6 +51,68 @@ class LifecycleVerbs:
         """
         if not isinstance(dry_run, bool):
             raise InvalidInputError("dry_run must be True or False")
+        scope, selection = self._selection(
+            episode_ids, user_id, agent_id, session_id, event_after, event_before, containing
+        )
+        removed, counts = self._store.forget(scope, selection, dry_run=dry_run)
+        return ForgetReport(episode_ids=tuple(removed), counts=counts, dry_run=dry_run)
+
+    def archive(
+        self,
+        episode_ids: Sequence[str] | str | None = None,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        session_id: str | None = None,
+        event_after: datetime | str | float | None = None,
+        event_before: datetime | str | float | None = None,
+        containing: str | None = None,
+    ) -> list[str]:
+        """Move episodes out of the hot indexes into the archive in the same store,
+        verbatim with their vector; returns the ids moved.
+
+        Chooses episodes as ``forget`` does (with no condition, the whole scope of a
+        named ``user_id``). Archived episodes are left out of ``search``, ``get`` and
+        ``get_all``; ``search(..., include_archive=True)`` still finds them, and
+        ``restore`` brings them back exactly. Their versions, facts and provenance stay.
+        The copy is committed before the hot rows go, so a crash loses nothing.
+        """
+        scope, selection = self._selection(
+            episode_ids, user_id, agent_id, session_id, event_after, event_before, containing
+        )
+        return self._store.archive(scope, selection, datetime.now(UTC))
+
+    def restore(
+        self,
+        episode_ids: Sequence[str] | str | None = None,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        session_id: str | None = None,
+        event_after: datetime | str | float | None = None,
+        event_before: datetime | str | float | None = None,
+        containing: str | None = None,
+    ) -> list[str]:
+        """Bring archived episodes back into the hot indexes exactly as they were (same
+        id, times, version, metadata and vector); returns the ids restored. Chooses
+        among the archived episodes as ``forget`` does."""
+        scope, selection = self._selection(
+            episode_ids, user_id, agent_id, session_id, event_after, event_before, containing
+        )
+        return self._store.restore(scope, selection)
+
+    def _selection(
+        self,
+        episode_ids: object,
+        user_id: str | None,
+        agent_id: str | None,
+        session_id: str | None,
+        event_after: object,
+        event_before: object,
+        containing: object,
+    ) -> tuple[Scope, Selection]:
+        """The scope and selection of a lifecycle verb, checked; a whole-scope selection
+        needs a named ``user_id``."""
         ids = _episode_ids(episode_ids)
         after = parse_time(event_after, "event_after")
         before = parse_time(event_before, "event_before")
@@ -62,9 +124,7 @@ class LifecycleVerbs:
         )
         if selection.is_whole_scope():
             check_id(user_id, "user_id", required=True)
-        scope = self._scope(user_id, agent_id, session_id)
-        removed, counts = self._store.forget(scope, selection, dry_run=dry_run)
-        return ForgetReport(episode_ids=tuple(removed), counts=counts, dry_run=dry_run)
+        return self._scope(user_id, agent_id, session_id), selection
 
 
 def _episode_ids(value: object) -> tuple[str, ...] | None:

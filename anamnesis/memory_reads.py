@@ -21,7 +21,9 @@ from .ingest.normalise import (
     parse_time,
 )
 from .retrieve.analysis import QueryAnalysis, analyse
+from .retrieve.archive import merge_archived, rank_archived
 from .retrieve.pipeline import Retriever
+from .retrieve.query import search_terms
 from .store.base import Filters, Store
 from .tokens import TokenCounter
 from .types import (
@@ -64,6 +66,7 @@ class ReadVerbs:
         explain: bool = False,
         now: datetime | str | float | None = None,
         as_of: datetime | str | float | None = None,
+        include_archive: bool = False,
     ) -> list[Hit]:
         """The episodes that best answer ``query``, with their neighbouring turns.
 
@@ -72,7 +75,9 @@ class ReadVerbs:
         against it. ``as_of`` searches the memory as it stood at that moment: episodes
         recorded after it are invisible (``Filters.recorded_before``). With
         ``explain=True`` each hit says how every channel ranked it and carries the
-        question's analysis (see ``analyse``).
+        question's analysis (see ``analyse``). ``include_archive=True`` also searches
+        the archived episodes (``archive``), a slower scan fused with the hits by
+        reciprocal rank; archived hits carry an ``archive`` channel.
         """
         query = check_text(query, "query")
         _check_limit(limit)
@@ -81,7 +86,18 @@ class ReadVerbs:
         if as_of is not None:
             search_filters = replace(search_filters, recorded_before=parse_time(as_of, "as_of"))
         when = parse_time(now, "now") if now is not None else search_filters.recorded_before
-        return self._retriever.search(query, scope, search_filters, limit, explain, when)
+        if not isinstance(include_archive, bool):
+            raise InvalidInputError("include_archive must be True or False")
+        hits = self._retriever.search(query, scope, search_filters, limit, explain, when)
+        if not include_archive:
+            return hits
+        archived = rank_archived(
+            self._store.iter_archived(scope, search_filters),
+            self._embedder.embed_query(query),
+            search_terms(query),
+            limit,
+        )
+        return merge_archived(hits, archived, limit)
 
     def analyse(self, query: str, *, now: datetime | str | float | None = None) -> QueryAnalysis:
         """How ``search`` reads ``query`` asked at ``now`` (default: the present).

@@ -89,13 +89,24 @@ def erase(memory: Memory, how: str, ids: list[str]) -> None:
             memory.delete(episode_id, user_id="ana")
     elif how == "delete_all":
         memory.delete_all(user_id="ana")
+    elif how == "archive-then-forget":
+        assert sorted(memory.archive(user_id="ana", session_id="leak")) == sorted(ids)
+        assert memory.forget(user_id="ana", containing=SECRET).counts.archived == len(ids)
     else:
         raise AssertionError(how)
 
 
 @pytest.mark.parametrize("upstream", [False, True], ids=["build-default", "secure-delete-off"])
 @pytest.mark.parametrize(
-    "how", ["forget-containing", "forget-session", "forget-ids", "delete", "delete_all"]
+    "how",
+    [
+        "forget-containing",
+        "forget-session",
+        "forget-ids",
+        "delete",
+        "delete_all",
+        "archive-then-forget",
+    ],
 )
 def test_no_byte_of_the_secret_survives(tmp_path, monkeypatch, how, upstream) -> None:
     if upstream:

@@ -60,12 +60,12 @@ KEYWORDS = (
     "user_id", "agent_id", "session_id", "role", "speaker", "event_time", "metadata",
     "modality", "limit", "offset", "now", "as_of", "filters", "budget_tokens", "content",
     "subject", "predicate", "include_superseded", "explain", "event_after", "event_before",
-    "containing", "dry_run",
+    "containing", "dry_run", "include_archive",
 )  # fmt: skip
 VERBS = (
     "add", "add_many", "search", "context", "get", "get_all", "update", "history",
     "delete", "delete_all", "facts", "fact_history", "stats", "analyse", "consolidate",
-    "forget",
+    "forget", "archive", "restore",
 )  # fmt: skip
 
 
@@ -105,7 +105,8 @@ def _call(memory: Memory, verb: str, first: object, keywords: dict[str, object])
     keywords=st.dictionaries(st.sampled_from(KEYWORDS), values, max_size=3),
 )
 def test_every_verb_raises_only_typed_errors(memory: Memory, verb, first, keywords) -> None:
-    if verb in ("delete", "delete_all", "update", "add", "add_many", "consolidate", "forget"):
+    writes = ("delete", "delete_all", "update", "add", "add_many", "consolidate", "forget")
+    if verb in (*writes, "archive", "restore"):
         before = _snapshot(memory)
         try:
             _call(memory, verb, first, keywords)

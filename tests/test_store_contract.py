@@ -607,6 +607,33 @@ def test_forget_dry_run_rolls_back(store):
     assert store.forget(ALICE, Selection(containing="zebra-7")) == (removed, counts)
 
 
+def test_archive_then_restore_round_trips_every_field(store):
+    episodes, vectors = _forget_layout(store)
+    alice = [e for e, _ in store.iter_episodes() if e.user_id == "alice"]
+    before = {e.id: (e, v) for e, v in store.iter_episodes()}
+    times = store.episode_times([e.id for e in alice], ALICE)
+    versions = store.episode_versions(episodes[3].id, ALICE)
+    moved = store.archive(ALICE, Selection(), T0)
+    assert sorted(moved) == sorted(e.id for e in alice)
+    assert store.get_episodes(moved, ALICE) == []
+    assert store.lexical_search(["code"], ALICE, Filters(), 10) == []
+    assert store.dense_search(vectors[0], ALICE, Filters(), 10) == []
+    archived = {e.id: (e, v) for e, v in store.iter_archived(ALICE, Filters())}
+    assert {e.id: e for e, _ in archived.values()} == {e.id: e for e in alice}
+    assert [e.id for e, _ in store.iter_archived(ALICE, Filters(role="nobody"))] == []
+    assert store.restore(BOB, Selection()) == []
+    assert sorted(store.restore(ALICE, Selection())) == sorted(moved)
+    after = {e.id: (e, v) for e, v in store.iter_episodes()}
+    assert after.keys() == before.keys()
+    for episode_id, (episode, vector) in before.items():
+        assert after[episode_id][0] == episode
+        np.testing.assert_allclose(after[episode_id][1], vector, rtol=1e-6)
+    assert store.episode_times([e.id for e in alice], ALICE) == times
+    assert store.episode_versions(episodes[3].id, ALICE) == versions
+    assert ids(store.lexical_search(["code"], ALICE, Filters(), 10)) == [episodes[0].id]
+    assert list(store.iter_archived(ALICE, Filters())) == []
+
+
 # -- vectors --------------------------------------------------------------------------------------
 def test_replace_vectors_overwrites_dense_index(store):
     episodes = [make_episode(f"e{i}") for i in range(5)]

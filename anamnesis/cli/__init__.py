@@ -64,6 +64,8 @@ for command in (
     read.list_,
     write.delete,
     lifecycle.forget,
+    lifecycle.archive,
+    lifecycle.restore,
     write.consolidate,
     read.facts,
     read.export,

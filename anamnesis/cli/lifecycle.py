@@ -1,51 +1,54 @@
-"""The commands of a memory's lifecycle: forget (and archive, restore)."""
+"""The commands of a memory's lifecycle: forget, archive, restore."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 
 from ..cli_errors import handled
 from .common import open_memory, with_scope
 
+F = TypeVar("F", bound=Callable[..., Any])
+
+_SELECTION_OPTIONS = (
+    click.argument("episode_ids", nargs=-1),
+    click.option("--after", "event_after", default=None, help="Event time from (ISO-8601)."),
+    click.option("--before", "event_before", default=None, help="Event time before (ISO-8601)."),
+    click.option(
+        "--containing",
+        default=None,
+        help="Exact text in the content, speaker, metadata or a prior version.",
+    ),
+)
+
+
+def with_selection(func: F) -> F:
+    """The options that choose episodes: ids, scope, event-time range, exact text."""
+    func = with_scope(func)
+    for option in reversed(_SELECTION_OPTIONS):
+        func = option(func)
+    return func
+
+
+def _arguments(options: dict[str, Any]) -> tuple[list[str] | None, dict[str, Any]]:
+    ids = list(options.pop("episode_ids")) or None
+    return ids, options
+
 
 @click.command()
-@click.argument("episode_ids", nargs=-1)
-@with_scope
-@click.option("--after", "event_after", default=None, help="Event time from (ISO-8601).")
-@click.option("--before", "event_before", default=None, help="Event time before (ISO-8601).")
-@click.option(
-    "--containing", default=None, help="Exact text in the content, speaker, metadata or a version."
-)
+@with_selection
 @click.option("--dry-run", is_flag=True, help="List what would go; change nothing.")
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 @click.pass_context
-def forget(
-    ctx: click.Context,
-    episode_ids: tuple[str, ...],
-    user_id: str | None,
-    agent_id: str | None,
-    session_id: str | None,
-    event_after: str | None,
-    event_before: str | None,
-    containing: str | None,
-    dry_run: bool,
-    yes: bool,
-) -> None:
+def forget(ctx: click.Context, dry_run: bool, yes: bool, **options: Any) -> None:
     """Erase episodes completely: by EPISODE_IDS, --session, --after/--before, --containing,
     or (with none of them) the whole scope of --user. Prints what went, per table, as JSON."""
+    ids, arguments = _arguments(options)
     with handled():
         memory = open_memory(ctx, create=False)
-        arguments = {
-            "user_id": user_id,
-            "agent_id": agent_id,
-            "session_id": session_id,
-            "event_after": event_after,
-            "event_before": event_before,
-            "containing": containing,
-        }
-        ids = list(episode_ids) if episode_ids else None
         if not dry_run and not yes:
             preview = memory.forget(ids, dry_run=True, **arguments)
             count = len(preview.episode_ids)
@@ -61,3 +64,27 @@ def forget(
             }
         )
     )
+
+
+@click.command()
+@with_selection
+@click.pass_context
+def archive(ctx: click.Context, **options: Any) -> None:
+    """Move episodes out of the search indexes into the archive (chosen as for forget);
+    `search --include-archive` still finds them. Prints the ids moved as JSON."""
+    ids, arguments = _arguments(options)
+    with handled():
+        moved = open_memory(ctx, create=False).archive(ids, **arguments)
+    click.echo(json.dumps({"archived": moved}))
+
+
+@click.command()
+@with_selection
+@click.pass_context
+def restore(ctx: click.Context, **options: Any) -> None:
+    """Bring archived episodes back, exactly as they were (chosen as for forget).
+    Prints the ids restored as JSON."""
+    ids, arguments = _arguments(options)
+    with handled():
+        restored = open_memory(ctx, create=False).restore(ids, **arguments)
+    click.echo(json.dumps({"restored": restored}))

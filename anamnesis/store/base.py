@@ -312,6 +312,25 @@ class Store(Protocol):
         leaves the file. ``dry_run`` does the same work and rolls it back."""
         ...
 
+    def archive(self, scope: Scope, selection: Selection, archived_at: datetime) -> list[str]:
+        """Move the episodes of ``scope`` that ``selection`` picks out of the hot tables
+        and indexes into the archive, verbatim with their vector: the copy is committed
+        first, then the hot rows go. Returns the ids moved (with any of the scope whose
+        earlier move was cut between the two steps)."""
+        ...
+
+    def restore(self, scope: Scope, selection: Selection) -> list[str]:
+        """Bring archived episodes of ``scope`` that ``selection`` picks back into the hot
+        tables and indexes, exactly as they were (same id, times, version, vector), in
+        one transaction. Returns the ids restored."""
+        ...
+
+    def iter_archived(
+        self, scope: Scope, filters: Filters, batch_size: int = 1000
+    ) -> Iterator[tuple[Episode, np.ndarray | None]]:
+        """The archived episodes of ``scope`` that pass ``filters``, with their vectors."""
+        ...
+
     def replace_vectors(self, vectors: dict[str, np.ndarray]) -> None:
         """Overwrite the dense vectors of the given episodes (re-indexing)."""
         ...

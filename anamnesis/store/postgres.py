@@ -34,6 +34,7 @@ from ..errors import (
     StoreLockedError,
 )
 from ..types import Episode, EpisodeVersion, Scope, Session
+from .postgres_archive import PostgresArchive
 from .postgres_facts import PostgresFacts
 from .postgres_lexical import (
     count_episodes,
@@ -76,7 +77,7 @@ DEFAULT_TIMEOUT = 30.0
 _SQLSTATE_LOCK_TIMEOUTS = {"55P03", "40P01", "57014"}  # lock_not_available, deadlock, cancel
 
 
-class PostgresStore(PostgresReads, PostgresFacts, PostgresLifecycle):
+class PostgresStore(PostgresReads, PostgresFacts, PostgresLifecycle, PostgresArchive):
     """A Store backed by a PostgreSQL database with the pgvector extension."""
 
     backend = "postgres"

@@ -23,7 +23,7 @@ from ..types import DeleteCounts, Scope
 from .base import Selection
 from .facts_sql import FactSQL
 from .forget_sql import POSTGRES_SELECTION, RolledBack, selection_sql
-from .postgres_lexical import count_episodes
+from .postgres_lexical import uncount_episodes
 from .postgres_query import scope_sql
 
 Conn = psycopg.Connection[Any]
@@ -66,16 +66,7 @@ class PostgresLifecycle:
         if ids:
             for table in ("episodes", "archived_episodes"):
                 counts += self._facts.forget_episodes(conn, where, params, table)
-            lexemes = [
-                r[0]
-                for r in conn.execute(
-                    f"""SELECT DISTINCT lexeme FROM episodes e,
-                          unnest(tsvector_to_array(e.content_tsv)) AS lexeme
-                        WHERE {where} ORDER BY lexeme""",
-                    params,
-                ).fetchall()
-            ]
-            count_episodes(conn, where, params, -1)
+            uncount_episodes(conn, where, params)
             row = conn.execute(
                 f"""WITH gone AS (
                         DELETE FROM episodes e WHERE {where}
@@ -99,10 +90,6 @@ class PostgresLifecycle:
                 [*params, *params, ids, ids],
             ).fetchone()
             assert row is not None
-            # count_episodes locked these rows, in this order: no new lock is taken.
-            conn.execute(
-                "DELETE FROM text_lexemes WHERE lexeme = ANY(%s) AND documents <= 0", [lexemes]
-            )
             counts += DeleteCounts(
                 episodes=row[0],
                 versions=row[1],

@@ -34,6 +34,7 @@ from ..errors import (
 from ..types import Episode, EpisodeVersion, Scope, Session
 from . import sqlite_health as health
 from .dense_index import DenseIndex
+from .sqlite_archive import SQLiteArchive
 from .sqlite_facts import SQLiteFacts
 from .sqlite_lexical import SQLiteLexical
 from .sqlite_lifecycle import SQLiteLifecycle
@@ -64,7 +65,7 @@ def create_private_file(path: Path) -> None:
     os.close(descriptor)
 
 
-class SQLiteStore(SQLiteReads, SQLiteFacts, SQLiteLifecycle):
+class SQLiteStore(SQLiteReads, SQLiteFacts, SQLiteLifecycle, SQLiteArchive):
     """A Store backed by one SQLite file.
 
     Every public method turns a SQLite error into a typed one (``health.guarded``):
