@@ -36,6 +36,7 @@ from .types import (
     Page,
     Scope,
     Session,
+    Usage,
 )
 
 __version__ = "0.1.0"
@@ -56,6 +57,7 @@ __all__ = [
     "Scope",
     "Session",
     "DeleteCounts",
+    "Usage",
     "ForgetReport",
     "AnamnesisError",
     "InvalidInputError",

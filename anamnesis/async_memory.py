@@ -41,6 +41,7 @@ from .types import (
     ForgetReport,
     Hit,
     Page,
+    Usage,
 )
 
 T = TypeVar("T")
@@ -315,6 +316,23 @@ class AsyncMemory:
             event_after=event_after,
             event_before=event_before,
             containing=containing,
+        )
+
+    async def usage(
+        self,
+        episode_ids: Sequence[str] | str,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        session_id: str | None = None,
+    ) -> dict[str, Usage]:
+        """``Memory.usage``, run on the writer thread (it writes pending counts first)."""
+        return await self._write(
+            self._memory.usage,
+            episode_ids,
+            user_id=user_id,
+            agent_id=agent_id,
+            session_id=session_id,
         )
 
     async def search(

@@ -47,6 +47,7 @@ from .types import (
     Scope,
     Session,
 )
+from .usage import UsageLog
 
 #: Messages embedded and written per transaction by ``add_many``.
 WRITE_BATCH = 512
@@ -147,6 +148,7 @@ class Memory(ReadVerbs, FactVerbs, LifecycleVerbs):
         except AnamnesisError:
             self._store.close()
             raise
+        self._usage = UsageLog(self._store)
         self._closed = False
         self._close_lock = threading.Lock()
         self._warm_thread: threading.Thread | None = None
@@ -186,6 +188,7 @@ class Memory(ReadVerbs, FactVerbs, LifecycleVerbs):
         if self._warm_thread is not None and self._warm_thread is not threading.current_thread():
             self._warm_thread.join()
         self._stop_consolidation()
+        self._usage.close()
         self._retriever.resources.close()
         self._store.close()
         _OPEN_MEMORIES.discard(self)
@@ -413,9 +416,7 @@ class Memory(ReadVerbs, FactVerbs, LifecycleVerbs):
         """Change an episode's content and/or metadata; the prior version is kept
         (``history`` shows it). To erase the old text, ``forget`` the episode."""
         scope = self._scope(user_id, agent_id, session_id)
-        current = self.get(
-            episode_id, user_id=scope.user_id, agent_id=scope.agent_id, session_id=scope.session_id
-        )
+        current = self._fetch(episode_id, scope)
         new_content = check_text(content) if content is not None else current.content
         new_metadata = check_metadata(metadata) if metadata is not None else current.metadata
         new_hash = content_hash(new_content, current.speaker)

@@ -12,7 +12,8 @@ from datetime import UTC, datetime
 from .errors import InvalidInputError
 from .ingest.normalise import check_episode_id, check_id, check_text, parse_time
 from .store.base import Selection, Store
-from .types import ForgetReport, Scope
+from .types import ForgetReport, Scope, Usage
+from .usage import UsageLog
 
 #: Episode ids one ``forget`` call may name.
 MAX_FORGET_IDS = 100_000
@@ -22,6 +23,7 @@ class LifecycleVerbs:
     """Erasure of episodes and of everything derived from them."""
 
     _store: Store
+    _usage: UsageLog
 
     def _scope(self, user_id: str | None, agent_id: str | None, session_id: str | None) -> Scope:
         raise NotImplementedError  # pragma: no cover - provided by Memory
@@ -100,6 +102,22 @@ class LifecycleVerbs:
             episode_ids, user_id, agent_id, session_id, event_after, event_before, containing
         )
         return self._store.restore(scope, selection)
+
+    def usage(
+        self,
+        episode_ids: Sequence[str] | str,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        session_id: str | None = None,
+    ) -> dict[str, Usage]:
+        """How often each episode (of the scope, hot or archived) was retrieved by a
+        search and read by ``get``, and when last; episodes never used are left out.
+        Counts still pending in memory are written first."""
+        ids = _episode_ids(episode_ids) or ()
+        scope = self._scope(user_id, agent_id, session_id)
+        self._usage.flush()
+        return self._store.usage(ids, scope)
 
     def _selection(
         self,

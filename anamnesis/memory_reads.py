@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from .context import DEFAULT_BUDGET_TOKENS, DEFAULT_NEIGHBOUR_HITS, assemble, facts_of
@@ -35,6 +35,7 @@ from .types import (
     Page,
     Scope,
 )
+from .usage import UsageLog
 
 #: Upper bound on ``limit`` for search and listing.
 MAX_LIMIT = 1000
@@ -50,6 +51,7 @@ class ReadVerbs:
     _embedder: Embedder
     _retriever: Retriever
     _tokens: TokenCounter | None
+    _usage: UsageLog
 
     def _scope(self, user_id: str | None, agent_id: str | None, session_id: str | None) -> Scope:
         raise NotImplementedError  # pragma: no cover - provided by Memory
@@ -89,15 +91,16 @@ class ReadVerbs:
         if not isinstance(include_archive, bool):
             raise InvalidInputError("include_archive must be True or False")
         hits = self._retriever.search(query, scope, search_filters, limit, explain, when)
-        if not include_archive:
-            return hits
-        archived = rank_archived(
-            self._store.iter_archived(scope, search_filters),
-            self._embedder.embed_query(query),
-            search_terms(query),
-            limit,
-        )
-        return merge_archived(hits, archived, limit)
+        if include_archive:
+            archived = rank_archived(
+                self._store.iter_archived(scope, search_filters),
+                self._embedder.embed_query(query),
+                search_terms(query),
+                limit,
+            )
+            hits = merge_archived(hits, archived, limit)
+        self._usage.retrieved(scope.user_id, (h.episode.id for h in hits), datetime.now(UTC))
+        return hits
 
     def analyse(self, query: str, *, now: datetime | str | float | None = None) -> QueryAnalysis:
         """How ``search`` reads ``query`` asked at ``now`` (default: the present).
@@ -139,6 +142,7 @@ class ReadVerbs:
         scope = self._scope(user_id, agent_id, session_id)
         when = parse_time(now, "now")
         hits = self._retriever.search(query, scope, to_filters(filters), limit, False, when)
+        self._usage.retrieved(scope.user_id, (h.episode.id for h in hits), datetime.now(UTC))
         if self._tokens is None:
             self._tokens = TokenCounter()
         return assemble(
@@ -159,11 +163,16 @@ class ReadVerbs:
         agent_id: str | None = None,
         session_id: str | None = None,
     ) -> Episode:
-        """One episode by id; NotFoundError if it is not in the scope."""
+        """One episode by id; NotFoundError if it is not in the scope (or archived).
+        Counted as a read in the episode's usage (``usage``)."""
+        scope = self._scope(user_id, agent_id, session_id)
+        episode = self._fetch(episode_id, scope)
+        self._usage.read(scope.user_id, episode.id, datetime.now(UTC))
+        return episode
 
-        found = self._store.get_episodes(
-            [check_episode_id(episode_id)], self._scope(user_id, agent_id, session_id)
-        )
+    def _fetch(self, episode_id: str, scope: Scope) -> Episode:
+        """One episode by id, without counting a read."""
+        found = self._store.get_episodes([check_episode_id(episode_id)], scope)
         if not found:
             raise NotFoundError(f"no episode {episode_id!r} in this scope")
         return found[0]
@@ -201,9 +210,7 @@ class ReadVerbs:
     ) -> list[EpisodeVersion]:
         """Every version of an episode, oldest first, ending with the current one."""
         scope = self._scope(user_id, agent_id, session_id)
-        current = self.get(
-            episode_id, user_id=scope.user_id, agent_id=scope.agent_id, session_id=scope.session_id
-        )
+        current = self._fetch(episode_id, scope)
         prior = self._store.episode_versions(episode_id, scope)
         changed = prior[-1].changed_at if prior else current.recorded_at
         return [

@@ -177,6 +177,20 @@ class DeleteCounts:
 
 
 @dataclass(frozen=True, slots=True)
+class Usage:
+    """How an episode has been used: ``retrieved`` is how many searches returned it
+    (and ``last_retrieved_at`` the latest), ``read`` how many times ``get`` read it
+    (and ``last_read_at``). The two are counted apart, as MemX does: being read by id
+    says nothing of how well a search finds an episode."""
+
+    episode_id: str
+    retrieved: int = 0
+    last_retrieved_at: datetime | None = None
+    read: int = 0
+    last_read_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ForgetReport:
     """What ``Memory.forget`` removed, or with ``dry_run`` would remove.
 

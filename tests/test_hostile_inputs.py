@@ -65,7 +65,7 @@ KEYWORDS = (
 VERBS = (
     "add", "add_many", "search", "context", "get", "get_all", "update", "history",
     "delete", "delete_all", "facts", "fact_history", "stats", "analyse", "consolidate",
-    "forget", "archive", "restore",
+    "forget", "archive", "restore", "usage",
 )  # fmt: skip
 
 

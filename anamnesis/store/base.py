@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ..types import DeleteCounts, Episode, EpisodeVersion, Fact, Scope, Session
+from ..types import DeleteCounts, Episode, EpisodeVersion, Fact, Scope, Session, Usage
 from .episode_times import EpisodeTimes, TimeRange
 
 #: The schema version this code writes. Migrations move older stores forward.
@@ -329,6 +329,17 @@ class Store(Protocol):
         self, scope: Scope, filters: Filters, batch_size: int = 1000
     ) -> Iterator[tuple[Episode, np.ndarray | None]]:
         """The archived episodes of ``scope`` that pass ``filters``, with their vectors."""
+        ...
+
+    def record_usage(self, deltas: Sequence[Any]) -> None:
+        """Add a batch of usage counts (``anamnesis.usage.UsageDelta``) in one
+        transaction, without making any reader wait; counts of episodes that no longer
+        exist are dropped."""
+        ...
+
+    def usage(self, episode_ids: Sequence[str], scope: Scope) -> dict[str, Usage]:
+        """The usage counters of the episodes of ``scope`` (hot or archived) among
+        ``episode_ids`` that have any, by id."""
         ...
 
     def replace_vectors(self, vectors: dict[str, np.ndarray]) -> None:

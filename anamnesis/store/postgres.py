@@ -62,6 +62,7 @@ from .postgres_schema import (
     scope_vector_index,
     time_rows,
 )
+from .postgres_usage import PostgresUsage
 from .postgres_vector import register_vector
 
 #: Written into the meta table so that a foreign schema is recognised as such.
@@ -77,7 +78,9 @@ DEFAULT_TIMEOUT = 30.0
 _SQLSTATE_LOCK_TIMEOUTS = {"55P03", "40P01", "57014"}  # lock_not_available, deadlock, cancel
 
 
-class PostgresStore(PostgresReads, PostgresFacts, PostgresLifecycle, PostgresArchive):
+class PostgresStore(
+    PostgresReads, PostgresFacts, PostgresLifecycle, PostgresArchive, PostgresUsage
+):
     """A Store backed by a PostgreSQL database with the pgvector extension."""
 
     backend = "postgres"

@@ -48,6 +48,7 @@ from .sqlite_sql import (
     scope_terms,
     to_epoch,
 )
+from .sqlite_usage import SQLiteUsage
 
 #: Seconds a writer waits for another process's lock before StoreLockedError.
 DEFAULT_BUSY_TIMEOUT = 10.0
@@ -65,7 +66,7 @@ def create_private_file(path: Path) -> None:
     os.close(descriptor)
 
 
-class SQLiteStore(SQLiteReads, SQLiteFacts, SQLiteLifecycle, SQLiteArchive):
+class SQLiteStore(SQLiteReads, SQLiteFacts, SQLiteLifecycle, SQLiteArchive, SQLiteUsage):
     """A Store backed by one SQLite file.
 
     Every public method turns a SQLite error into a typed one (``health.guarded``):
@@ -86,6 +87,9 @@ class SQLiteStore(SQLiteReads, SQLiteFacts, SQLiteLifecycle, SQLiteArchive):
         self.path = Path(path)
         self.dim = dim
         self._lock = threading.RLock()
+        self._busy_timeout = busy_timeout
+        self._usage_conn = None
+        self._usage_lock = threading.Lock()
         self._dense = DenseIndex(dim)
         self._dense_loaded = False
         self._dense_epoch: str | None = None
@@ -284,6 +288,7 @@ class SQLiteStore(SQLiteReads, SQLiteFacts, SQLiteLifecycle, SQLiteArchive):
             conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
 
     def close(self) -> None:
+        self._close_usage()
         with self._lock:
             self._lexical.close()
             if self._conn is not None:
