@@ -6,6 +6,7 @@ from . import offline  # noqa: F401  (first: switches telemetry off before onnxr
 # isort: on
 from .async_memory import AsyncMemory
 from .config import SearchConfig
+from .decay import DecayPolicy
 from .errors import (
     AnamnesisError,
     BackendUnavailableError,
@@ -45,6 +46,7 @@ __all__ = [
     "Memory",
     "AsyncMemory",
     "SearchConfig",
+    "DecayPolicy",
     "Filters",
     "Episode",
     "EpisodeVersion",

@@ -23,6 +23,7 @@ from datetime import datetime
 from typing import IO, Any, TypeVar
 
 from .config import DEFAULT_USER, SearchConfig
+from .decay import DecayPolicy
 from .embed import Embedder
 from .errors import InvalidInputError
 from .facts.types import ConsolidationReport
@@ -333,6 +334,48 @@ class AsyncMemory:
             user_id=user_id,
             agent_id=agent_id,
             session_id=session_id,
+        )
+
+    async def strength(
+        self,
+        episode_ids: Sequence[str] | str,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        session_id: str | None = None,
+        now: datetime | str | float | None = None,
+        policy: DecayPolicy | None = None,
+    ) -> dict[str, float]:
+        """``Memory.strength``, run on the writer thread (it writes pending counts first)."""
+        return await self._write(
+            self._memory.strength,
+            episode_ids,
+            user_id=user_id,
+            agent_id=agent_id,
+            session_id=session_id,
+            now=now,
+            policy=policy,
+        )
+
+    async def decay(
+        self,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        session_id: str | None = None,
+        now: datetime | str | float | None = None,
+        policy: DecayPolicy | None = None,
+        dry_run: bool = False,
+    ) -> list[str]:
+        """``Memory.decay``, run on the writer thread."""
+        return await self._write(
+            self._memory.decay,
+            user_id=user_id,
+            agent_id=agent_id,
+            session_id=session_id,
+            now=now,
+            policy=policy,
+            dry_run=dry_run,
         )
 
     async def search(

@@ -1,4 +1,4 @@
-"""The lifecycle verbs of Memory: forget, archive, restore.
+"""The lifecycle verbs of Memory: forget, archive, restore, usage, strength, decay.
 
 Mixed into ``Memory``; kept apart so the facade stays readable. Scope is checked by
 ``Memory._scope`` and enforced by the store in SQL.
@@ -9,14 +9,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
+from .decay import DEFAULT_DECAY, DecayPolicy, episode_strength
 from .errors import InvalidInputError
 from .ingest.normalise import check_episode_id, check_id, check_text, parse_time
 from .store.base import Selection, Store
-from .types import ForgetReport, Scope, Usage
+from .types import Episode, ForgetReport, Scope, Usage
 from .usage import UsageLog
 
 #: Episode ids one ``forget`` call may name.
 MAX_FORGET_IDS = 100_000
+#: Episodes ``decay`` reads per page.
+DECAY_PAGE = 1000
 
 
 class LifecycleVerbs:
@@ -119,6 +122,65 @@ class LifecycleVerbs:
         self._usage.flush()
         return self._store.usage(ids, scope)
 
+    def strength(
+        self,
+        episode_ids: Sequence[str] | str,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        session_id: str | None = None,
+        now: datetime | str | float | None = None,
+        policy: DecayPolicy | None = None,
+    ) -> dict[str, float]:
+        """The strength at ``now`` (default: the present) of each hot episode of the
+        scope among ``episode_ids``, on the forgetting curve of ``anamnesis.decay``."""
+        ids = list(_episode_ids(episode_ids) or ())
+        scope = self._scope(user_id, agent_id, session_id)
+        return self._strengths(self._store.get_episodes(ids, scope), scope, now, policy)
+
+    def decay(
+        self,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        session_id: str | None = None,
+        now: datetime | str | float | None = None,
+        policy: DecayPolicy | None = None,
+        dry_run: bool = False,
+    ) -> list[str]:
+        """Archive the scope's episodes whose strength at ``now`` is below the policy's
+        threshold (``anamnesis.decay``; default 0.05); returns their ids. Never deletes:
+        ``restore`` brings them back. Nothing decays unless this is called.
+        ``user_id`` must be named; ``dry_run`` only lists them."""
+        if not isinstance(dry_run, bool):
+            raise InvalidInputError("dry_run must be True or False")
+        check_id(user_id, "user_id", required=True)
+        scope = self._scope(user_id, agent_id, session_id)
+        rule = _policy(policy)
+        weak: list[str] = []
+        offset: int | None = 0
+        while offset is not None:
+            page, total = self._store.list_episodes(scope, limit=DECAY_PAGE, offset=offset)
+            strengths = self._strengths(page, scope, now, rule)
+            weak += [i for i, value in strengths.items() if value < rule.archive_below]
+            offset = offset + len(page) if page and offset + len(page) < total else None
+        if dry_run or not weak:
+            return weak
+        return self._store.archive(scope, Selection(episode_ids=tuple(weak)), datetime.now(UTC))
+
+    def _strengths(
+        self,
+        episodes: Sequence[Episode],
+        scope: Scope,
+        now: datetime | str | float | None,
+        policy: DecayPolicy | None,
+    ) -> dict[str, float]:
+        when = parse_time(now, "now") or datetime.now(UTC)
+        rule = _policy(policy)
+        self._usage.flush()
+        used = self._store.usage([e.id for e in episodes], scope)
+        return {e.id: episode_strength(e, used.get(e.id), when, rule) for e in episodes}
+
     def _selection(
         self,
         episode_ids: object,
@@ -143,6 +205,14 @@ class LifecycleVerbs:
         if selection.is_whole_scope():
             check_id(user_id, "user_id", required=True)
         return self._scope(user_id, agent_id, session_id), selection
+
+
+def _policy(value: object) -> DecayPolicy:
+    if value is None:
+        return DEFAULT_DECAY
+    if not isinstance(value, DecayPolicy):
+        raise InvalidInputError(f"policy must be a DecayPolicy, not {type(value).__name__}")
+    return value
 
 
 def _episode_ids(value: object) -> tuple[str, ...] | None:

@@ -60,12 +60,12 @@ KEYWORDS = (
     "user_id", "agent_id", "session_id", "role", "speaker", "event_time", "metadata",
     "modality", "limit", "offset", "now", "as_of", "filters", "budget_tokens", "content",
     "subject", "predicate", "include_superseded", "explain", "event_after", "event_before",
-    "containing", "dry_run", "include_archive",
+    "containing", "dry_run", "include_archive", "policy",
 )  # fmt: skip
 VERBS = (
     "add", "add_many", "search", "context", "get", "get_all", "update", "history",
     "delete", "delete_all", "facts", "fact_history", "stats", "analyse", "consolidate",
-    "forget", "archive", "restore", "usage",
+    "forget", "archive", "restore", "usage", "strength", "decay",
 )  # fmt: skip
 
 
@@ -87,7 +87,9 @@ def _snapshot(memory: Memory) -> str:
 def _call(memory: Memory, verb: str, first: object, keywords: dict[str, object]) -> None:
     method = getattr(memory, verb)
     try:
-        if verb in ("stats", "facts", "consolidate", "get_all", "delete_all", "fact_history"):
+        if verb in (
+            "stats", "facts", "consolidate", "get_all", "delete_all", "fact_history", "decay",
+        ):  # fmt: skip
             method(**keywords)
         else:
             method(first, **keywords)
@@ -106,7 +108,7 @@ def _call(memory: Memory, verb: str, first: object, keywords: dict[str, object])
 )
 def test_every_verb_raises_only_typed_errors(memory: Memory, verb, first, keywords) -> None:
     writes = ("delete", "delete_all", "update", "add", "add_many", "consolidate", "forget")
-    if verb in (*writes, "archive", "restore"):
+    if verb in (*writes, "archive", "restore", "decay"):
         before = _snapshot(memory)
         try:
             _call(memory, verb, first, keywords)
