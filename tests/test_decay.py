@@ -92,3 +92,21 @@ def test_decay_needs_a_user_and_a_sound_policy(memory) -> None:
         memory.decay(user_id="ana", policy="fast")  # type: ignore[arg-type]
     with pytest.raises(Exception, match="user_id"):
         memory.decay()
+
+
+def test_cli_decay(tmp_path) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from anamnesis.cli import main
+
+    path = tmp_path / "m.db"
+    with Memory(path=path, embedder=EDGE, warm=False) as memory:
+        (episode,) = memory.add("an old note", user_id="ana")
+    later = (datetime.now(UTC) + timedelta(days=200)).isoformat()
+    base = ["--path", str(path), "--embedder", "edge", "decay", "--user", "ana", "--now", later]
+    dry = CliRunner().invoke(main, [*base, "--dry-run"])
+    assert json.loads(dry.output) == {"dry_run": True, "archived": [episode.id]}
+    done = CliRunner().invoke(main, base)
+    assert json.loads(done.output) == {"dry_run": False, "archived": [episode.id]}

@@ -66,6 +66,7 @@ for command in (
     lifecycle.forget,
     lifecycle.archive,
     lifecycle.restore,
+    lifecycle.decay,
     write.consolidate,
     read.facts,
     read.export,

@@ -88,3 +88,25 @@ def restore(ctx: click.Context, **options: Any) -> None:
     with handled():
         restored = open_memory(ctx, create=False).restore(ids, **arguments)
     click.echo(json.dumps({"restored": restored}))
+
+
+@click.command()
+@with_scope
+@click.option("--now", default=None, help="The moment strength is measured at (ISO; default now).")
+@click.option("--dry-run", is_flag=True, help="List what would be archived; change nothing.")
+@click.pass_context
+def decay(
+    ctx: click.Context,
+    user_id: str | None,
+    agent_id: str | None,
+    session_id: str | None,
+    now: str | None,
+    dry_run: bool,
+) -> None:
+    """Archive the episodes of --user whose strength has decayed below 0.05 (never
+    deletes; `restore` brings them back). Prints the ids as JSON."""
+    with handled():
+        ids = open_memory(ctx, create=False).decay(
+            user_id=user_id, agent_id=agent_id, session_id=session_id, now=now, dry_run=dry_run
+        )
+    click.echo(json.dumps({"dry_run": dry_run, "archived": ids}))
