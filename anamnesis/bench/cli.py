@@ -22,6 +22,7 @@ from rich.progress import (
 from ..cli_errors import handled
 from ..retrieve.filters import ABSTAIN_RULES
 from .abstention import THRESHOLDS
+from .lifecycle import lifecycle_command
 from .presets import BENCH_PRESETS
 from .qa import DEFAULT_QA_BUDGET
 from .runner import DEFAULT_DEPTH, BenchOptions
@@ -312,6 +313,7 @@ bench.add_command(
         "ndcg_any at turn and session level; abstention excluded.",
     )
 )
+bench.add_command(lifecycle_command)
 bench.add_command(
     dataset_command(
         "beam",
