@@ -507,7 +507,8 @@ class Memory(ReadVerbs, FactVerbs, LifecycleVerbs):
 
     # -- portability ---------------------------------------------------------------------------
     def export_jsonl(self, out: IO[str], *, user_id: str | None = None) -> int:
-        """Write the store (or one user's part) as JSONL that ``import_jsonl`` restores."""
+        """Write the store (or one user's part) as JSONL that ``import_jsonl`` restores.
+        Archived episodes are included (as episodes: an import brings them back hot)."""
         from .portable import export_jsonl
 
         return export_jsonl(self._store, self._embedder, out, user_id=user_id)

@@ -131,3 +131,20 @@ def test_cli_archive_search_restore(tmp_path) -> None:
     back = runner.invoke(main, [*base, "restore", "--user", "ana"])
     assert json.loads(back.output) == {"restored": [episode.id]}
     assert runner.invoke(main, [*base, "archive"]).exit_code == 2  # whole scope: name a user
+
+
+def test_export_includes_archived_episodes_with_their_versions(memory, tmp_path) -> None:
+    import io
+
+    (episode,) = memory.add("the first draft", user_id="ana")
+    memory.update(episode.id, content="the final text", user_id="ana")
+    memory.archive(user_id="ana")
+    out = io.StringIO()
+    assert memory.export_jsonl(out) == 1
+    with Memory(path=tmp_path / "copy.db", embedder=EDGE, warm=False) as copy:
+        copy.import_jsonl(out.getvalue().splitlines())
+        assert copy.get(episode.id, user_id="ana").content == "the final text"
+        assert [v.content for v in copy.history(episode.id, user_id="ana")] == [
+            "the first draft",
+            "the final text",
+        ]

@@ -326,9 +326,10 @@ class Store(Protocol):
         ...
 
     def iter_archived(
-        self, scope: Scope, filters: Filters, batch_size: int = 1000
+        self, scope: Scope | None, filters: Filters, batch_size: int = 1000
     ) -> Iterator[tuple[Episode, np.ndarray | None]]:
-        """The archived episodes of ``scope`` that pass ``filters``, with their vectors."""
+        """The archived episodes of ``scope`` (None: every scope, for export) that pass
+        ``filters``, with their vectors."""
         ...
 
     def record_usage(self, deltas: Sequence[Any]) -> None:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from ..errors import NotFoundError
 from ..types import DeleteCounts, Scope
 from .base import Selection, scope_clauses
 
@@ -87,3 +88,49 @@ POSTGRES_SELECTION = SelectionDialect(
     contains=lambda column: f"strpos({column}, %s) > 0",
     json_text=lambda column: f"{column}::text",
 )
+
+
+def drop_sessions(
+    conn: Any, found: Sequence[Sequence[Any]], whole_scope: Scope | None, mark: str
+) -> int:
+    """Remove the sessions of a whole scope, or those that the deleted episodes
+    (``(id, user_id, session_id)`` rows) left with no hot or archived episode."""
+    p = mark
+    if whole_scope is not None:
+        where, params = scope_clauses(
+            Scope(whole_scope.user_id, whole_scope.agent_id, None), "s", p
+        )
+        if whole_scope.session_id is not None:
+            where += f" AND s.id = {p}"
+            params.append(whole_scope.session_id)
+        return int(conn.execute(f"DELETE FROM sessions AS s WHERE {where}", params).rowcount)
+    emptied = sorted({(row[1], row[2]) for row in found if row[2] is not None})
+    return sum(
+        conn.execute(
+            f"""DELETE FROM sessions AS s WHERE s.user_id = {p} AND s.id = {p}
+                 AND NOT EXISTS (SELECT 1 FROM episodes e
+                                 WHERE e.user_id = {p} AND e.session_id = {p})
+                 AND NOT EXISTS (SELECT 1 FROM archived_episodes e
+                                 WHERE e.user_id = {p} AND e.session_id = {p})""",
+            (user_id, session_id, user_id, session_id, user_id, session_id),
+        ).rowcount
+        for user_id, session_id in emptied
+    )
+
+
+class DeleteVerbs:
+    """``delete_episode`` and ``delete_scope`` as the two simplest forgets."""
+
+    def forget(
+        self, scope: Scope, selection: Selection, *, dry_run: bool = False
+    ) -> tuple[list[str], DeleteCounts]:  # pragma: no cover - provided by each store
+        raise NotImplementedError
+
+    def delete_episode(self, episode_id: str, scope: Scope) -> DeleteCounts:
+        ids, counts = self.forget(scope, Selection(episode_ids=(episode_id,)))
+        if not ids:
+            raise NotFoundError(f"no episode {episode_id!r} in this scope")
+        return counts
+
+    def delete_scope(self, scope: Scope) -> DeleteCounts:
+        return self.forget(scope, Selection())[1]

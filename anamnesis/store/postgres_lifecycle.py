@@ -12,24 +12,21 @@ Mixed into ``PostgresStore``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
 import psycopg
 
-from ..errors import NotFoundError
 from ..types import DeleteCounts, Scope
 from .base import Selection
 from .facts_sql import FactSQL
-from .forget_sql import POSTGRES_SELECTION, RolledBack, selection_sql
+from .forget_sql import POSTGRES_SELECTION, DeleteVerbs, RolledBack, drop_sessions, selection_sql
 from .postgres_lexical import uncount_episodes
-from .postgres_query import scope_sql
 
 Conn = psycopg.Connection[Any]
 
 
-class PostgresLifecycle:
+class PostgresLifecycle(DeleteVerbs):
     """delete, delete_all and forget for ``PostgresStore``."""
 
     _facts: FactSQL
@@ -100,35 +97,9 @@ class PostgresLifecycle:
             )
         rows = [*found, *archived]
         counts += DeleteCounts(
-            sessions=self._drop_sessions(conn, rows, scope if whole_scope else None)
+            sessions=drop_sessions(conn, rows, scope if whole_scope else None, "%s")
         )
         return ids, counts
-
-    @staticmethod
-    def _drop_sessions(
-        conn: Conn, found: Sequence[Sequence[Any]], whole_scope: Scope | None
-    ) -> int:
-        """Remove the sessions of a whole scope, or those the deleted episodes left empty."""
-        if whole_scope is not None:
-            where, params = scope_sql(
-                Scope(whole_scope.user_id, whole_scope.agent_id, None), alias="s"
-            )
-            if whole_scope.session_id is not None:
-                where += " AND s.id = %s"
-                params.append(whole_scope.session_id)
-            return conn.execute(f"DELETE FROM sessions s WHERE {where}", params).rowcount
-        emptied = sorted({(row[1], row[2]) for row in found if row[2] is not None})
-        return sum(
-            conn.execute(
-                """DELETE FROM sessions s WHERE s.user_id = %s AND s.id = %s
-                     AND NOT EXISTS (SELECT 1 FROM episodes e
-                                     WHERE e.user_id = %s AND e.session_id = %s)
-                     AND NOT EXISTS (SELECT 1 FROM archived_episodes e
-                                     WHERE e.user_id = %s AND e.session_id = %s)""",
-                (user_id, session_id, user_id, session_id, user_id, session_id),
-            ).rowcount
-            for user_id, session_id in emptied
-        )
 
     def forget(
         self, scope: Scope, selection: Selection, *, dry_run: bool = False
@@ -141,12 +112,3 @@ class PostgresLifecycle:
         except RolledBack as rolled_back:
             return rolled_back.ids, rolled_back.counts
         return ids, counts
-
-    def delete_episode(self, episode_id: str, scope: Scope) -> DeleteCounts:
-        ids, counts = self.forget(scope, Selection(episode_ids=(episode_id,)))
-        if not ids:
-            raise NotFoundError(f"no episode {episode_id!r} in this scope")
-        return counts
-
-    def delete_scope(self, scope: Scope) -> DeleteCounts:
-        return self.forget(scope, Selection())[1]

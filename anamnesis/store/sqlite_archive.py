@@ -145,9 +145,9 @@ class SQLiteArchive:
         conn.executemany(INSERT_TIMES, time_rows(rowid, user, content, event_time))
 
     def iter_archived(
-        self, scope: Scope, filters: Filters, batch_size: int = 1000
+        self, scope: Scope | None, filters: Filters, batch_size: int = 1000
     ) -> Iterator[tuple[Episode, np.ndarray | None]]:
-        where, params = scope_sql(scope)
+        where, params = scope_sql(scope) if scope is not None else ("TRUE", [])
         narrow, narrow_params = filters_sql(filters)
         last = ""
         while True:

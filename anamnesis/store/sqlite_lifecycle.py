@@ -16,23 +16,20 @@ Mixed into ``SQLiteStore``.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
-from ..errors import NotFoundError
 from ..types import DeleteCounts, Scope
 from .base import Selection
 from .facts_sql import FactSQL
-from .forget_sql import SQLITE_SELECTION, RolledBack, selection_sql
+from .forget_sql import SQLITE_SELECTION, DeleteVerbs, RolledBack, drop_sessions, selection_sql
 from .sqlite_lexical import SQLiteLexical
-from .sqlite_sql import scope_sql
 
 #: The FTS5 tables whose segments must be merged for deleted words to leave them.
 FTS_TABLES = ("episodes_fts", "facts_fts")
 
 
-class SQLiteLifecycle:
+class SQLiteLifecycle(DeleteVerbs):
     """delete, delete_all and forget for ``SQLiteStore``."""
 
     _lock: Any
@@ -99,35 +96,11 @@ class SQLiteLifecycle:
                 usage=usage.rowcount,
             )
         counts += DeleteCounts(
-            sessions=self._drop_sessions(conn, [*found, *archived], scope if whole_scope else None)
+            sessions=drop_sessions(
+                conn, [r[1:] for r in [*found, *archived]], scope if whole_scope else None, "?"
+            )
         )
         return ids, counts, rowids
-
-    @staticmethod
-    def _drop_sessions(
-        conn: sqlite3.Connection, found: Sequence[Sequence[Any]], whole_scope: Scope | None
-    ) -> int:
-        """Remove the sessions of a whole scope, or those the deleted episodes left empty."""
-        if whole_scope is not None:
-            where, params = scope_sql(
-                Scope(whole_scope.user_id, whole_scope.agent_id, None), alias="s"
-            )
-            if whole_scope.session_id is not None:
-                where += " AND s.id = ?"
-                params.append(whole_scope.session_id)
-            return conn.execute(f"DELETE FROM sessions AS s WHERE {where}", params).rowcount
-        emptied = {(row[2], row[3]) for row in found if row[3] is not None}
-        return sum(
-            conn.execute(
-                """DELETE FROM sessions WHERE user_id = ? AND id = ?
-                     AND NOT EXISTS (SELECT 1 FROM episodes e
-                                     WHERE e.user_id = ? AND e.session_id = ?)
-                     AND NOT EXISTS (SELECT 1 FROM archived_episodes e
-                                     WHERE e.user_id = ? AND e.session_id = ?)""",
-                (user_id, session_id, user_id, session_id, user_id, session_id),
-            ).rowcount
-            for user_id, session_id in sorted(emptied)
-        )
 
     def forget(
         self, scope: Scope, selection: Selection, *, dry_run: bool = False
@@ -156,12 +129,3 @@ class SQLiteLifecycle:
         old page images it held (deleted text among them) are gone from disk."""
         with self._lock:
             self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
-
-    def delete_episode(self, episode_id: str, scope: Scope) -> DeleteCounts:
-        ids, counts = self.forget(scope, Selection(episode_ids=(episode_id,)))
-        if not ids:
-            raise NotFoundError(f"no episode {episode_id!r} in this scope")
-        return counts
-
-    def delete_scope(self, scope: Scope) -> DeleteCounts:
-        return self.forget(scope, Selection())[1]
