@@ -27,6 +27,7 @@ from .presets import BENCH_PRESETS
 from .qa import DEFAULT_QA_BUDGET
 from .runner import DEFAULT_DEPTH, BenchOptions
 from .scoring import DEFAULT_BUDGETS
+from .year import year_command
 
 console = Console()
 #: A finished (or interrupted) results folder, as ``bench report`` and ``abstention`` take.
@@ -314,6 +315,7 @@ bench.add_command(
     )
 )
 bench.add_command(lifecycle_command)
+bench.add_command(year_command)
 bench.add_command(
     dataset_command(
         "beam",

@@ -11,7 +11,8 @@ store builds in minutes). At each size:
   on a background thread, off the search path);
 - **forget**: one episode by id (the typical erasure), a batch of ids, a session, and
   a scan for an exact text, each timed end to end (the transaction with the FTS5
-  merge, then the WAL truncation), and the FTS5 merge alone, which dominates.
+  merge, then the WAL truncation); and one more episode's forget redone by hand,
+  phase by phase, to show where the time goes.
 """
 
 from __future__ import annotations
@@ -123,10 +124,7 @@ def _forget_costs(memory: Memory, db: Path, seed: int) -> dict[str, Any]:
     dry_ms = _ms(lambda: memory.forget(user_id=USER, containing=needle, dry_run=True))
     text_report: list[Any] = []
     text_ms = _ms(lambda: text_report.append(memory.forget(user_id=USER, containing=needle)))
-    with sqlite3.connect(db) as conn:
-        optimize_ms = _ms(
-            lambda: conn.execute("INSERT INTO episodes_fts (episodes_fts) VALUES ('optimize')")
-        )
+    phases = _forget_phases(db, store.get_episodes(rest[1:2], Scope(USER))[0].id)
     return {
         "one_episode_ms": statistics.median(singles),
         "one_episode_all_ms": singles,
@@ -138,7 +136,31 @@ def _forget_costs(memory: Memory, db: Path, seed: int) -> dict[str, Any]:
         "containing_scan_dry_run_ms": dry_ms,
         "containing_episodes": text_report[0].counts.episodes,
         "containing_ms": text_ms,
-        "fts_optimize_alone_ms": optimize_ms,
+        **phases,
+    }
+
+
+def _forget_phases(db: Path, episode_id: str) -> dict[str, float]:
+    """One episode's forget redone by hand on a connection of its own, phase by phase:
+    the deletes, the FTS5 merge of both indexes, the commit, the WAL truncation."""
+    conn = sqlite3.connect(db, isolation_level=None)
+    try:
+        conn.execute("PRAGMA secure_delete = ON")
+        conn.execute("BEGIN IMMEDIATE")
+        delete_ms = _ms(conn.execute, "DELETE FROM episodes WHERE id = ?", (episode_id,))
+        merge_ms = sum(
+            _ms(conn.execute, f"INSERT INTO {table} ({table}) VALUES ('optimize')")
+            for table in ("episodes_fts", "facts_fts")
+        )
+        commit_ms = _ms(conn.execute, "COMMIT")
+        checkpoint_ms = _ms(lambda: conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall())
+    finally:
+        conn.close()
+    return {
+        "phase_delete_ms": delete_ms,
+        "phase_fts_merge_ms": merge_ms,
+        "phase_commit_ms": commit_ms,
+        "phase_wal_truncate_ms": checkpoint_ms,
     }
 
 
@@ -201,7 +223,8 @@ def lifecycle_markdown(result: dict[str, Any], command: str) -> str:
     lines += [
         "",
         "| episodes | forget 1 episode ms | forget 1,000 ids ms (episodes/s) | forget a session "
-        "| forget by exact text (dry run) | FTS5 merge alone ms |",
+        "| forget by exact text (dry run) | one forget by phase: delete / FTS5 merge / commit "
+        "/ WAL truncate ms |",
         "|---|---|---|---|---|---|",
     ]
     for p in result["points"]:
@@ -211,7 +234,8 @@ def lifecycle_markdown(result: dict[str, Any], command: str) -> str:
             f"| {f['batch_1000_ms']:.0f} ({f['batch_episodes_per_second']:,.0f}) "
             f"| {f['session_ms']:.0f} ms ({f['session_episodes']} episodes) "
             f"| {f['containing_ms']:.0f} ms ({f['containing_scan_dry_run_ms']:.0f}) "
-            f"| {f['fts_optimize_alone_ms']:.0f} |"
+            f"| {f['phase_delete_ms']:.0f} / {f['phase_fts_merge_ms']:.0f} "
+            f"/ {f['phase_commit_ms']:.0f} / {f['phase_wal_truncate_ms']:.0f} |"
         )
     return "\n".join(lines)
 
