@@ -6,6 +6,7 @@ from . import offline  # noqa: F401  (first: switches telemetry off before onnxr
 # isort: on
 from .async_memory import AsyncMemory
 from .config import SearchConfig
+from .decay import DecayPolicy
 from .errors import (
     AnamnesisError,
     BackendUnavailableError,
@@ -31,10 +32,12 @@ from .types import (
     Episode,
     EpisodeVersion,
     Fact,
+    ForgetReport,
     Hit,
     Page,
     Scope,
     Session,
+    Usage,
 )
 from .version import __version__ as __version__
 
@@ -57,6 +60,7 @@ __all__ = [
     "Memory",
     "AsyncMemory",
     "SearchConfig",
+    "DecayPolicy",
     "Filters",
     "Episode",
     "EpisodeVersion",
@@ -69,6 +73,8 @@ __all__ = [
     "Scope",
     "Session",
     "DeleteCounts",
+    "Usage",
+    "ForgetReport",
     "AnamnesisError",
     "InvalidInputError",
     "ScopeError",

@@ -23,6 +23,7 @@ from datetime import datetime
 from typing import IO, Any, TypeVar
 
 from .config import DEFAULT_USER, SearchConfig
+from .decay import DecayPolicy
 from .embed import Embedder
 from .errors import InvalidInputError
 from .facts.types import ConsolidationReport
@@ -31,7 +32,18 @@ from .llm import ChatClient
 from .memory import Memory, ProgressCallback
 from .retrieve.analysis import QueryAnalysis
 from .store.base import Filters, Store
-from .types import Context, ContextFact, DeleteCounts, Episode, EpisodeVersion, Fact, Hit, Page
+from .types import (
+    Context,
+    ContextFact,
+    DeleteCounts,
+    Episode,
+    EpisodeVersion,
+    Fact,
+    ForgetReport,
+    Hit,
+    Page,
+    Usage,
+)
 
 T = TypeVar("T")
 #: Reader threads when none is named: searches embed the question and rank on the CPU.
@@ -236,6 +248,136 @@ class AsyncMemory:
             self._memory.delete_all, user_id=user_id, agent_id=agent_id, session_id=session_id
         )
 
+    async def forget(
+        self,
+        episode_ids: Sequence[str] | str | None = None,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        session_id: str | None = None,
+        event_after: datetime | str | float | None = None,
+        event_before: datetime | str | float | None = None,
+        containing: str | None = None,
+        dry_run: bool = False,
+    ) -> ForgetReport:
+        """``Memory.forget``, run on the writer thread."""
+        return await self._write(
+            self._memory.forget,
+            episode_ids,
+            user_id=user_id,
+            agent_id=agent_id,
+            session_id=session_id,
+            event_after=event_after,
+            event_before=event_before,
+            containing=containing,
+            dry_run=dry_run,
+        )
+
+    async def archive(
+        self,
+        episode_ids: Sequence[str] | str | None = None,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        session_id: str | None = None,
+        event_after: datetime | str | float | None = None,
+        event_before: datetime | str | float | None = None,
+        containing: str | None = None,
+    ) -> list[str]:
+        """``Memory.archive``, run on the writer thread."""
+        return await self._write(
+            self._memory.archive,
+            episode_ids,
+            user_id=user_id,
+            agent_id=agent_id,
+            session_id=session_id,
+            event_after=event_after,
+            event_before=event_before,
+            containing=containing,
+        )
+
+    async def restore(
+        self,
+        episode_ids: Sequence[str] | str | None = None,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        session_id: str | None = None,
+        event_after: datetime | str | float | None = None,
+        event_before: datetime | str | float | None = None,
+        containing: str | None = None,
+    ) -> list[str]:
+        """``Memory.restore``, run on the writer thread."""
+        return await self._write(
+            self._memory.restore,
+            episode_ids,
+            user_id=user_id,
+            agent_id=agent_id,
+            session_id=session_id,
+            event_after=event_after,
+            event_before=event_before,
+            containing=containing,
+        )
+
+    async def usage(
+        self,
+        episode_ids: Sequence[str] | str,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        session_id: str | None = None,
+    ) -> dict[str, Usage]:
+        """``Memory.usage``, run on the writer thread (it writes pending counts first)."""
+        return await self._write(
+            self._memory.usage,
+            episode_ids,
+            user_id=user_id,
+            agent_id=agent_id,
+            session_id=session_id,
+        )
+
+    async def strength(
+        self,
+        episode_ids: Sequence[str] | str,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        session_id: str | None = None,
+        now: datetime | str | float | None = None,
+        policy: DecayPolicy | None = None,
+    ) -> dict[str, float]:
+        """``Memory.strength``, run on the writer thread (it writes pending counts first)."""
+        return await self._write(
+            self._memory.strength,
+            episode_ids,
+            user_id=user_id,
+            agent_id=agent_id,
+            session_id=session_id,
+            now=now,
+            policy=policy,
+        )
+
+    async def decay(
+        self,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        session_id: str | None = None,
+        now: datetime | str | float | None = None,
+        policy: DecayPolicy | None = None,
+        dry_run: bool = False,
+    ) -> list[str]:
+        """``Memory.decay``, run on the writer thread."""
+        return await self._write(
+            self._memory.decay,
+            user_id=user_id,
+            agent_id=agent_id,
+            session_id=session_id,
+            now=now,
+            policy=policy,
+            dry_run=dry_run,
+        )
+
     async def search(
         self,
         query: str,
@@ -248,6 +390,7 @@ class AsyncMemory:
         explain: bool = False,
         now: datetime | str | float | None = None,
         as_of: datetime | str | float | None = None,
+        include_archive: bool = False,
     ) -> list[Hit]:
         """``Memory.search``, run on a reader thread."""
         return await self._read(
@@ -261,6 +404,7 @@ class AsyncMemory:
             explain=explain,
             now=now,
             as_of=as_of,
+            include_archive=include_archive,
         )
 
     async def analyse(

@@ -35,6 +35,7 @@ from .ingest.normalise import (
 )
 from .llm import ChatClient
 from .memory_facts import FactVerbs
+from .memory_lifecycle import LifecycleVerbs
 from .memory_reads import ReadVerbs
 from .retrieve.pipeline import Retriever
 from .store.base import Store
@@ -46,6 +47,7 @@ from .types import (
     Scope,
     Session,
 )
+from .usage import UsageLog
 
 #: Messages embedded and written per transaction by ``add_many``.
 WRITE_BATCH = 512
@@ -89,7 +91,7 @@ def _open_store(
     return SQLiteStore(file, dim=dim)
 
 
-class Memory(ReadVerbs, FactVerbs):
+class Memory(ReadVerbs, FactVerbs, LifecycleVerbs):
     """Long-term memory for an agent: verbatim episodes with hybrid recall.
 
     >>> with Memory(path="agent.db") as memory:                      # doctest: +SKIP
@@ -146,6 +148,7 @@ class Memory(ReadVerbs, FactVerbs):
         except AnamnesisError:
             self._store.close()
             raise
+        self._usage = UsageLog(self._store)
         self._closed = False
         self._close_lock = threading.Lock()
         self._warm_thread: threading.Thread | None = None
@@ -185,6 +188,7 @@ class Memory(ReadVerbs, FactVerbs):
         if self._warm_thread is not None and self._warm_thread is not threading.current_thread():
             self._warm_thread.join()
         self._stop_consolidation()
+        self._usage.close()
         self._retriever.resources.close()
         self._store.close()
         _OPEN_MEMORIES.discard(self)
@@ -409,11 +413,10 @@ class Memory(ReadVerbs, FactVerbs):
         agent_id: str | None = None,
         session_id: str | None = None,
     ) -> Episode:
-        """Change an episode's content and/or metadata; the prior version is kept."""
+        """Change an episode's content and/or metadata; the prior version is kept
+        (``history`` shows it). To erase the old text, ``forget`` the episode."""
         scope = self._scope(user_id, agent_id, session_id)
-        current = self.get(
-            episode_id, user_id=scope.user_id, agent_id=scope.agent_id, session_id=scope.session_id
-        )
+        current = self._fetch(episode_id, scope)
         new_content = check_text(content) if content is not None else current.content
         new_metadata = check_metadata(metadata) if metadata is not None else current.metadata
         new_hash = content_hash(new_content, current.speaker)
@@ -440,7 +443,9 @@ class Memory(ReadVerbs, FactVerbs):
         agent_id: str | None = None,
         session_id: str | None = None,
     ) -> DeleteCounts:
-        """Delete one episode with its index rows and prior versions."""
+        """Delete one episode with its index rows, prior versions, resolved times, the
+        facts only it supports, and its session if it was the last one there. Like
+        ``forget``, it leaves none of the episode's text in the store."""
         return self._store.delete_episode(
             check_episode_id(episode_id), self._scope(user_id, agent_id, session_id)
         )
@@ -452,7 +457,9 @@ class Memory(ReadVerbs, FactVerbs):
         agent_id: str | None = None,
         session_id: str | None = None,
     ) -> DeleteCounts:
-        """Delete everything in a scope (``user_id`` must be named), in one transaction."""
+        """Delete everything in a scope (``user_id`` must be named), in one transaction:
+        episodes, versions, index rows, sessions, and (for a user or agent scope) its
+        facts. ``forget`` with no condition does the same."""
         scope = Scope(
             user_id=check_id(user_id, "user_id", required=True) or "",
             agent_id=check_id(agent_id, "agent_id"),
@@ -500,7 +507,8 @@ class Memory(ReadVerbs, FactVerbs):
 
     # -- portability ---------------------------------------------------------------------------
     def export_jsonl(self, out: IO[str], *, user_id: str | None = None) -> int:
-        """Write the store (or one user's part) as JSONL that ``import_jsonl`` restores."""
+        """Write the store (or one user's part) as JSONL that ``import_jsonl`` restores.
+        Archived episodes are included (as episodes: an import brings them back hot)."""
         from .portable import export_jsonl
 
         return export_jsonl(self._store, self._embedder, out, user_id=user_id)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from .context import DEFAULT_BUDGET_TOKENS, DEFAULT_NEIGHBOUR_HITS, assemble, facts_of
@@ -21,7 +21,9 @@ from .ingest.normalise import (
     parse_time,
 )
 from .retrieve.analysis import QueryAnalysis, analyse
+from .retrieve.archive import merge_archived, rank_archived
 from .retrieve.pipeline import Retriever
+from .retrieve.query import search_terms
 from .store.base import Filters, Store
 from .tokens import TokenCounter
 from .types import (
@@ -33,6 +35,7 @@ from .types import (
     Page,
     Scope,
 )
+from .usage import UsageLog
 
 #: Upper bound on ``limit`` for search and listing.
 MAX_LIMIT = 1000
@@ -48,6 +51,7 @@ class ReadVerbs:
     _embedder: Embedder
     _retriever: Retriever
     _tokens: TokenCounter | None
+    _usage: UsageLog
 
     def _scope(self, user_id: str | None, agent_id: str | None, session_id: str | None) -> Scope:
         raise NotImplementedError  # pragma: no cover - provided by Memory
@@ -64,6 +68,7 @@ class ReadVerbs:
         explain: bool = False,
         now: datetime | str | float | None = None,
         as_of: datetime | str | float | None = None,
+        include_archive: bool = False,
     ) -> list[Hit]:
         """The episodes that best answer ``query``, with their neighbouring turns.
 
@@ -72,7 +77,9 @@ class ReadVerbs:
         against it. ``as_of`` searches the memory as it stood at that moment: episodes
         recorded after it are invisible (``Filters.recorded_before``). With
         ``explain=True`` each hit says how every channel ranked it and carries the
-        question's analysis (see ``analyse``).
+        question's analysis (see ``analyse``). ``include_archive=True`` also searches
+        the archived episodes (``archive``), a slower scan fused with the hits by
+        reciprocal rank; archived hits carry an ``archive`` channel.
         """
         query = check_text(query, "query")
         _check_limit(limit)
@@ -81,7 +88,19 @@ class ReadVerbs:
         if as_of is not None:
             search_filters = replace(search_filters, recorded_before=parse_time(as_of, "as_of"))
         when = parse_time(now, "now") if now is not None else search_filters.recorded_before
-        return self._retriever.search(query, scope, search_filters, limit, explain, when)
+        if not isinstance(include_archive, bool):
+            raise InvalidInputError("include_archive must be True or False")
+        hits = self._retriever.search(query, scope, search_filters, limit, explain, when)
+        if include_archive:
+            archived = rank_archived(
+                self._store.iter_archived(scope, search_filters),
+                self._embedder.embed_query(query),
+                search_terms(query),
+                limit,
+            )
+            hits = merge_archived(hits, archived, limit)
+        self._usage.retrieved(scope.user_id, (h.episode.id for h in hits), datetime.now(UTC))
+        return hits
 
     def analyse(self, query: str, *, now: datetime | str | float | None = None) -> QueryAnalysis:
         """How ``search`` reads ``query`` asked at ``now`` (default: the present).
@@ -123,6 +142,7 @@ class ReadVerbs:
         scope = self._scope(user_id, agent_id, session_id)
         when = parse_time(now, "now")
         hits = self._retriever.search(query, scope, to_filters(filters), limit, False, when)
+        self._usage.retrieved(scope.user_id, (h.episode.id for h in hits), datetime.now(UTC))
         if self._tokens is None:
             self._tokens = TokenCounter()
         return assemble(
@@ -143,11 +163,16 @@ class ReadVerbs:
         agent_id: str | None = None,
         session_id: str | None = None,
     ) -> Episode:
-        """One episode by id; NotFoundError if it is not in the scope."""
+        """One episode by id; NotFoundError if it is not in the scope (or archived).
+        Counted as a read in the episode's usage (``usage``)."""
+        scope = self._scope(user_id, agent_id, session_id)
+        episode = self._fetch(episode_id, scope)
+        self._usage.read(scope.user_id, episode.id, datetime.now(UTC))
+        return episode
 
-        found = self._store.get_episodes(
-            [check_episode_id(episode_id)], self._scope(user_id, agent_id, session_id)
-        )
+    def _fetch(self, episode_id: str, scope: Scope) -> Episode:
+        """One episode by id, without counting a read."""
+        found = self._store.get_episodes([check_episode_id(episode_id)], scope)
         if not found:
             raise NotFoundError(f"no episode {episode_id!r} in this scope")
         return found[0]
@@ -185,9 +210,7 @@ class ReadVerbs:
     ) -> list[EpisodeVersion]:
         """Every version of an episode, oldest first, ending with the current one."""
         scope = self._scope(user_id, agent_id, session_id)
-        current = self.get(
-            episode_id, user_id=scope.user_id, agent_id=scope.agent_id, session_id=scope.session_id
-        )
+        current = self._fetch(episode_id, scope)
         prior = self._store.episode_versions(episode_id, scope)
         changed = prior[-1].changed_at if prior else current.recorded_at
         return [

@@ -15,6 +15,7 @@ the end; SQLiteStore refreshes its planner statistics afterwards).
 from __future__ import annotations
 
 import base64
+import itertools
 import json
 from collections.abc import Callable, Iterable
 from contextlib import ExitStack
@@ -40,7 +41,7 @@ from .ingest.normalise import (
     parse_time,
     require_time,
 )
-from .store.base import FactChanges, Store
+from .store.base import FactChanges, Filters, Store
 from .types import Episode, EpisodeVersion, Fact, Scope, Session
 
 FORMAT = "anamnesis-export"
@@ -94,7 +95,9 @@ def export_jsonl(
             + "\n"
         )
     count = 0
-    for episode, vector in store.iter_episodes():
+    # Archived episodes are written as episodes: an import brings them back hot.
+    archived = store.iter_archived(Scope(user_id) if user_id is not None else None, Filters())
+    for episode, vector in itertools.chain(store.iter_episodes(), archived):
         if user_id is not None and episode.user_id != user_id:
             continue
         versions = store.episode_versions(episode.id, Scope(episode.user_id))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any, Literal
 
@@ -146,7 +146,14 @@ class Page:
 
 @dataclass(frozen=True, slots=True)
 class DeleteCounts:
-    """What a delete removed, table by table (``times``: resolved time mentions)."""
+    """What a delete or forget removed, table by table.
+
+    ``times``: resolved time mentions; ``sources``: provenance links from facts to the
+    removed episodes (a fact that keeps another source stays, without the link);
+    ``facts``: facts left with no source, removed; ``consolidated``: the marks saying
+    consolidation had read an episode; ``archived``: archived episodes; ``usage``: their
+    usage counters.
+    """
 
     episodes: int = 0
     versions: int = 0
@@ -154,16 +161,47 @@ class DeleteCounts:
     sessions: int = 0
     times: int = 0
     facts: int = 0
+    sources: int = 0
+    consolidated: int = 0
+    archived: int = 0
+    usage: int = 0
 
     def __add__(self, other: DeleteCounts) -> DeleteCounts:
         return DeleteCounts(
-            self.episodes + other.episodes,
-            self.versions + other.versions,
-            self.vectors + other.vectors,
-            self.sessions + other.sessions,
-            self.times + other.times,
-            self.facts + other.facts,
+            *(getattr(self, f.name) + getattr(other, f.name) for f in fields(DeleteCounts))
         )
+
+    def to_dict(self) -> dict[str, int]:
+        """The counts by table name."""
+        return {f.name: getattr(self, f.name) for f in fields(DeleteCounts)}
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """How an episode has been used: ``retrieved`` is how many searches returned it
+    (and ``last_retrieved_at`` the latest), ``read`` how many times ``get`` read it
+    (and ``last_read_at``). The two are counted apart, as MemX does: being read by id
+    says nothing of how well a search finds an episode."""
+
+    episode_id: str
+    retrieved: int = 0
+    last_retrieved_at: datetime | None = None
+    read: int = 0
+    last_read_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ForgetReport:
+    """What ``Memory.forget`` removed, or with ``dry_run`` would remove.
+
+    ``episode_ids`` are the episodes selected; ``counts`` the rows per table, the same
+    whether the forget ran or was only tried (a dry run does the work in a transaction
+    and rolls it back).
+    """
+
+    episode_ids: tuple[str, ...]
+    counts: DeleteCounts
+    dry_run: bool
 
 
 @dataclass(frozen=True, slots=True)

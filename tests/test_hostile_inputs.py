@@ -59,11 +59,13 @@ values = st.recursive(
 KEYWORDS = (
     "user_id", "agent_id", "session_id", "role", "speaker", "event_time", "metadata",
     "modality", "limit", "offset", "now", "as_of", "filters", "budget_tokens", "content",
-    "subject", "predicate", "include_superseded", "explain",
+    "subject", "predicate", "include_superseded", "explain", "event_after", "event_before",
+    "containing", "dry_run", "include_archive", "policy",
 )  # fmt: skip
 VERBS = (
     "add", "add_many", "search", "context", "get", "get_all", "update", "history",
     "delete", "delete_all", "facts", "fact_history", "stats", "analyse", "consolidate",
+    "forget", "archive", "restore", "usage", "strength", "decay",
 )  # fmt: skip
 
 
@@ -85,7 +87,9 @@ def _snapshot(memory: Memory) -> str:
 def _call(memory: Memory, verb: str, first: object, keywords: dict[str, object]) -> None:
     method = getattr(memory, verb)
     try:
-        if verb in ("stats", "facts", "consolidate", "get_all", "delete_all", "fact_history"):
+        if verb in (
+            "stats", "facts", "consolidate", "get_all", "delete_all", "fact_history", "decay",
+        ):  # fmt: skip
             method(**keywords)
         else:
             method(first, **keywords)
@@ -103,7 +107,8 @@ def _call(memory: Memory, verb: str, first: object, keywords: dict[str, object])
     keywords=st.dictionaries(st.sampled_from(KEYWORDS), values, max_size=3),
 )
 def test_every_verb_raises_only_typed_errors(memory: Memory, verb, first, keywords) -> None:
-    if verb in ("delete", "delete_all", "update", "add", "add_many", "consolidate"):
+    writes = ("delete", "delete_all", "update", "add", "add_many", "consolidate", "forget")
+    if verb in (*writes, "archive", "restore", "decay"):
         before = _snapshot(memory)
         try:
             _call(memory, verb, first, keywords)

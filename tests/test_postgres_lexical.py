@@ -21,7 +21,7 @@ from store_fixtures import (  # noqa: F401  (fixtures are found by their registe
 )
 
 from anamnesis.retrieve.query import search_terms
-from anamnesis.store.base import Filters
+from anamnesis.store.base import Filters, Selection
 from anamnesis.store.postgres import PostgresStore
 from anamnesis.store.postgres_lexical import token_count
 from anamnesis.store.postgres_schema import MIGRATIONS
@@ -165,6 +165,18 @@ def test_statistics_follow_inserts_updates_and_deletes(pg, postgres_schema_url):
     pg.rebuild_lexical_statistics()
     corpus, lexemes = _statistics(postgres_schema_url)
     assert corpus == (3, 15) and "0" not in lexemes
+
+
+def test_forget_leaves_no_lexeme_of_the_forgotten_text(pg, postgres_schema_url):
+    alice = Scope("alice")
+    kept = make_episode("apples and pears", scope=alice)
+    gone = make_episode("apples and xqzvorpluntek", scope=alice)
+    pg.insert_episodes([kept, gone], unit_vectors(2))
+    pg.forget(alice, Selection(containing="xqzvorpluntek"))
+    with psycopg.connect(postgres_schema_url) as conn:
+        lexemes = dict(conn.execute("SELECT lexeme, documents FROM text_lexemes"))
+    assert lexemes == {"appl": 1, "pear": 1}
+    assert _statistics(postgres_schema_url) == _recounted(postgres_schema_url)
 
 
 def test_concurrent_writers_do_not_deadlock_and_keep_counts_exact(pg, postgres_schema_url):

@@ -24,7 +24,7 @@ from store_fixtures import (  # noqa: F401  (fixtures are found by their registe
 )
 
 from anamnesis.errors import InvalidInputError, NotFoundError
-from anamnesis.store.base import Filters
+from anamnesis.store.base import Filters, Selection
 from anamnesis.types import DeleteCounts, EpisodeVersion, Scope, Session
 
 ALICE = Scope("alice")
@@ -533,6 +533,107 @@ def test_delete_scope_removes_exactly_the_scope(store, scope):
     assert store.delete_scope(scope) == DeleteCounts()
 
 
+# -- forget ---------------------------------------------------------------------------------------
+def _forget_layout(store):
+    """alice's episodes in two sessions (one secret in each of content, speaker,
+    metadata and a prior version) and bob's copy of the secret."""
+    s1, s2 = Scope("alice", None, "s1"), Scope("alice", None, "s2")
+    episodes = [
+        make_episode("the code is zebra-7", scope=s1, event_time=T0),
+        make_episode("hello", scope=s1, speaker="zebra-7", event_time=T0 + timedelta(days=1)),
+        make_episode("note", scope=s2, metadata={"k": "zebra-7 é"}, event_time=T0 + timedelta(2)),
+        make_episode("first draft", scope=s2, event_time=T0 + timedelta(days=3)),
+        make_episode("plain words", scope=s2, event_time=T0 + timedelta(days=4)),
+        make_episode("bob knows zebra-7", scope=Scope("bob", None, "s1"), event_time=T0),
+    ]
+    vectors = add(
+        store,
+        episodes,
+        sessions=[
+            Session("s1", "alice", None, T0),
+            Session("s2", "alice", None, T0),
+            Session("s1", "bob", None, T0),
+        ],
+    )
+    store.update_episode(
+        episodes[3].id,
+        ALICE,
+        content="final text",
+        content_hash="hash-final",
+        metadata={},
+        vector=None,
+        changed_at=T0,
+    )
+    return episodes, vectors
+
+
+def test_forget_by_content_finds_every_copy_in_scope_only(store):
+    episodes, vectors = _forget_layout(store)
+    removed, counts = store.forget(ALICE, Selection(containing="zebra-7"))
+    assert sorted(removed) == sorted(e.id for e in episodes[:3])
+    assert (counts.episodes, counts.vectors, counts.sessions) == (3, 3, 1)  # s1 emptied
+    for e, v in zip(episodes[:3], vectors[:3], strict=True):
+        _assert_gone(store, e, v, ALICE)
+    removed, counts = store.forget(ALICE, Selection(containing="first draft"))
+    assert removed == [episodes[3].id] and (counts.episodes, counts.versions) == (1, 1)
+    assert store.existing_ids([episodes[3].id]) == set()
+    assert store.existing_ids([episodes[5].id]) == {episodes[5].id}
+    assert {(s.user_id, s.id) for s in store.iter_sessions()} == {("alice", "s2"), ("bob", "s1")}
+
+
+def test_forget_by_ids_and_time_range_stays_in_scope(store):
+    episodes, _ = _forget_layout(store)
+    removed, _ = store.forget(ALICE, Selection(episode_ids=(episodes[5].id, episodes[4].id)))
+    assert removed == [episodes[4].id]  # bob's id is not alice's to forget
+    removed, _ = store.forget(
+        ALICE, Selection(event_after=T0 + timedelta(days=1), event_before=T0 + timedelta(days=3))
+    )
+    assert sorted(removed) == sorted([episodes[1].id, episodes[2].id])
+    assert store.existing_ids([e.id for e in episodes]) == {
+        episodes[0].id,
+        episodes[3].id,
+        episodes[5].id,
+    }
+
+
+def test_forget_dry_run_rolls_back(store):
+    episodes, vectors = _forget_layout(store)
+    before = [e for e, _ in store.iter_episodes()]
+    removed, counts = store.forget(ALICE, Selection(containing="zebra-7"), dry_run=True)
+    assert len(removed) == 3 and counts.episodes == 3
+    assert [e for e, _ in store.iter_episodes()] == before
+    assert ids(store.lexical_search(["code"], ALICE, Filters(), 10)) == [episodes[0].id]
+    assert ids(store.dense_search(vectors[0], ALICE, Filters(), 1)) == [episodes[0].id]
+    assert store.forget(ALICE, Selection(containing="zebra-7")) == (removed, counts)
+
+
+def test_archive_then_restore_round_trips_every_field(store):
+    episodes, vectors = _forget_layout(store)
+    alice = [e for e, _ in store.iter_episodes() if e.user_id == "alice"]
+    before = {e.id: (e, v) for e, v in store.iter_episodes()}
+    times = store.episode_times([e.id for e in alice], ALICE)
+    versions = store.episode_versions(episodes[3].id, ALICE)
+    moved = store.archive(ALICE, Selection(), T0)
+    assert sorted(moved) == sorted(e.id for e in alice)
+    assert store.get_episodes(moved, ALICE) == []
+    assert store.lexical_search(["code"], ALICE, Filters(), 10) == []
+    assert store.dense_search(vectors[0], ALICE, Filters(), 10) == []
+    archived = {e.id: (e, v) for e, v in store.iter_archived(ALICE, Filters())}
+    assert {e.id: e for e, _ in archived.values()} == {e.id: e for e in alice}
+    assert [e.id for e, _ in store.iter_archived(ALICE, Filters(role="nobody"))] == []
+    assert store.restore(BOB, Selection()) == []
+    assert sorted(store.restore(ALICE, Selection())) == sorted(moved)
+    after = {e.id: (e, v) for e, v in store.iter_episodes()}
+    assert after.keys() == before.keys()
+    for episode_id, (episode, vector) in before.items():
+        assert after[episode_id][0] == episode
+        np.testing.assert_allclose(after[episode_id][1], vector, rtol=1e-6)
+    assert store.episode_times([e.id for e in alice], ALICE) == times
+    assert store.episode_versions(episodes[3].id, ALICE) == versions
+    assert ids(store.lexical_search(["code"], ALICE, Filters(), 10)) == [episodes[0].id]
+    assert list(store.iter_archived(ALICE, Filters())) == []
+
+
 # -- vectors --------------------------------------------------------------------------------------
 def test_replace_vectors_overwrites_dense_index(store):
     episodes = [make_episode(f"e{i}") for i in range(5)]
@@ -771,12 +872,14 @@ def test_time_search_honours_recorded_before(store):
 
 
 def _downgrade_to_before_times(backend, store_url):
-    """Make the store look as if written before time mentions (and facts) existed."""
+    """Make the store look as if written before time mentions (and facts, archive and
+    usage counters) existed."""
+    later = ("archived_episodes", "episode_usage")
     if backend == "sqlite":
         import sqlite3
 
         with sqlite3.connect(store_url) as conn:
-            for table in ("facts_fts", "facts", "fact_sources", "consolidated_episodes"):
+            for table in ("facts_fts", "facts", "fact_sources", "consolidated_episodes", *later):
                 conn.execute(f"DROP TABLE {table}")
             conn.execute("DROP TRIGGER episode_times_delete")
             conn.execute("DROP TABLE episode_times")
@@ -785,7 +888,13 @@ def _downgrade_to_before_times(backend, store_url):
         import psycopg
 
         with psycopg.connect(store_url) as conn:
-            for table in ("facts", "fact_sources", "consolidated_episodes", "episode_times"):
+            for table in (
+                "facts",
+                "fact_sources",
+                "consolidated_episodes",
+                "episode_times",
+                *later,
+            ):
                 conn.execute(f"DROP TABLE {table}")
             conn.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
 

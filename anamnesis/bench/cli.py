@@ -22,11 +22,13 @@ from rich.progress import (
 from ..cli_errors import handled
 from ..retrieve.filters import ABSTAIN_RULES
 from .abstention import THRESHOLDS
+from .lifecycle import lifecycle_command
 from .presets import BENCH_PRESETS
 from .qa import DEFAULT_QA_BUDGET
 from .runner import DEFAULT_DEPTH, BenchOptions
 from .scoring import DEFAULT_BUDGETS
 from .surface_commands import mcp_command, rest_command
+from .year import year_command
 
 console = Console()
 #: A finished (or interrupted) results folder, as ``bench report`` and ``abstention`` take.
@@ -313,6 +315,8 @@ bench.add_command(
         "ndcg_any at turn and session level; abstention excluded.",
     )
 )
+bench.add_command(lifecycle_command)
+bench.add_command(year_command)
 bench.add_command(
     dataset_command(
         "beam",

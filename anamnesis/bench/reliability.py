@@ -27,7 +27,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-WORKLOADS = ("add", "add_many", "import", "consolidate", "delete", "create")
+WORKLOADS = ("add", "add_many", "import", "consolidate", "delete", "forget", "create")
+#: Episodes in one group the ``forget`` workload writes and then forgets whole.
+FORGET_GROUP = 6
 #: The embedder the workloads use: fast to load, so a kill loop spends its time writing.
 EMBEDDER = "edge"
 USER = "reliability"
@@ -122,8 +124,31 @@ def work(store: Path, journal_path: Path, workload: str, seed: int) -> None:
                 journal.ack(op="deleting", id=episode.id)  # from here it may be gone
                 memory.delete(episode.id, user_id=USER)
                 journal.ack(op="delete", id=episode.id)
+            elif workload == "forget":
+                _forget_group(memory, journal, tag, rng)
             else:
                 raise SystemExit(f"unknown workload {workload!r}")
+
+
+def _forget_group(memory: Any, journal: Journal, tag: str, rng: random.Random) -> None:
+    """Write a session of episodes (one updated, a fact drawn from them), keep some
+    background episodes, and forget the session: it must go whole or not at all."""
+    if rng.random() < 0.3:
+        (kept,) = memory.add(f"background {tag}: the harbour was quiet", user_id=USER)
+        journal.ack(op="add", id=kept.id, content=kept.content)
+    texts = [
+        f"I live in Secretville{tag.replace('-', 'x')} now, turn {i}" for i in range(FORGET_GROUP)
+    ]
+    episodes = memory.add_many(texts, user_id=USER, session_id=f"forget-{tag}")
+    memory.update(episodes[0].id, content=f"updated {tag}", user_id=USER)
+    memory.consolidate(user_id=USER)
+    ids = [e.id for e in episodes]
+    journal.ack(op="forgetting", ids=ids, session=f"forget-{tag}")
+    for episode_id in ids:
+        journal.ack(op="deleting", id=episode_id)
+    memory.forget(user_id=USER, session_id=f"forget-{tag}")
+    for episode_id in ids:
+        journal.ack(op="delete", id=episode_id)
 
 
 # -- the parent -----------------------------------------------------------------------------
@@ -203,12 +228,31 @@ def verify(store: Path, journal: Path) -> tuple[list[str], int, int]:
                 deletes += 1
                 if episode_id in stored:
                     problems.append(f"{path}: deleted episode {episode_id} is back")
+            problems.extend(f"{path}: {p}" for p in _partial_forgets(memory, items, stored))
             for fact in memory.facts(user_id=USER, include_superseded=True, limit=1000):
                 found = memory.store.get_episodes(list(fact.provenance), Scope(USER))
                 if len(found) != len(fact.provenance):
                     problems.append(f"{path}: fact {fact.id} cites an episode that is gone")
             memory.consolidate(user_id=USER)
     return problems, adds, deletes
+
+
+def _partial_forgets(
+    memory: Any, records: list[dict[str, Any]], stored: dict[str, str]
+) -> list[str]:
+    """Groups a ``forget`` left half done: some of their episodes stored and others
+    gone, or a session row without its episodes (or the reverse)."""
+    sessions = {s.id for s in memory.store.iter_sessions()}
+    problems = []
+    for record in records:
+        if record["op"] != "forgetting":
+            continue
+        present = [episode_id in stored for episode_id in record["ids"]]
+        if any(present) != all(present):
+            problems.append(f"forget of {record['session']} is partial: {present}")
+        elif any(present) != (record["session"] in sessions):
+            problems.append(f"session {record['session']} outlived its episodes or went early")
+    return problems
 
 
 def _stored_texts(memory: Any) -> dict[str, str]:
@@ -229,9 +273,12 @@ def run_kills(
     *,
     seed: int = 1,
     verify_every: int = 1,
+    pause: tuple[float, float] = (0.05, 1.2),
     progress: Callable[[KillReport], None] | None = None,
 ) -> KillReport:
-    """Kill ``workload`` ``kills`` times at random moments in one store, verifying it."""
+    """Kill ``workload`` ``kills`` times at random moments in one store, verifying it
+    every ``verify_every`` kills; a kill comes a random ``pause`` (seconds) after the
+    workload is ready."""
     directory.mkdir(parents=True, exist_ok=True)
     store, journal = directory / "store.db", directory / "journal.jsonl"
     rng = random.Random(seed)
@@ -245,7 +292,7 @@ def run_kills(
             stderr = child.stderr.read() if child.stderr is not None else ""
             report.problems.append(f"kill {kill}: the workload did not start: {stderr[-500:]}")
             continue
-        time.sleep(rng.uniform(0.05, 1.2))
+        time.sleep(rng.uniform(*pause))
         child.send_signal(signal.SIGKILL)
         child.wait(timeout=60)
         report.kills += 1

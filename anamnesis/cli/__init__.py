@@ -9,7 +9,7 @@ import click
 from .. import __version__
 from ..bench.cli import bench
 from ..config import DEFAULT_PRESET, PRESET_HELP
-from . import read, surfaces, write
+from . import lifecycle, read, surfaces, write
 from .common import preset_name
 
 
@@ -63,6 +63,10 @@ for command in (
     read.get,
     read.list_,
     write.delete,
+    lifecycle.forget,
+    lifecycle.archive,
+    lifecycle.restore,
+    lifecycle.decay,
     write.consolidate,
     read.facts,
     read.export,

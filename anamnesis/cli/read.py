@@ -72,6 +72,7 @@ def _hit_json(hit: Hit) -> dict[str, Any]:
 @click.option("--json", "as_json", is_flag=True, help="Print results as JSON.")
 @click.option("--now", default=None, help="When the question is asked (ISO time; default: now).")
 @click.option("--as-of", default=None, help="Search the memory as it stood then (ISO time).")
+@click.option("--include-archive", is_flag=True, help="Also search archived episodes (slower).")
 @click.pass_context
 def search(
     ctx: click.Context,
@@ -84,6 +85,7 @@ def search(
     as_json: bool,
     now: str | None,
     as_of: str | None,
+    include_archive: bool,
 ) -> None:
     """Search memories for QUERY."""
     with handled():
@@ -97,6 +99,7 @@ def search(
             explain=explain or as_json,
             now=now,
             as_of=as_of,
+            include_archive=include_archive,
         )
     if as_json:
         click.echo(json.dumps([_hit_json(h) for h in hits], ensure_ascii=False, indent=2))

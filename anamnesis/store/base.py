@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ..types import DeleteCounts, Episode, EpisodeVersion, Fact, Scope, Session
+from ..types import DeleteCounts, Episode, EpisodeVersion, Fact, Scope, Session, Usage
 from .episode_times import EpisodeTimes, TimeRange
 
 #: The schema version this code writes. Migrations move older stores forward.
@@ -117,6 +117,31 @@ def fact_visibility(
         ]
         params += [t, t, t, t]
     return " AND ".join(clauses), params
+
+
+@dataclass(frozen=True, slots=True)
+class Selection:
+    """Which episodes of a scope ``Store.forget`` removes: those matching every
+    condition given (none given: the whole scope).
+
+    ``episode_ids``: these ids; ``event_after`` / ``event_before``: event time in
+    ``[after, before)``; ``containing``: the exact, case-sensitive text appears in the
+    episode's content, speaker or metadata, or in one of its prior versions.
+    """
+
+    episode_ids: tuple[str, ...] | None = None
+    event_after: datetime | None = None
+    event_before: datetime | None = None
+    containing: str | None = None
+
+    def is_whole_scope(self) -> bool:
+        """True when no condition narrows the scope."""
+        return (
+            self.episode_ids is None
+            and self.event_after is None
+            and self.event_before is None
+            and self.containing is None
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,6 +299,48 @@ class Store(Protocol):
 
     def delete_scope(self, scope: Scope) -> DeleteCounts:
         """Delete everything inside a scope, all or nothing."""
+        ...
+
+    def forget(
+        self, scope: Scope, selection: Selection, *, dry_run: bool = False
+    ) -> tuple[list[str], DeleteCounts]:
+        """Erase the episodes of ``scope`` that ``selection`` picks, with every row
+        derived from them, in one transaction: their ids and the rows removed per
+        table. A session left empty goes too; a whole-scope selection also removes the
+        scope's sessions and (without a session) its facts. The SQLite store then
+        rewrites its full-text indexes and truncates its write-ahead log, so the text
+        leaves the file. ``dry_run`` does the same work and rolls it back."""
+        ...
+
+    def archive(self, scope: Scope, selection: Selection, archived_at: datetime) -> list[str]:
+        """Move the episodes of ``scope`` that ``selection`` picks out of the hot tables
+        and indexes into the archive, verbatim with their vector: the copy is committed
+        first, then the hot rows go. Returns the ids moved (with any of the scope whose
+        earlier move was cut between the two steps)."""
+        ...
+
+    def restore(self, scope: Scope, selection: Selection) -> list[str]:
+        """Bring archived episodes of ``scope`` that ``selection`` picks back into the hot
+        tables and indexes, exactly as they were (same id, times, version, vector), in
+        one transaction. Returns the ids restored."""
+        ...
+
+    def iter_archived(
+        self, scope: Scope | None, filters: Filters, batch_size: int = 1000
+    ) -> Iterator[tuple[Episode, np.ndarray | None]]:
+        """The archived episodes of ``scope`` (None: every scope, for export) that pass
+        ``filters``, with their vectors."""
+        ...
+
+    def record_usage(self, deltas: Sequence[Any]) -> None:
+        """Add a batch of usage counts (``anamnesis.usage.UsageDelta``) in one
+        transaction, without making any reader wait; counts of episodes that no longer
+        exist are dropped."""
+        ...
+
+    def usage(self, episode_ids: Sequence[str], scope: Scope) -> dict[str, Usage]:
+        """The usage counters of the episodes of ``scope`` (hot or archived) among
+        ``episode_ids`` that have any, by id."""
         ...
 
     def replace_vectors(self, vectors: dict[str, np.ndarray]) -> None:

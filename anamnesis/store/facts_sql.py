@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InvalidInputError
-from ..types import Episode, Fact, Scope
+from ..types import DeleteCounts, Episode, Fact, Scope
 from .base import FactChanges, FactQuery, Filters, fact_scope, fact_visibility, scope_clauses
 
 FACT_COLUMNS = (
@@ -283,11 +283,13 @@ class FactSQL:
         return sorted((Scope(user, agent, None) for user, agent in rows), key=repr)
 
     # -- deletes ------------------------------------------------------------------------
-    def forget_episodes(self, conn: Conn, where: str, params: list[Any]) -> int:
-        """Before episodes ``e`` matching ``where`` are deleted: drop them as sources and
-        as consolidated, and delete the facts that had no other source. Returns the
-        number of facts deleted."""
-        subquery = f"SELECT e.id FROM episodes e WHERE {where}"
+    def forget_episodes(
+        self, conn: Conn, where: str, params: list[Any], table: str = "episodes"
+    ) -> DeleteCounts:
+        """Before episodes ``e`` of ``table`` (hot or archived) matching ``where`` are
+        deleted: drop them as sources and as consolidated, and delete the facts that had
+        no other source. Returns the rows removed (facts, sources, consolidated marks)."""
+        subquery = f"SELECT e.id FROM {table} e WHERE {where}"
         affected = [
             r[0]
             for r in conn.execute(
@@ -295,10 +297,15 @@ class FactSQL:
                 params,
             ).fetchall()
         ]
-        conn.execute(f"DELETE FROM fact_sources WHERE episode_id IN ({subquery})", params)
-        conn.execute(f"DELETE FROM consolidated_episodes WHERE episode_id IN ({subquery})", params)
+        sources = conn.execute(
+            f"DELETE FROM fact_sources WHERE episode_id IN ({subquery})", params
+        ).rowcount
+        consolidated = conn.execute(
+            f"DELETE FROM consolidated_episodes WHERE episode_id IN ({subquery})", params
+        ).rowcount
+        counts = DeleteCounts(sources=sources, consolidated=consolidated)
         if not affected:
-            return 0
+            return counts
         orphans: list[str] = []
         for start in range(0, len(affected), 500):
             sql, values = self.d.in_list("f.id", affected[start : start + 500])
@@ -310,16 +317,18 @@ class FactSQL:
                     values,
                 ).fetchall()
             ]
-        return self.delete_facts(conn, orphans)
+        return counts + DeleteCounts(facts=self.delete_facts(conn, orphans))
 
-    def delete_scope_facts(self, conn: Conn, scope: Scope) -> int:
+    def delete_scope_facts(self, conn: Conn, scope: Scope) -> DeleteCounts:
         """Delete every fact of ``scope``'s user/agent (with its sources)."""
         where, params = self._scope(scope)
         ids = [r[0] for r in conn.execute(f"SELECT f.id FROM facts f WHERE {where}", params)]
+        sources = 0
         for start in range(0, len(ids), 500):
             sql, values = self.d.in_list("fact_id", ids[start : start + 500])
-            conn.execute(f"DELETE FROM fact_sources WHERE {sql}", values)
-        return conn.execute(f"DELETE FROM facts AS f WHERE {where}", params).rowcount
+            sources += conn.execute(f"DELETE FROM fact_sources WHERE {sql}", values).rowcount
+        facts = conn.execute(f"DELETE FROM facts AS f WHERE {where}", params).rowcount
+        return DeleteCounts(facts=facts, sources=sources)
 
     def delete_facts(self, conn: Conn, fact_ids: Sequence[str]) -> int:
         """Delete facts, re-linking each supersession chain around the removed link.

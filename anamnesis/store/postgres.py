@@ -33,7 +33,8 @@ from ..errors import (
     StoreError,
     StoreLockedError,
 )
-from ..types import DeleteCounts, Episode, EpisodeVersion, Scope, Session
+from ..types import Episode, EpisodeVersion, Scope, Session
+from .postgres_archive import PostgresArchive
 from .postgres_facts import PostgresFacts
 from .postgres_lexical import (
     count_episodes,
@@ -41,6 +42,7 @@ from .postgres_lexical import (
     rebuild_statistics,
     token_count,
 )
+from .postgres_lifecycle import PostgresLifecycle
 from .postgres_query import (
     EPISODE_COLUMNS,
     check_storable,
@@ -60,6 +62,7 @@ from .postgres_schema import (
     scope_vector_index,
     time_rows,
 )
+from .postgres_usage import PostgresUsage
 from .postgres_vector import register_vector
 
 #: Written into the meta table so that a foreign schema is recognised as such.
@@ -75,7 +78,9 @@ DEFAULT_TIMEOUT = 30.0
 _SQLSTATE_LOCK_TIMEOUTS = {"55P03", "40P01", "57014"}  # lock_not_available, deadlock, cancel
 
 
-class PostgresStore(PostgresReads, PostgresFacts):
+class PostgresStore(
+    PostgresReads, PostgresFacts, PostgresLifecycle, PostgresArchive, PostgresUsage
+):
     """A Store backed by a PostgreSQL database with the pgvector extension."""
 
     backend = "postgres"
@@ -489,61 +494,6 @@ class PostgresStore(PostgresReads, PostgresFacts):
             ).fetchone()
         return episode(updated)  # type: ignore[arg-type]
 
-    @staticmethod
-    def _delete_where(conn: psycopg.Connection[Any], where: str, params: list[Any]) -> DeleteCounts:
-        # Rows first, then the statistics: the lock order of every other write.
-        conn.execute(f"SELECT 1 FROM episodes e WHERE {where} FOR UPDATE", params)
-        facts = PostgresFacts._facts.forget_episodes(conn, where, params)
-        count_episodes(conn, where, params, -1)
-        row = conn.execute(
-            f"""WITH gone AS (
-                    DELETE FROM episodes e WHERE {where}
-                    RETURNING e.id, e.embedding IS NOT NULL AS had_vector),
-                gone_versions AS (
-                    DELETE FROM episode_versions v USING gone WHERE v.episode_id = gone.id
-                    RETURNING 1),
-                gone_times AS (
-                    DELETE FROM episode_times t USING gone WHERE t.episode_id = gone.id
-                    RETURNING 1)
-                SELECT (SELECT count(*) FROM gone),
-                       (SELECT count(*) FROM gone_versions),
-                       (SELECT count(*) FROM gone WHERE had_vector),
-                       (SELECT count(*) FROM gone_times)""",
-            params,
-        ).fetchone()
-        assert row is not None
-        return DeleteCounts(
-            episodes=row[0], versions=row[1], vectors=row[2], times=row[3], facts=facts
-        )
-
-    def delete_episode(self, episode_id: str, scope: Scope) -> DeleteCounts:
-        where, params = scope_sql(scope)
-        with self._transaction() as conn:
-            counts = self._delete_where(conn, f"e.id = %s AND {where}", [episode_id, *params])
-        if counts.episodes == 0:
-            raise NotFoundError(f"no episode {episode_id!r} in this scope")
-        return counts
-
-    def delete_scope(self, scope: Scope) -> DeleteCounts:
-        where, params = scope_sql(scope)
-        session_where, session_params = scope_sql(
-            Scope(scope.user_id, scope.agent_id, None), alias="s"
-        )
-        if scope.session_id is not None:
-            session_where += " AND s.id = %s"
-            session_params.append(scope.session_id)
-        with self._transaction() as conn:
-            # A whole user/agent scope drops its facts in one statement first, so the
-            # episode delete below has no sources left to unlink fact by fact.
-            facts = 0
-            if scope.session_id is None:
-                facts = self._facts.delete_scope_facts(conn, scope)
-            counts = self._delete_where(conn, where, params)
-            sessions = conn.execute(
-                f"DELETE FROM sessions s WHERE {session_where}", session_params
-            ).rowcount
-        return counts + DeleteCounts(sessions=sessions, facts=facts)
-
     def replace_vectors(self, vectors: dict[str, np.ndarray]) -> None:
         if not vectors:
             return
@@ -576,7 +526,7 @@ class PostgresStore(PostgresReads, PostgresFacts):
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
         conn.execute("DROP INDEX IF EXISTS episodes_embedding")
         conn.execute("DROP INDEX IF EXISTS episodes_scope_vectors")
-        for table in ("episodes", "facts"):
+        for table in ("episodes", "facts", "archived_episodes"):
             conn.execute(
                 f"ALTER TABLE {table} ALTER COLUMN embedding TYPE vector({int(dim)}) USING NULL"
             )

@@ -113,6 +113,24 @@ def count_episodes(
     count_documents(conn, source, list(params))
 
 
+def uncount_episodes(conn: psycopg.Connection[Any], where: str, params: Sequence[Any]) -> None:
+    """Remove the episodes ``e`` matching ``where`` from the statistics before they are
+    deleted, and drop the lexemes no other episode holds: a forgotten word must not
+    stay behind as a lexeme with a count of zero."""
+    lexemes = [
+        r[0]
+        for r in conn.execute(
+            f"""SELECT DISTINCT lexeme FROM episodes e,
+                  unnest(tsvector_to_array(e.content_tsv)) AS lexeme
+                WHERE {where} ORDER BY lexeme""",
+            list(params),
+        ).fetchall()
+    ]
+    count_episodes(conn, where, params, -1)
+    # count_episodes locked these rows, in this order: no new lock is taken.
+    conn.execute("DELETE FROM text_lexemes WHERE lexeme = ANY(%s) AND documents <= 0", [lexemes])
+
+
 def count_replacement(conn: psycopg.Connection[Any], rowid: int, content: str) -> None:
     """Move episode ``rowid`` from its stored text to ``content`` in the statistics.
 

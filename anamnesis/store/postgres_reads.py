@@ -71,7 +71,11 @@ class PostgresReads:
         with self._transaction() as conn:
             rows = conn.execute(
                 f"""SELECT v.episode_id, v.version, v.content, v.metadata, v.changed_at
-                    FROM episode_versions v JOIN episodes e ON e.id = v.episode_id
+                    FROM episode_versions v JOIN (
+                        SELECT id, user_id, agent_id, session_id FROM episodes
+                        UNION ALL
+                        SELECT id, user_id, agent_id, session_id FROM archived_episodes
+                    ) e ON e.id = v.episode_id
                     WHERE v.episode_id = %s AND {where} ORDER BY v.version""",
                 [episode_id, *params],
             ).fetchall()

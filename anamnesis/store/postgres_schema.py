@@ -239,7 +239,47 @@ def _v4(dim: int) -> list[str]:
     ]
 
 
-MIGRATIONS: dict[int, Callable[[int], Sequence[Step]]] = {1: _v1, 2: _v2, 3: _v3, 4: _v4}
+def _v5(dim: int) -> list[str]:
+    # Forgetting, decay and archive, as in SQLite's migration 4: episodes moved out of
+    # the hot indexes, verbatim with their vector, and per-episode usage counters.
+    return [
+        f"""CREATE TABLE archived_episodes (
+            id           text PRIMARY KEY,
+            user_id      text NOT NULL,
+            agent_id     text,
+            session_id   text,
+            turn_index   integer,
+            role         text,
+            speaker      text,
+            content      text NOT NULL,
+            modality     text NOT NULL,
+            event_time   timestamptz NOT NULL,
+            recorded_at  timestamptz NOT NULL,
+            metadata     json NOT NULL,
+            content_hash text NOT NULL,
+            version      integer NOT NULL,
+            embedding    vector({dim}),
+            archived_at  timestamptz NOT NULL
+        )""",
+        "CREATE INDEX archived_scope ON archived_episodes (user_id, agent_id, session_id)",
+        """CREATE TABLE episode_usage (
+            episode_id        text PRIMARY KEY,
+            user_id           text NOT NULL,
+            retrieved         bigint NOT NULL DEFAULT 0,
+            last_retrieved_at timestamptz,
+            read              bigint NOT NULL DEFAULT 0,
+            last_read_at      timestamptz
+        )""",
+    ]
+
+
+MIGRATIONS: dict[int, Callable[[int], Sequence[Step]]] = {
+    1: _v1,
+    2: _v2,
+    3: _v3,
+    4: _v4,
+    5: _v5,
+}
 
 LATEST = max(MIGRATIONS)
 

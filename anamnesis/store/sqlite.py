@@ -31,20 +31,24 @@ from ..errors import (
     StoreError,
     StoreLockedError,
 )
-from ..types import DeleteCounts, Episode, EpisodeVersion, Scope, Session
+from ..types import Episode, EpisodeVersion, Scope, Session
 from . import sqlite_health as health
 from .dense_index import DenseIndex
+from .sqlite_archive import SQLiteArchive
 from .sqlite_facts import SQLiteFacts
 from .sqlite_lexical import SQLiteLexical
+from .sqlite_lifecycle import SQLiteLifecycle
 from .sqlite_reads import SQLiteReads
 from .sqlite_schema import INSERT_TIMES, LATEST, MIGRATIONS, time_rows
 from .sqlite_schema import pending as pending_migrations
 from .sqlite_sql import (
     operational_error,
+    private_connection,
     scope_sql,
     scope_terms,
     to_epoch,
 )
+from .sqlite_usage import SQLiteUsage
 
 #: Seconds a writer waits for another process's lock before StoreLockedError.
 DEFAULT_BUSY_TIMEOUT = 10.0
@@ -62,7 +66,7 @@ def create_private_file(path: Path) -> None:
     os.close(descriptor)
 
 
-class SQLiteStore(SQLiteReads, SQLiteFacts):
+class SQLiteStore(SQLiteReads, SQLiteFacts, SQLiteLifecycle, SQLiteArchive, SQLiteUsage):
     """A Store backed by one SQLite file.
 
     Every public method turns a SQLite error into a typed one (``health.guarded``):
@@ -83,6 +87,9 @@ class SQLiteStore(SQLiteReads, SQLiteFacts):
         self.path = Path(path)
         self.dim = dim
         self._lock = threading.RLock()
+        self._busy_timeout = busy_timeout
+        self._usage_conn = None
+        self._usage_lock = threading.Lock()
         self._dense = DenseIndex(dim)
         self._dense_loaded = False
         self._dense_epoch: str | None = None
@@ -111,6 +118,7 @@ class SQLiteStore(SQLiteReads, SQLiteFacts):
                 self._conn.execute("PRAGMA journal_mode = WAL")
             self._conn.execute("PRAGMA synchronous = NORMAL")
             self._conn.execute("PRAGMA foreign_keys = ON")
+            private_connection(self._conn)
             problem = health.quick_check(self._conn, self.path) if existed else None
             if problem is not None and self._damaged is None:
                 self._damaged = problem
@@ -280,6 +288,7 @@ class SQLiteStore(SQLiteReads, SQLiteFacts):
             conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
 
     def close(self) -> None:
+        self._close_usage()
         with self._lock:
             self._lexical.close()
             if self._conn is not None:
@@ -489,78 +498,6 @@ class SQLiteStore(SQLiteReads, SQLiteFacts):
             changed = [rowid] if content != old_content else []
             self._lexical.after_change([], changed, *epochs)
         return self.get_episodes([episode_id], scope)[0]
-
-    def _delete_where(
-        self, conn: sqlite3.Connection, where: str, params: list[Any]
-    ) -> tuple[DeleteCounts, list[int], tuple[str, str] | None]:
-        """Delete the episodes matching ``where``: counts, their rowids, and the epochs
-        before and after the bump (None when nothing matched)."""
-        found = conn.execute(f"SELECT e.rowid, e.id FROM episodes e WHERE {where}", params)
-        rowids, ids = [], []
-        for rowid, episode_id in found:
-            rowids.append(rowid)
-            ids.append(episode_id)
-        if not ids:
-            return DeleteCounts(), [], None
-        facts = self._facts.forget_episodes(conn, where, params)
-        vectors = conn.execute(
-            f"SELECT COUNT(*) FROM vectors WHERE episode_rowid IN "
-            f"(SELECT e.rowid FROM episodes e WHERE {where})",
-            params,
-        ).fetchone()[0]
-        times = conn.execute(
-            f"SELECT COUNT(*) FROM episode_times WHERE episode_rowid IN "
-            f"(SELECT e.rowid FROM episodes e WHERE {where})",
-            params,
-        ).fetchone()[0]
-        versions = 0
-        for start in range(0, len(ids), 500):
-            chunk = ids[start : start + 500]
-            marks = ",".join("?" * len(chunk))
-            versions += conn.execute(
-                f"DELETE FROM episode_versions WHERE episode_id IN ({marks})", chunk
-            ).rowcount
-        # Delete triggers remove each episode's FTS entry, vector row and time mentions.
-        episodes = conn.execute(f"DELETE FROM episodes AS e WHERE {where}", params).rowcount
-        epochs = self._bump_epoch(conn)
-        counts = DeleteCounts(
-            episodes=episodes, versions=versions, vectors=vectors, times=times, facts=facts
-        )
-        return counts, rowids, epochs
-
-    def delete_episode(self, episode_id: str, scope: Scope) -> DeleteCounts:
-        where, params = scope_sql(scope, by_key=True)
-        with self._write() as conn:
-            counts, rowids, epochs = self._delete_where(
-                conn, f"e.id = ? AND {where}", [episode_id, *params]
-            )
-        if epochs is not None:
-            self._lexical.after_change(rowids, [], *epochs)
-        if counts.episodes == 0:
-            raise NotFoundError(f"no episode {episode_id!r} in this scope")
-        return counts
-
-    def delete_scope(self, scope: Scope) -> DeleteCounts:
-        where, params = scope_sql(scope)
-        with self._write() as conn:
-            # A whole user/agent scope drops its facts in one statement first, so the
-            # episode delete below has no sources left to unlink fact by fact.
-            facts = 0
-            if scope.session_id is None:
-                facts = self._facts.delete_scope_facts(conn, scope)
-            counts, rowids, epochs = self._delete_where(conn, where, params)
-            session_where, session_params = scope_sql(
-                Scope(scope.user_id, scope.agent_id, None), alias="s"
-            )
-            if scope.session_id is not None:
-                session_where += " AND s.id = ?"
-                session_params.append(scope.session_id)
-            sessions = conn.execute(
-                f"DELETE FROM sessions AS s WHERE {session_where}", session_params
-            ).rowcount
-        if epochs is not None:
-            self._lexical.after_change(rowids, [], *epochs)
-        return counts + DeleteCounts(sessions=sessions, facts=facts)
 
     def replace_vectors(self, vectors: dict[str, np.ndarray]) -> None:
         with self._write() as conn:

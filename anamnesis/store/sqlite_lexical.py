@@ -30,7 +30,7 @@ import numpy as np
 
 from ..errors import StoreError
 from .lexical_index import CONTENT_COLUMN, SCOPE_COLUMN, LexicalIndex, Postings, read_postings
-from .sqlite_sql import operational_error
+from .sqlite_sql import operational_error, private_connection
 
 #: Work up to this many rows is done inside a search (a full build of a store this
 #: small, or a catch-up of this many rows, takes well under 100 ms); more runs in the
@@ -285,6 +285,7 @@ class SQLiteLexical:
                 isolation_level=None,
                 check_same_thread=False,
             )
+            private_connection(conn)
             with self._lock:
                 if self._closed:
                     conn.close()

@@ -85,7 +85,11 @@ class SQLiteReads:
         where, params = scope_sql(scope, by_key=True)
         rows = self._read(
             f"""SELECT v.episode_id, v.version, v.content, v.metadata, v.changed_at
-                FROM episode_versions v JOIN episodes e ON e.id = v.episode_id
+                FROM episode_versions v JOIN (
+                    SELECT id, user_id, agent_id, session_id FROM episodes
+                    UNION ALL
+                    SELECT id, user_id, agent_id, session_id FROM archived_episodes
+                ) e ON e.id = v.episode_id
                 WHERE v.episode_id = ? AND {where} ORDER BY v.version""",
             [episode_id, *params],
         )

@@ -187,6 +187,39 @@ MIGRATIONS: dict[int, list[Step]] = {
             DELETE FROM fact_sources WHERE fact_id = old.id;
         END""",
     ],
+    # Forgetting, decay and archive. archived_episodes holds episodes moved out of the
+    # hot indexes, verbatim, with their vector (their versions, provenance and
+    # consolidation marks stay where they are, keyed by episode id); episode_usage
+    # counts how often each episode was retrieved by a search and read by id.
+    4: [
+        """CREATE TABLE archived_episodes (
+            id           TEXT PRIMARY KEY,
+            user_id      TEXT NOT NULL,
+            agent_id     TEXT,
+            session_id   TEXT,
+            turn_index   INTEGER,
+            role         TEXT,
+            speaker      TEXT,
+            content      TEXT NOT NULL,
+            modality     TEXT NOT NULL,
+            event_time   REAL NOT NULL,
+            recorded_at  REAL NOT NULL,
+            metadata     TEXT NOT NULL,
+            content_hash TEXT NOT NULL,
+            version      INTEGER NOT NULL,
+            embedding    BLOB,
+            archived_at  REAL NOT NULL
+        )""",
+        "CREATE INDEX archived_scope ON archived_episodes (user_id, agent_id, session_id)",
+        """CREATE TABLE episode_usage (
+            episode_id        TEXT PRIMARY KEY,
+            user_id           TEXT NOT NULL,
+            retrieved         INTEGER NOT NULL DEFAULT 0,
+            last_retrieved_at REAL,
+            read              INTEGER NOT NULL DEFAULT 0,
+            last_read_at      REAL
+        )""",
+    ],
 }
 
 LATEST = max(MIGRATIONS)

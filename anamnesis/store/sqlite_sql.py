@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sqlite3
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -34,6 +35,15 @@ def operational_error(exc: Exception, path: object, action: str) -> StoreError:
             f"{action} failed on {path}: {exc}; the store can be read but not written here"
         )
     return StoreError(f"{action} failed on {path}: {exc}")
+
+
+def private_connection(conn: sqlite3.Connection) -> None:
+    """Settings for every connection of the store, so deleted text leaves no trace:
+    freed space is overwritten with zeros (``secure_delete``; off in upstream SQLite
+    builds, on in some distributions' builds), and temporary tables (the lexical
+    index's tokenising tables) stay in memory instead of temporary files."""
+    conn.execute("PRAGMA secure_delete = ON")
+    conn.execute("PRAGMA temp_store = MEMORY")
 
 
 def to_epoch(moment: datetime) -> float:

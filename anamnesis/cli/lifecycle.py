@@ -1,0 +1,112 @@
+"""The commands of a memory's lifecycle: forget, archive, restore."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+from ..cli_errors import handled
+from .common import open_memory, with_scope
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_SELECTION_OPTIONS = (
+    click.argument("episode_ids", nargs=-1),
+    click.option("--after", "event_after", default=None, help="Event time from (ISO-8601)."),
+    click.option("--before", "event_before", default=None, help="Event time before (ISO-8601)."),
+    click.option(
+        "--containing",
+        default=None,
+        help="Exact text in the content, speaker, metadata or a prior version.",
+    ),
+)
+
+
+def with_selection(func: F) -> F:
+    """The options that choose episodes: ids, scope, event-time range, exact text."""
+    func = with_scope(func)
+    for option in reversed(_SELECTION_OPTIONS):
+        func = option(func)
+    return func
+
+
+def _arguments(options: dict[str, Any]) -> tuple[list[str] | None, dict[str, Any]]:
+    ids = list(options.pop("episode_ids")) or None
+    return ids, options
+
+
+@click.command()
+@with_selection
+@click.option("--dry-run", is_flag=True, help="List what would go; change nothing.")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.pass_context
+def forget(ctx: click.Context, dry_run: bool, yes: bool, **options: Any) -> None:
+    """Erase episodes completely: by EPISODE_IDS, --session, --after/--before, --containing,
+    or (with none of them) the whole scope of --user. Prints what went, per table, as JSON."""
+    ids, arguments = _arguments(options)
+    with handled():
+        memory = open_memory(ctx, create=False)
+        if not dry_run and not yes:
+            preview = memory.forget(ids, dry_run=True, **arguments)
+            count = len(preview.episode_ids)
+            if not click.confirm(f"Forget {count} episode(s) and what derives from them?"):
+                raise click.Abort()
+        report = memory.forget(ids, dry_run=dry_run, **arguments)
+    click.echo(
+        json.dumps(
+            {
+                "dry_run": report.dry_run,
+                "episode_ids": list(report.episode_ids),
+                "counts": report.counts.to_dict(),
+            }
+        )
+    )
+
+
+@click.command()
+@with_selection
+@click.pass_context
+def archive(ctx: click.Context, **options: Any) -> None:
+    """Move episodes out of the search indexes into the archive (chosen as for forget);
+    `search --include-archive` still finds them. Prints the ids moved as JSON."""
+    ids, arguments = _arguments(options)
+    with handled():
+        moved = open_memory(ctx, create=False).archive(ids, **arguments)
+    click.echo(json.dumps({"archived": moved}))
+
+
+@click.command()
+@with_selection
+@click.pass_context
+def restore(ctx: click.Context, **options: Any) -> None:
+    """Bring archived episodes back, exactly as they were (chosen as for forget).
+    Prints the ids restored as JSON."""
+    ids, arguments = _arguments(options)
+    with handled():
+        restored = open_memory(ctx, create=False).restore(ids, **arguments)
+    click.echo(json.dumps({"restored": restored}))
+
+
+@click.command()
+@with_scope
+@click.option("--now", default=None, help="The moment strength is measured at (ISO; default now).")
+@click.option("--dry-run", is_flag=True, help="List what would be archived; change nothing.")
+@click.pass_context
+def decay(
+    ctx: click.Context,
+    user_id: str | None,
+    agent_id: str | None,
+    session_id: str | None,
+    now: str | None,
+    dry_run: bool,
+) -> None:
+    """Archive the episodes of --user whose strength has decayed below 0.05 (never
+    deletes; `restore` brings them back). Prints the ids as JSON."""
+    with handled():
+        ids = open_memory(ctx, create=False).decay(
+            user_id=user_id, agent_id=agent_id, session_id=session_id, now=now, dry_run=dry_run
+        )
+    click.echo(json.dumps({"dry_run": dry_run, "archived": ids}))
