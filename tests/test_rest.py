@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -31,9 +32,11 @@ from anamnesis.errors import (
 )
 from anamnesis.server.client import RemoteMemory
 from anamnesis.server.keys import KeyStore
+from anamnesis.types import ContextFact
 
 SECRET = "zanzibar-7731"
 NOW = "2024-06-01T12:00:00Z"
+FACTS = [ContextFact("Maya lives in Porto", datetime(2024, 3, 2, tzinfo=UTC), ("ep_1",))]
 
 
 class Keys:
@@ -299,14 +302,14 @@ def test_remote_answers_are_memorys_answers(tmp_path: Path) -> None:
         local = [
             memory.search(q, user_id="maya", limit=3, explain=True, now=NOW) for q in questions
         ]
-        local_context = memory.context(questions[0], user_id="maya", now=NOW)
+        local_context = memory.context(questions[0], user_id="maya", now=NOW, facts=FACTS)
     server = RestServer({"path": store})
     try:
         with RemoteMemory(server.url) as remote:
             answers = [
                 remote.search(q, user_id="maya", limit=3, explain=True, now=NOW) for q in questions
             ]
-            remote_context = remote.context(questions[0], user_id="maya", now=NOW)
+            remote_context = remote.context(questions[0], user_id="maya", now=NOW, facts=FACTS)
     finally:
         server.stop()
     assert answers == local

@@ -219,3 +219,33 @@ def test_a_closed_async_memory_refuses_work(tmp_path: Path) -> None:
             await memory.search("anything")
 
     asyncio.run(scenario())
+
+
+def test_forget_archive_and_restore(surface: Surface) -> None:
+    from anamnesis.decay import DecayPolicy
+
+    kept, secret, old = surface(
+        "add",
+        ["I live in Porto", "my locker code is 4471", "I keep bees on the roof"],
+        user_id="maya",
+        session_id="s1",
+    )
+    trial = surface("forget", containing="4471", user_id="maya", dry_run=True)
+    assert trial.episode_ids == (secret.id,) and trial.dry_run
+    assert surface("get", secret.id, user_id="maya").content == secret.content
+    report = surface("forget", containing="4471", user_id="maya")
+    assert report.counts.episodes == 1 and not report.dry_run
+    with pytest.raises(NotFoundError):
+        surface("get", secret.id, user_id="maya")
+    assert surface("archive", [old.id], user_id="maya") == [old.id]
+    assert old.id not in [h.episode.id for h in surface("search", "bees roof", user_id="maya")]
+    found = surface("search", "bees roof", user_id="maya", include_archive=True)
+    assert old.id in [h.episode.id for h in found]
+    assert surface("restore", old.id, user_id="maya") == [old.id]
+    assert surface("get", old.id, user_id="maya") == old
+    assert set(surface("usage", [kept.id, old.id], user_id="maya")) <= {kept.id, old.id}
+    policy = DecayPolicy(base_stability_days=1.0)
+    strengths = surface("strength", [kept.id], user_id="maya", policy=policy)
+    assert 0.0 <= strengths[kept.id] <= 1.0
+    faded = surface("decay", user_id="maya", dry_run=True, now="2030-01-01", policy=policy)
+    assert set(faded) == {kept.id, old.id}

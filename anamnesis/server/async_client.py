@@ -19,6 +19,7 @@ from typing import IO, Any
 import httpx
 
 from ..context import DEFAULT_BUDGET_TOKENS, DEFAULT_NEIGHBOUR_HITS
+from ..decay import DecayPolicy
 from ..errors import InvalidInputError
 from ..facts.types import ConsolidationReport
 from ..facts.worker import ConsolidationWorker
@@ -27,7 +28,18 @@ from ..memory import ProgressCallback
 from ..memory_reads import CONTEXT_HITS
 from ..retrieve.analysis import QueryAnalysis, analyse
 from ..store.base import Filters
-from ..types import Context, ContextFact, DeleteCounts, Episode, EpisodeVersion, Fact, Hit, Page
+from ..types import (
+    Context,
+    ContextFact,
+    DeleteCounts,
+    Episode,
+    EpisodeVersion,
+    Fact,
+    ForgetReport,
+    Hit,
+    Page,
+    Usage,
+)
 from .client import DEFAULT_TIMEOUT, _json, _json_or_text, headers_for, unreachable
 from .wire import decode, export_count, import_body, raise_error, request_for
 
@@ -138,6 +150,7 @@ class AsyncRemoteMemory:
         explain: bool = False,
         now: datetime | str | float | None = None,
         as_of: datetime | str | float | None = None,
+        include_archive: bool = False,
     ) -> list[Hit]:
         """``Memory.search``, over HTTP."""
         return await self._call("search", locals())
@@ -281,6 +294,86 @@ class AsyncRemoteMemory:
     ) -> list[Fact]:
         """``Memory.fact_history``, over HTTP."""
         return await self._call("fact_history", locals())
+
+    async def forget(
+        self,
+        episode_ids: Sequence[str] | str | None = None,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        session_id: str | None = None,
+        event_after: datetime | str | float | None = None,
+        event_before: datetime | str | float | None = None,
+        containing: str | None = None,
+        dry_run: bool = False,
+    ) -> ForgetReport:
+        """``Memory.forget``, over HTTP."""
+        return await self._call("forget", locals())
+
+    async def archive(
+        self,
+        episode_ids: Sequence[str] | str | None = None,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        session_id: str | None = None,
+        event_after: datetime | str | float | None = None,
+        event_before: datetime | str | float | None = None,
+        containing: str | None = None,
+    ) -> list[str]:
+        """``Memory.archive``, over HTTP."""
+        return await self._call("archive", locals())
+
+    async def restore(
+        self,
+        episode_ids: Sequence[str] | str | None = None,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        session_id: str | None = None,
+        event_after: datetime | str | float | None = None,
+        event_before: datetime | str | float | None = None,
+        containing: str | None = None,
+    ) -> list[str]:
+        """``Memory.restore``, over HTTP."""
+        return await self._call("restore", locals())
+
+    async def usage(
+        self,
+        episode_ids: Sequence[str] | str,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        session_id: str | None = None,
+    ) -> dict[str, Usage]:
+        """``Memory.usage``, over HTTP."""
+        return await self._call("usage", locals())
+
+    async def strength(
+        self,
+        episode_ids: Sequence[str] | str,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        session_id: str | None = None,
+        now: datetime | str | float | None = None,
+        policy: DecayPolicy | None = None,
+    ) -> dict[str, float]:
+        """``Memory.strength``, over HTTP."""
+        return await self._call("strength", locals())
+
+    async def decay(
+        self,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        session_id: str | None = None,
+        now: datetime | str | float | None = None,
+        policy: DecayPolicy | None = None,
+        dry_run: bool = False,
+    ) -> list[str]:
+        """``Memory.decay``, over HTTP."""
+        return await self._call("decay", locals())
 
     async def stats(self, *, user_id: str | None = None) -> dict[str, Any]:
         """``Memory.stats``, over HTTP."""

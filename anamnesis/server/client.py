@@ -22,6 +22,7 @@ from typing import IO, Any
 import httpx
 
 from ..context import DEFAULT_BUDGET_TOKENS, DEFAULT_NEIGHBOUR_HITS
+from ..decay import DecayPolicy
 from ..errors import BackendUnavailableError, InvalidInputError
 from ..facts.types import ConsolidationReport
 from ..facts.worker import ConsolidationWorker
@@ -30,7 +31,18 @@ from ..memory import ProgressCallback
 from ..memory_reads import CONTEXT_HITS
 from ..retrieve.analysis import QueryAnalysis, analyse
 from ..store.base import Filters
-from ..types import Context, ContextFact, DeleteCounts, Episode, EpisodeVersion, Fact, Hit, Page
+from ..types import (
+    Context,
+    ContextFact,
+    DeleteCounts,
+    Episode,
+    EpisodeVersion,
+    Fact,
+    ForgetReport,
+    Hit,
+    Page,
+    Usage,
+)
 from ..version import __version__
 from .wire import decode, export_count, import_body, raise_error, request_for
 
@@ -170,6 +182,7 @@ class RemoteMemory:
         explain: bool = False,
         now: datetime | str | float | None = None,
         as_of: datetime | str | float | None = None,
+        include_archive: bool = False,
     ) -> list[Hit]:
         """``Memory.search``, over HTTP."""
         return self._call("search", locals())
@@ -311,6 +324,86 @@ class RemoteMemory:
     ) -> list[Fact]:
         """``Memory.fact_history``, over HTTP."""
         return self._call("fact_history", locals())
+
+    def forget(
+        self,
+        episode_ids: Sequence[str] | str | None = None,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        session_id: str | None = None,
+        event_after: datetime | str | float | None = None,
+        event_before: datetime | str | float | None = None,
+        containing: str | None = None,
+        dry_run: bool = False,
+    ) -> ForgetReport:
+        """``Memory.forget``, over HTTP."""
+        return self._call("forget", locals())
+
+    def archive(
+        self,
+        episode_ids: Sequence[str] | str | None = None,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        session_id: str | None = None,
+        event_after: datetime | str | float | None = None,
+        event_before: datetime | str | float | None = None,
+        containing: str | None = None,
+    ) -> list[str]:
+        """``Memory.archive``, over HTTP."""
+        return self._call("archive", locals())
+
+    def restore(
+        self,
+        episode_ids: Sequence[str] | str | None = None,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        session_id: str | None = None,
+        event_after: datetime | str | float | None = None,
+        event_before: datetime | str | float | None = None,
+        containing: str | None = None,
+    ) -> list[str]:
+        """``Memory.restore``, over HTTP."""
+        return self._call("restore", locals())
+
+    def usage(
+        self,
+        episode_ids: Sequence[str] | str,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        session_id: str | None = None,
+    ) -> dict[str, Usage]:
+        """``Memory.usage``, over HTTP."""
+        return self._call("usage", locals())
+
+    def strength(
+        self,
+        episode_ids: Sequence[str] | str,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        session_id: str | None = None,
+        now: datetime | str | float | None = None,
+        policy: DecayPolicy | None = None,
+    ) -> dict[str, float]:
+        """``Memory.strength``, over HTTP."""
+        return self._call("strength", locals())
+
+    def decay(
+        self,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        session_id: str | None = None,
+        now: datetime | str | float | None = None,
+        policy: DecayPolicy | None = None,
+        dry_run: bool = False,
+    ) -> list[str]:
+        """``Memory.decay``, over HTTP."""
+        return self._call("decay", locals())
 
     def stats(self, *, user_id: str | None = None) -> dict[str, Any]:
         """``Memory.stats``, over HTTP."""

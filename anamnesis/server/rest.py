@@ -41,7 +41,17 @@ from ..async_memory import AsyncMemory
 from ..errors import AnamnesisError, InvalidInputError, PermissionDeniedError
 from ..facts.types import ConsolidationReport
 from ..ingest.normalise import as_text
-from ..types import Context, DeleteCounts, Episode, EpisodeVersion, Fact, Hit, Page
+from ..types import (
+    Context,
+    DeleteCounts,
+    Episode,
+    EpisodeVersion,
+    Fact,
+    ForgetReport,
+    Hit,
+    Page,
+    Usage,
+)
 from ..version import __version__
 from . import DEFAULT_MAX_BODY_BYTES
 from .auth import authenticate
@@ -51,13 +61,18 @@ from .rest_models import (
     AddManyArguments,
     ConsolidateArguments,
     ContextArguments,
+    DecayArguments,
+    EpisodeIds,
     EpisodeScope,
     FactHistoryArguments,
     FactsArguments,
+    ForgetArguments,
     Health,
     ImportArguments,
     ListArguments,
     SearchArguments,
+    Selected,
+    StrengthArguments,
     UpdateArguments,
     UserArguments,
 )
@@ -274,6 +289,37 @@ def build_app(
         scoped = who.scoped(arguments.arguments())
         text = as_text(await request.body(), "the request body")
         return await memory.import_jsonl(text.splitlines(keepends=True), **scoped)
+
+    @app.post(ROUTES["forget"].path, tags=["lifecycle"])
+    async def forget(arguments: ForgetArguments, who: Who) -> ForgetReport:
+        """Erase episodes completely (ids, session, event-time range, exact text; with
+        no condition the whole scope); ``dry_run`` reports what would go."""
+        return await memory.forget(**who.scoped(arguments.arguments()))
+
+    @app.post(ROUTES["archive"].path, tags=["lifecycle"])
+    async def archive(arguments: Selected, who: Who) -> list[str]:
+        """Move episodes out of the hot indexes into the archive; the ids moved."""
+        return await memory.archive(**who.scoped(arguments.arguments()))
+
+    @app.post(ROUTES["restore"].path, tags=["lifecycle"])
+    async def restore(arguments: Selected, who: Who) -> list[str]:
+        """Bring archived episodes back exactly; the ids restored."""
+        return await memory.restore(**who.scoped(arguments.arguments()))
+
+    @app.post(ROUTES["usage"].path, tags=["lifecycle"])
+    async def usage(arguments: EpisodeIds, who: Who) -> dict[str, Usage]:
+        """How often each episode was retrieved by a search and read by id."""
+        return await memory.usage(**who.scoped(arguments.arguments()))
+
+    @app.post(ROUTES["strength"].path, tags=["lifecycle"])
+    async def strength(arguments: StrengthArguments, who: Who) -> dict[str, float]:
+        """Each episode's strength on the forgetting curve at ``now``."""
+        return await memory.strength(**who.scoped(arguments.arguments()))
+
+    @app.post(ROUTES["decay"].path, tags=["lifecycle"])
+    async def decay(arguments: DecayArguments, who: Who) -> list[str]:
+        """Archive the scope's episodes that have faded below the threshold."""
+        return await memory.decay(**who.scoped(arguments.arguments()))
 
     @app.post(ROUTES["check"].path, tags=["server"])
     async def check(who: Who) -> list[str]:

@@ -9,14 +9,25 @@ same error.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter
 
 from ..context import DEFAULT_BUDGET_TOKENS, DEFAULT_NEIGHBOUR_HITS
+from ..decay import DecayPolicy
 from ..memory_reads import CONTEXT_HITS
 from ..types import ContextFact
 
+
+def _from_json(kind: Any) -> BeforeValidator:
+    """Read a library dataclass from its JSON object (strict mode takes only an
+    instance, which JSON cannot carry); a bad object is a validation error."""
+    adapter: TypeAdapter[Any] = TypeAdapter(kind)
+    return BeforeValidator(adapter.validate_python)
+
+
+Policy = Annotated[DecayPolicy | None, _from_json(DecayPolicy | None)]
+Facts = Annotated[list[ContextFact] | None, _from_json(list[ContextFact] | None)]
 #: A time as ``Memory`` takes it over the wire: ISO-8601 text or epoch seconds.
 Time = str | float | None
 Message = dict[str, Any] | str
@@ -85,6 +96,7 @@ class SearchArguments(Scoped):
     explain: bool = False
     now: Time = None
     as_of: Time = None
+    include_archive: bool = False
 
 
 class ContextArguments(Scoped):
@@ -96,7 +108,7 @@ class ContextArguments(Scoped):
     now: Time = None
     limit: int = CONTEXT_HITS
     neighbour_hits: int = DEFAULT_NEIGHBOUR_HITS
-    facts: list[ContextFact] | None = None
+    facts: Facts = None
 
 
 class ConsolidateArguments(Scoped):
@@ -104,6 +116,42 @@ class ConsolidateArguments(Scoped):
 
     limit: int | None = None
     extractor: str | None = None
+
+
+class Selected(Scoped):
+    """Which episodes a lifecycle verb acts on: every condition given must hold."""
+
+    episode_ids: list[str] | str | None = None
+    event_after: Time = None
+    event_before: Time = None
+    containing: str | None = None
+
+
+class ForgetArguments(Selected):
+    """``Memory.forget``: complete erasure; ``dry_run`` reports and changes nothing."""
+
+    dry_run: bool = False
+
+
+class EpisodeIds(Scoped):
+    """``Memory.usage``: the episodes whose counters to read."""
+
+    episode_ids: list[str] | str
+
+
+class StrengthArguments(EpisodeIds):
+    """``Memory.strength``: where each episode stands on the forgetting curve."""
+
+    now: Time = None
+    policy: Policy = None
+
+
+class DecayArguments(Scoped):
+    """``Memory.decay``: archive what has faded below the policy's threshold."""
+
+    now: Time = None
+    policy: Policy = None
+    dry_run: bool = False
 
 
 class QueryArguments(Arguments):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, is_dataclass
 from datetime import date, datetime
 from typing import Any
 from urllib.parse import quote
@@ -21,7 +21,17 @@ from ..errors import AnamnesisError
 from ..facts.types import ConsolidationReport
 from ..ingest.normalise import check_episode_id
 from ..store.base import Filters
-from ..types import Context, DeleteCounts, Episode, EpisodeVersion, Fact, Hit, Page
+from ..types import (
+    Context,
+    DeleteCounts,
+    Episode,
+    EpisodeVersion,
+    Fact,
+    ForgetReport,
+    Hit,
+    Page,
+    Usage,
+)
 
 #: Version prefix of every route but the health check.
 PREFIX = "/v1"
@@ -55,6 +65,12 @@ ROUTES: dict[str, Route] = {
     "capabilities": Route("GET", f"{PREFIX}/capabilities"),
     "export_jsonl": Route("GET", f"{PREFIX}/export"),
     "import_jsonl": Route("POST", f"{PREFIX}/import"),
+    "forget": Route("POST", f"{PREFIX}/forget", body=True),
+    "archive": Route("POST", f"{PREFIX}/archive", body=True),
+    "restore": Route("POST", f"{PREFIX}/restore", body=True),
+    "usage": Route("POST", f"{PREFIX}/usage", body=True),
+    "strength": Route("POST", f"{PREFIX}/strength", body=True),
+    "decay": Route("POST", f"{PREFIX}/decay", body=True),
     "check": Route("POST", f"{PREFIX}/check"),
     "reindex": Route("POST", f"{PREFIX}/reindex"),
 }
@@ -109,10 +125,13 @@ def raise_error(status: int, body: object) -> None:
 
 
 def jsonable(value: Any) -> Any:
-    """``value`` as JSON can carry it: times as ISO-8601 text, mappings as objects,
-    sequences as arrays; anything else as it is (the server checks it)."""
+    """``value`` as JSON can carry it: times as ISO-8601 text, dataclasses (a
+    ``ContextFact``, a ``DecayPolicy``) and mappings as objects, sequences as arrays;
+    anything else as it is (the server checks it)."""
     if isinstance(value, datetime | date):
         return value.isoformat()
+    if is_dataclass(value) and not isinstance(value, type):
+        return jsonable(asdict(value))
     if isinstance(value, Mapping):
         return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
@@ -166,6 +185,12 @@ RESULTS: dict[str, Any] = {
     "fact_history": list[Fact],
     "stats": dict[str, Any],
     "capabilities": dict[str, Any],
+    "forget": ForgetReport,
+    "archive": list[str],
+    "restore": list[str],
+    "usage": dict[str, Usage],
+    "strength": dict[str, float],
+    "decay": list[str],
     "check": list[str],
     "reindex": int,
     "import_jsonl": int,
