@@ -22,6 +22,7 @@ from rich.progress import (
 from ..cli_errors import handled
 from ..retrieve.filters import ABSTAIN_RULES
 from .abstention import THRESHOLDS
+from .facts_eval import facts_command
 from .presets import BENCH_PRESETS
 from .qa import DEFAULT_QA_BUDGET
 from .runner import DEFAULT_DEPTH, BenchOptions
@@ -319,6 +320,7 @@ bench.add_command(
         "reported separately.",
     )
 )
+bench.add_command(facts_command)
 
 
 @bench.command(name="scale")
