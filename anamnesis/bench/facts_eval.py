@@ -259,6 +259,26 @@ def table(name: str, result: Score) -> str:
     return "\n".join(lines)
 
 
+def summary(parts: Sequence[tuple[str, Sequence[Statement]]]) -> str:
+    """A markdown table of each part, whole and by source (dev-data turns, own)."""
+    lines = [
+        "| part | source | statements | labelled | extracted | precision | recall | F1 |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name, chosen in parts:
+        for source, subset in (
+            ("all", chosen),
+            ("dev-data turns", [s for s in chosen if s.source != "own"]),
+            ("own", [s for s in chosen if s.source == "own"]),
+        ):
+            t = score(subset).overall
+            lines.append(
+                f"| {name} | {source} | {len(subset)} | {t.labelled} | {t.extracted} | "
+                f"{t.precision:.2f} | {t.recall:.2f} | {t.f1:.2f} |"
+            )
+    return "\n".join(lines)
+
+
 @click.command(name="facts")
 @click.option(
     "--data",
@@ -286,6 +306,7 @@ def facts_command(data: Path, part: str, errors: bool) -> None:
     ]
     if part == "all":
         parts.append(("all", statements))
+    click.echo(summary(parts) + "\n")
     for name, chosen in parts:
         result = score(chosen)
         click.echo(table(name, result) + "\n")
