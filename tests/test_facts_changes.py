@@ -150,6 +150,7 @@ CHANGES = [
     ("I stopped going to the gym.", {("habit", "going to the gym", "END")}),
     ("I don't run anymore because of my knee.", {("habit", "run", "END")}),
     ("I no longer eat meat.", {("avoids", "meat", "ADD")}),
+    ("I don't like horror movies anymore.", {("likes", "horror movies", "END")}),
     ("I cancelled my trip to Peru.", {("plans", "my trip to Peru", "END")}),
     ("Moved to Denver last year for a new job.", {("lives_in", "Denver", "ADD")}),
 ]  # fmt: skip

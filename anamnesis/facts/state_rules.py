@@ -248,7 +248,7 @@ STATE_RULES: tuple[Rule, ...] = (
     rule(rf"{I}\s+(?i:{LEAD})?(?i:prefer)\s+{OBJ}", simple("likes")),
     rule(
         rf"{I}\s+(?i:really\s+)?(?i:hate|dislike|can't stand|can’t stand|don't like|don’t like)"
-        rf"\s+{OBJ}(?!.*\b(?i:anymore|any more)\b)",
+        rf"\s+(?![^.!?]*\b(?i:anymore|any more)\b){OBJ}",
         phrase("dislikes"),
     ),
     # plans
