@@ -231,3 +231,21 @@ def test_consolidating_a_real_conversation_gives_sensible_facts(mem: Memory) -> 
     assert len(slots) == len(set(slots))  # one value per single-valued slot
     support_group = next(f for f in facts if f.object == "a LGBTQ support group")
     assert support_group.valid_from == datetime(2023, 5, 7, tzinfo=UTC)  # "yesterday"
+
+
+def test_the_cli_shows_an_ended_fact_as_ended(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from anamnesis.cli import main
+
+    def cli(*args: str) -> str:
+        path = str(tmp_path / "cli.db")
+        result = CliRunner().invoke(main, ["--path", path, "--embedder", "edge", *args])
+        assert result.exit_code == 0, result.output
+        return result.output
+
+    cli("add", "I live in Boston.", "--role", "user", "--time", "2022-01-01")
+    cli("add", "We moved out of Boston.", "--role", "user", "--time", "2023-06-15")
+    cli("consolidate")
+    shown = cli("facts", "--all")
+    assert "Boston" in shown and "ended" in shown and "current" not in shown
