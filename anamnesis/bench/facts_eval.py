@@ -271,10 +271,13 @@ def summary(parts: Sequence[tuple[str, Sequence[Statement]]]) -> str:
             ("dev-data turns", [s for s in chosen if s.source != "own"]),
             ("own", [s for s in chosen if s.source == "own"]),
         ):
+            if not subset:
+                continue
             t = score(subset).overall
+            precision = f"{t.precision:.2f}" if t.extracted else "-"
             lines.append(
                 f"| {name} | {source} | {len(subset)} | {t.labelled} | {t.extracted} | "
-                f"{t.precision:.2f} | {t.recall:.2f} | {t.f1:.2f} |"
+                f"{precision} | {t.recall:.2f} | {t.f1:.2f} |"
             )
     return "\n".join(lines)
 
