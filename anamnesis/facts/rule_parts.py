@@ -18,11 +18,18 @@ from .predicates import RELATIONS, normalise_value
 #: Longest object kept, in words; longer captures are cut (a fact is one short value).
 MAX_OBJECT_WORDS = 6
 
+#: Longest plan kept, in words: a plan is a verb phrase ("take my road bike out for a
+#: longer ride"), longer than a name.
+MAX_PLAN_WORDS = 10
+
 Build = Callable[[re.Match[str]], tuple[str, str] | None]
 
 # Time expressions that end an object ("hiking on weekends", "apply this fall").
 _TIME = (
-    r"yesterday|today|tonight|tomorrow|last|this|next|ago|now|recently|lately|anymore|"
+    r"yesterday|today|tonight|tomorrow|ago|now|recently|lately|anymore|"
+    r"(?:last|this|next|that)\s+(?:week|weekend|month|year|morning|afternoon|evening|night|"
+    r"time|summer|winter|spring|fall|autumn|season|semester|(?:mon|tues|wednes|thurs|fri|"
+    r"satur|sun)day)s?|"
     r"any more|again|already|soon|right now|these days|every|each|daily|weekly|nightly|"
     r"twice|once|on weekends|on weekdays|on (?:mon|tues|wednes|thurs|fri|satur|sun)days?|"
     r"at night|in the (?:morning|evening|afternoon)|before bed|"
@@ -42,7 +49,8 @@ PREPOSITION = r"as|for|with|from|by|at|on|in|to|during|after|before|until|around
 CLAUSE_END = re.compile(rf"\s+(?:{_CLAUSE})\b.*$", re.IGNORECASE)
 NAME_END = re.compile(rf"\s+(?:{_CLAUSE}|{PREPOSITION}|too|these)\b.*$", re.IGNORECASE)
 _DEICTIC = re.compile(
-    r"^(?:that|it|this|these|those|them|you|your|how|what|when|where|why|who|which|"
+    r"^(?:that|it|its|this|these|those|them|their|his|you|your|how|what|when|where|why|who|"
+    r"which|"
     r"to hear|hearing|the way|the idea|the sound|the thought|the fact|doing that|"
     r"something|anything|everything|nothing|one|some|all|both|him|her|me|myself|yourself|"
     r"us|being|getting|having|having to|if|seeing|knowing|spending|going|doing|working|"
@@ -241,8 +249,8 @@ def plan(match: re.Match[str]) -> tuple[str, str] | None:
 def clean_plan(value: str) -> str | None:
     """A plan's verb phrase, cut at a clause word or a time expression."""
     cut = CLAUSE_END.sub("", " " + value.strip())
-    cut = re.sub(r"\s+(?:for|with|from)\s+(?:our|my|the|a)\b.*$", "", cut, flags=re.IGNORECASE)
-    words = cut.split()[: MAX_OBJECT_WORDS + 2]
+    cut = re.sub(r"\s+during\b.*$", "", cut, flags=re.IGNORECASE)
+    words = cut.split()[:MAX_PLAN_WORDS]
     text = " ".join(words).strip()
     if not text or _DEICTIC.match(text):
         return None

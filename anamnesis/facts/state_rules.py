@@ -253,7 +253,7 @@ STATE_RULES: tuple[Rule, ...] = (
     ),
     # plans
     rule(
-        rf"{IM}\s+(?i:{LEAD})?(?:(?i:planning|hoping|going|about)\s+to|(?i:gonna))\s+{OBJ}",
+        rf"{IM}\s+(?i:{LEAD})?(?i:planning|hoping|going|about)\s+to\s+{OBJ}",
         plan,
     ),
     rule(rf"{I}\s+(?i:{LEAD})?(?i:plan|intend|decided)\s+to\s+{OBJ}", plan),
