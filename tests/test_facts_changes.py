@@ -224,6 +224,7 @@ def test_consolidating_a_real_conversation_gives_sensible_facts(mem: Memory) -> 
         ("Caroline", "from", "Sweden"),  # D4:3 "my home country, Sweden"
         ("Caroline", "visited", "a LGBTQ support group"),  # D1:3
         ("Melanie", "finished", "a charity race"),  # D2:1
+        ("Caroline", "started", "transitioning"),  # D3:1 "since I started transitioning"
     } <= found
     assert {f.subject for f in facts} <= {"Caroline", "Melanie"}
     assert report.ended == 0 and all(f.is_current for f in facts)  # nothing ended there
@@ -231,6 +232,8 @@ def test_consolidating_a_real_conversation_gives_sensible_facts(mem: Memory) -> 
     assert len(slots) == len(set(slots))  # one value per single-valued slot
     support_group = next(f for f in facts if f.object == "a LGBTQ support group")
     assert support_group.valid_from == datetime(2023, 5, 7, tzinfo=UTC)  # "yesterday"
+    transition = next(f for f in facts if f.object == "transitioning")
+    assert transition.valid_from and transition.valid_from.year == 2020  # "three years ago"
 
 
 def test_the_cli_shows_an_ended_fact_as_ended(tmp_path: Path) -> None:
