@@ -42,7 +42,7 @@ _TIME = (
 # preposition also ends a name-like object (a place, an employer: "Denver for work").
 _CLAUSE = (
     rf"and|but|because|so|which|who|that|since|while|when|where|if|though|although|or|than|"
-    rf"rather|instead|"
+    rf"rather|instead|too|as well|either|"
     rf"I|I'm|I've|I'd|I'll|{_TIME}"
 )
 PREPOSITION = r"as|for|with|from|by|at|on|in|to|during|after|before|until|around|about|like|over"
@@ -153,6 +153,19 @@ def activity(predicate: str) -> Build:
     return build
 
 
+def begun(predicate: str) -> Build:
+    """An activity begun ("playing chess"), without its purpose ("... to get better")."""
+    inner = phrase(predicate)
+
+    def build(match: re.Match[str]) -> tuple[str, str] | None:
+        built = inner(match)
+        if built is None:
+            return None
+        return predicate, re.split(r"\s+(?:to|in order to)\s+", built[1], maxsplit=1)[0]
+
+    return build
+
+
 def simple(predicate: str, end: re.Pattern[str] = NAME_END) -> Build:
     """A builder: ``predicate`` and the cleaned ``obj`` group."""
 
@@ -251,6 +264,8 @@ def clean_plan(value: str) -> str | None:
     cut = CLAUSE_END.sub("", " " + value.strip())
     cut = re.sub(r"\s+during\b.*$", "", cut, flags=re.IGNORECASE)
     words = cut.split()[:MAX_PLAN_WORDS]
+    while words and re.fullmatch(PREPOSITION + "|the|a|an|my|of", words[-1], re.IGNORECASE):
+        words.pop()
     text = " ".join(words).strip()
     if not text or _DEICTIC.match(text):
         return None

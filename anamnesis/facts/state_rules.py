@@ -22,6 +22,7 @@ from .rule_parts import (
     I,
     Rule,
     activity,
+    begun,
     clean,
     employer,
     favourite,
@@ -323,7 +324,7 @@ STATE_RULES: tuple[Rule, ...] = (
     rule(
         rf"{I}\s+(?i:{LEAD})?(?i:started|began|took up)\s+"
         rf"(?!(?i:working|going|doing|getting|dating)\b)(?P<obj>[a-z]+ing\b[^,.;:!?()\"\n]*)",
-        phrase("started"),
+        begun("started"),
     ),
     rule(
         rf"{I}\s+(?i:{LEAD})?(?i:finished|completed|graduated from|ran)\s+{OBJ}",
