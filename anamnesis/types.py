@@ -85,7 +85,9 @@ class Fact:
     (None: unknown / still true); ``recorded_at`` / ``retracted_at`` when this memory
     learned it and withdrew it. A fact that a newer value replaced keeps its row:
     ``superseded_by`` names the replacement, ``superseded_at`` is when we learned of
-    the replacement, and ``valid_to`` is when the replacement became true.
+    the replacement, and ``valid_to`` is when the replacement became true. A fact
+    that *ended* with no replacement ("I left Tencent", "I quit smoking") has
+    ``valid_to`` and ``superseded_at`` and no ``superseded_by``.
     ``provenance`` holds the ids of the episodes it was extracted from. ``text`` is a
     short sentence that states it, which the fact indexes search.
     """
@@ -111,8 +113,10 @@ class Fact:
 
     @property
     def is_current(self) -> bool:
-        """True while nothing has replaced or withdrawn it."""
-        return self.superseded_by is None and self.retracted_at is None
+        """True while nothing has replaced, ended or withdrawn it."""
+        return (
+            self.superseded_at is None and self.superseded_by is None and self.retracted_at is None
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -99,6 +99,21 @@ def test_superseded_facts_are_never_deleted(store):
     assert both[0].supersedes == "f_boston"
 
 
+def test_a_fact_ended_with_no_successor_stays_stored_and_stops_being_current(store):
+    """ "I moved out of Boston": an ending is a supersession with no new fact."""
+    sources = with_episodes(store, ALICE, "I live in Boston", "We moved out of Boston")
+    write(store, ALICE, make_fact("Boston", id="f_boston", provenance=(sources[0],)))
+    left = T0 + 30 * DAY
+    write(store, ALICE, supersessions=[Supersession("f_boston", None, left, left)], seed=1)
+    assert store.find_facts(ALICE, FactQuery()) == []
+    [boston] = store.find_facts(ALICE, FactQuery(include_superseded=True))
+    assert (boston.valid_to, boston.superseded_at, boston.superseded_by) == (left, left, None)
+    assert not boston.is_current
+    assert objects(store.find_facts(ALICE, FactQuery(as_of=left - DAY))) == ["Boston"]
+    assert store.find_facts(ALICE, FactQuery(as_of=left + DAY)) == []
+    assert (store.stats(ALICE)["facts"], store.stats(ALICE)["current_facts"]) == (1, 0)
+
+
 def test_as_of_hides_later_records_and_shows_what_was_true_then(store):
     boston_then_denver(store)
 

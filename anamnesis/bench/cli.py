@@ -22,6 +22,7 @@ from rich.progress import (
 from ..cli_errors import handled
 from ..retrieve.filters import ABSTAIN_RULES
 from .abstention import THRESHOLDS
+from .facts_eval import facts_command
 from .lifecycle import lifecycle_command
 from .presets import BENCH_PRESETS
 from .qa import DEFAULT_QA_BUDGET
@@ -324,6 +325,9 @@ bench.add_command(
         "reported separately.",
     )
 )
+bench.add_command(facts_command)
+bench.add_command(mcp_command)
+bench.add_command(rest_command)
 
 
 @bench.command(name="scale")
@@ -545,7 +549,3 @@ def reliability_command(
     (out / "reliability.json").write_text(json.dumps(result, indent=2) + "\n")
     if result["problems"] or (concurrency and (concurrency.errors or concurrency.problems)):
         raise SystemExit(1)
-
-
-bench.add_command(mcp_command)
-bench.add_command(rest_command)

@@ -315,7 +315,7 @@ def facts(
             fact.object,
             fact.valid_from.strftime("%Y-%m-%d") if fact.valid_from else "",
             fact.valid_to.strftime("%Y-%m-%d") if fact.valid_to else "",
-            "current" if fact.is_current else "superseded",
+            "current" if fact.is_current else "superseded" if fact.superseded_by else "ended",
         )
     console.print(table)
 

@@ -120,6 +120,15 @@ def normalise_value(value: str) -> str:
     return re.sub(r"\s+", " ", text)
 
 
+_AGE_WORD = re.compile(r"^(?:brand[- ]new|new|old|current|first)\s+")
+
+
+def bare_value(value: str) -> str:
+    """``normalise_value`` without a leading word of age ("new car" -> "car"): what an
+    ending names ("I sold my car") matches the value as it was stated ("a new car")."""
+    return _AGE_WORD.sub("", normalise_value(value))
+
+
 def predicate_label(predicate: str) -> str:
     """The words a predicate name stands for, for embedding (``lives_in`` -> ``lives in``)."""
     return predicate.replace("_", " ")

@@ -19,6 +19,13 @@ For each draft, in event-time order:
    LLM when one is configured, and is otherwise added alongside (never guessed).
 3. **A context-aware extractor's decision** (LLM: UPDATE / NONE naming a stored fact)
    is applied when the named fact exists in scope; otherwise the draft takes steps 1–2.
+4. **An ending** (END, from the rules: "I left Tencent", "I quit smoking") ends the
+   slot's current fact with that value (an empty value: every current fact of the
+   slot) at the draft's ``valid_from``, with no successor: it keeps its row, gains
+   ``valid_to`` and ``superseded_at``, and stops being current. A value ended that
+   the memory never held is kept as a fact that already ended ("user worked at
+   Tencent, until ..."); one already ended is only confirmed. A value stated again
+   after it ended starts a new fact.
 """
 
 from __future__ import annotations
@@ -34,7 +41,13 @@ from ..embed.base import Embedder
 from ..ingest.normalise import new_id
 from ..store.base import FactChanges, FactQuery, Store, Supersession, fact_scope
 from ..types import Fact, Scope
-from .predicates import embedding_text, is_single_valued, normalise_value, predicate_label
+from .predicates import (
+    bare_value,
+    embedding_text,
+    is_single_valued,
+    normalise_value,
+    predicate_label,
+)
 from .types import ConsolidationReport, Draft
 
 #: Cosine similarity (MiniLM, predicate words) at or above which two single-valued
@@ -58,6 +71,16 @@ class Judge(Protocol):
 
 def _start(fact: Fact) -> datetime:
     return fact.valid_from or fact.recorded_at
+
+
+def _ended_by(fact: Fact, when: datetime) -> bool:
+    """Whether ``fact`` ended with no successor at or before ``when``."""
+    return (
+        fact.superseded_by is None
+        and fact.superseded_at is not None
+        and fact.valid_to is not None
+        and fact.valid_to <= when
+    )
 
 
 def _on_timeline(fact: Fact) -> bool:
@@ -136,13 +159,19 @@ class Resolver:
                 else:
                     self._supersede(target, self._add(draft))
                 return
+        if draft.action == "END":
+            self._end_value(draft)
+            return
         single = draft.single_valued
         if single is None:
             single = is_single_valued(draft.predicate)
         slot = self._slot(draft.subject, draft.predicate)
         value = normalise_value(draft.object)
         if not single:
-            same = [f for f in slot if normalise_value(f.object) == value]
+            when = draft.valid_from or draft.episode.event_time
+            same = [
+                f for f in slot if normalise_value(f.object) == value and not _ended_by(f, when)
+            ]
             if same:
                 self._confirm(same[-1], draft)
             else:
@@ -170,6 +199,8 @@ class Resolver:
         after = [f for f in timeline if _start(f) > when]
         previous = before[-1] if before else None
         following = after[0] if after else None
+        if previous is not None and _ended_by(previous, when):
+            previous = None  # it ended before this value began: nothing to replace
         if previous is not None and normalise_value(previous.object) == value:
             self._confirm(previous, draft)
             return
@@ -283,8 +314,14 @@ class Resolver:
         return fact
 
     def _confirm(self, fact: Fact, draft: Draft) -> None:
+        if draft.episode.id not in fact.provenance:
+            self._with_source(fact, draft)
+            self.report.confirmed += 1
+
+    def _with_source(self, fact: Fact, draft: Draft) -> Fact:
+        """``fact`` with ``draft``'s episode among its sources (recorded in the changes)."""
         if draft.episode.id in fact.provenance:
-            return
+            return fact
         updated = replace(fact, provenance=(*fact.provenance, draft.episode.id))
         pending = self._pending(fact.id)
         if pending is not None:
@@ -292,7 +329,7 @@ class Resolver:
         else:
             self.changes.sources.append((fact.id, draft.episode.id))
         self._update(updated)
-        self.report.confirmed += 1
+        return updated
 
     def _supersede(self, old: Fact, new: Fact) -> None:
         """``new`` replaces ``old`` from ``new``'s start; the earliest knowledge of a
@@ -315,6 +352,34 @@ class Resolver:
                 self.changes.added[pending] = updated
             self._update(updated)
         self.report.superseded += 1
+
+    def _end_value(self, draft: Draft) -> None:
+        """Apply an END draft (step 4 of the module docstring)."""
+        slot = self._slot(draft.subject, draft.predicate)
+        value = bare_value(draft.object)
+        when = draft.valid_from or draft.episode.event_time
+        named = [f for f in slot if not value or bare_value(f.object) == value]
+        standing = [f for f in named if f.is_current and _start(f) <= when]
+        for fact in standing:
+            self._end(self._with_source(fact, draft), when, draft.episode.recorded_at)
+        if standing or not value:
+            return
+        if named:
+            self._confirm(named[-1], draft)
+            return
+        self._end(self._add(replace(draft, valid_from=None)), when, draft.episode.recorded_at)
+
+    def _end(self, fact: Fact, when: datetime, learned: datetime) -> None:
+        """``fact`` stops holding at ``when`` (as learned at ``learned``), with nothing
+        in its place."""
+        known_at = max(fact.recorded_at, learned)
+        self.changes.supersessions.append(Supersession(fact.id, None, when, known_at))
+        updated = replace(fact, valid_to=when, superseded_at=known_at)
+        pending = self._pending(fact.id)
+        if pending is not None:
+            self.changes.added[pending] = updated
+        self._update(updated)
+        self.report.ended += 1
 
     def _pending(self, fact_id: str) -> int | None:
         for i, fact in enumerate(self.changes.added):

@@ -12,7 +12,7 @@ from typing import Literal
 
 from ..types import Episode
 
-Action = Literal["ADD", "UPDATE", "NONE"]
+Action = Literal["ADD", "UPDATE", "NONE", "END"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,7 +21,9 @@ class Draft:
 
     ``action`` and ``target`` come from a context-aware extractor (the LLM): UPDATE
     names the stored fact it replaces, NONE the stored fact it restates. A rule
-    extractor proposes ADD and leaves the decision to conflict resolution.
+    extractor proposes ADD, or END for a value the statement says stopped holding
+    ("I left Tencent", "I quit smoking"; an empty ``object`` ends whatever the slot
+    holds), and leaves the decision to conflict resolution.
     ``single_valued`` None means: look the predicate up in the vocabulary.
     """
 
@@ -46,6 +48,7 @@ class ConsolidationReport:
     drafts: int = 0
     added: int = 0
     superseded: int = 0
+    ended: int = 0
     confirmed: int = 0
     ambiguous: int = 0
     llm_calls: int = 0

@@ -95,7 +95,7 @@ def fact_visibility(
 
     Every visible fact was recorded by ``as_of`` and not retracted by then. With
     ``current_only`` it must also have been true at ``as_of``: begun (``valid_from``),
-    not ended (``valid_to``), and not replaced by a fact the memory knew of by then.
+    not ended (``valid_to``), and not replaced or ended by what the memory knew by then.
     A supersession learned after ``as_of`` does not end the old fact at ``as_of``.
     """
     f, p = alias, placeholder
@@ -103,7 +103,7 @@ def fact_visibility(
         clauses = [f"{f}.retracted_at IS NULL"]
         params: list[Any] = []
         if current_only:
-            clauses.append(f"{f}.superseded_by IS NULL")
+            clauses.append(f"{f}.superseded_by IS NULL AND {f}.superseded_at IS NULL")
         return " AND ".join(clauses), params
     t = to_param(as_of)
     clauses = [f"{f}.recorded_at <= {p}", f"({f}.retracted_at IS NULL OR {f}.retracted_at > {p})"]
@@ -163,10 +163,13 @@ class FactQuery:
 
 @dataclass(frozen=True, slots=True)
 class Supersession:
-    """Fact ``old_id`` is replaced by ``new_id``: it stays stored, with an end."""
+    """Fact ``old_id`` is replaced by ``new_id``: it stays stored, with an end.
+
+    ``new_id`` None: the fact ended with nothing in its place ("I left Tencent").
+    """
 
     old_id: str
-    new_id: str
+    new_id: str | None
     valid_to: datetime | None
     superseded_at: datetime
 

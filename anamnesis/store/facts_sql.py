@@ -135,8 +135,8 @@ class FactSQL:
                     *params,
                 ],
             )
-            if ended.rowcount == 0:
-                continue  # the old fact is not in this scope: link nothing to it
+            if ended.rowcount == 0 or step.new_id is None:
+                continue  # not in this scope, or ended with no successor: link nothing
             conn.execute(
                 f"UPDATE facts AS f SET supersedes = {p} WHERE f.id = {p} AND {where}",
                 [step.old_id, step.new_id, *params],

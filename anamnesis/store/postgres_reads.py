@@ -253,7 +253,7 @@ class PostgresReads:
                 ("TRUE", []) if scope is None else scope_sql(fact_scope(scope), "f")
             )
             facts, current = conn.execute(
-                f"SELECT count(*), count(*) FILTER (WHERE f.superseded_by IS NULL) FROM facts f "
+                f"SELECT count(*), count(*) FILTER (WHERE f.superseded_at IS NULL) FROM facts f "
                 f"WHERE {fact_where}",
                 fact_params,
             ).fetchone()  # type: ignore[misc]

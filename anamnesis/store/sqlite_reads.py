@@ -440,7 +440,7 @@ class SQLiteReads:
         )[0][0]
         fact_where, fact_params = ("1", []) if scope is None else scope_sql(fact_scope(scope), "f")
         facts, current = self._read(
-            f"SELECT COUNT(*), COUNT(*) FILTER (WHERE f.superseded_by IS NULL) FROM facts f "
+            f"SELECT COUNT(*), COUNT(*) FILTER (WHERE f.superseded_at IS NULL) FROM facts f "
             f"WHERE {fact_where}",
             fact_params,
         )[0]

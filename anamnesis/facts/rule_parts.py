@@ -1,0 +1,272 @@
+"""The parts the fact rules are built from: regex pieces, object cleaning, builders.
+
+A rule (``Rule``) is a compiled first-person pattern and a builder that turns its
+match into ``(predicate, object)``, or None when the object is not a value (a
+pronoun, a deictic word, an empty capture). Objects are cut at the first clause
+boundary and capped at ``MAX_OBJECT_WORDS`` words. The tables of rules are in
+``state_rules`` (what holds) and ``change_rules`` (what stopped holding).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .predicates import RELATIONS, normalise_value
+
+#: Longest object kept, in words; longer captures are cut (a fact is one short value).
+MAX_OBJECT_WORDS = 6
+
+#: Longest plan kept, in words: a plan is a verb phrase ("take my road bike out for a
+#: longer ride"), longer than a name.
+MAX_PLAN_WORDS = 10
+
+Build = Callable[[re.Match[str]], tuple[str, str] | None]
+
+# Time expressions that end an object ("hiking on weekends", "apply this fall").
+_TIME = (
+    r"yesterday|today|tonight|tomorrow|ago|now|recently|lately|anymore|"
+    r"(?:last|this|next|that)\s+(?:week|weekend|month|year|morning|afternoon|evening|night|"
+    r"time|summer|winter|spring|fall|autumn|season|semester|(?:mon|tues|wednes|thurs|fri|"
+    r"satur|sun)day)s?|"
+    r"any more|again|already|soon|right now|these days|every|each|daily|weekly|nightly|"
+    r"twice|once|on weekends|on weekdays|on (?:mon|tues|wednes|thurs|fri|satur|sun)days?|"
+    r"at night|in the (?:morning|evening|afternoon)|before bed|"
+    r"(?:by|in|until|since) (?:january|february|march|april|may|june|july|august|"
+    r"september|october|november|december|spring|summer|fall|autumn|winter|\d{4})|"
+    r"(?:a|one|two|three|four|five|six|a few|few|several|\d+)\s+"
+    r"(?:days?|weeks?|months?|years?|times?)"
+)
+# Where an object ends. A clause word or a time expression ends every object; a
+# preposition also ends a name-like object (a place, an employer: "Denver for work").
+_CLAUSE = (
+    rf"and|but|because|so|which|who|that|since|while|when|where|if|though|although|or|than|"
+    rf"rather|instead|too|as well|either|"
+    rf"I|I'm|I've|I'd|I'll|{_TIME}"
+)
+PREPOSITION = r"as|for|with|from|by|at|on|in|to|during|after|before|until|around|about|like|over"
+CLAUSE_END = re.compile(rf"\s+(?:{_CLAUSE})\b.*$", re.IGNORECASE)
+NAME_END = re.compile(rf"\s+(?:{_CLAUSE}|{PREPOSITION}|too|these)\b.*$", re.IGNORECASE)
+_DEICTIC = re.compile(
+    r"^(?:that|it|its|this|these|those|them|their|his|you|your|how|what|when|where|why|who|"
+    r"which|"
+    r"to hear|hearing|the way|the idea|the sound|the thought|the fact|doing that|"
+    r"something|anything|everything|nothing|one|some|all|both|him|her|me|myself|yourself|"
+    r"us|being|getting|having|having to|if|seeing|knowing|spending|going|doing|working|"
+    r"is|was|are|were|not|so|very|really|too|more|most|best|there|here|much|enough|"
+    r"a lot)\b",
+    re.IGNORECASE,
+)
+# An object that ends in a pronoun refers to something said before ("watching it").
+_ENDS_IN_PRONOUN = re.compile(
+    r"\s(?:it|them|him|her|this|that|these|those|you|one|ones)$", re.IGNORECASE
+)
+# A reaction to something just shown ("I like the floating sectional idea"), not a taste.
+_REACTION = re.compile(
+    r"^the\s+(?:[\w'-]+\s+){0,3}(?:idea|ideas|suggestion|suggestions|list|schedule|option|"
+    r"options|caption|post|posts|tips|recommendations|one|ones|sound|look|way|name)$",
+    re.IGNORECASE,
+)
+NAME = r"(?P<name>[A-Z][a-zA-Z'’-]+(?:\s[A-Z][a-zA-Z'’-]+)?)"
+OBJ = r"(?P<obj>[^,.;:!?()\"\n]+)"
+LEAD = r"(?:just|recently|finally|actually|also|now|currently|really|even|already|still)\s+"
+I = r"\b(?:I|i)"  # noqa: E741 - the pronoun
+IM = rf"{I}(?:'m|’m| am)"
+#: "I" or "we": household facts (home, pets, possessions) are the speaker's either way.
+WE = r"\b(?:I|i|[Ww]e)"
+WERE = rf"(?:{IM}|\b[Ww]e(?:'re|’re| are))"
+RELATION_WORDS = "|".join(sorted((re.escape(r) for r in RELATIONS), key=len, reverse=True))
+PETS = (
+    r"(?P<pet>dog|puppy|cat|kitten|parrot|bird|rabbit|bunny|hamster|horse|fish|goldfish|"
+    r"turtle|snake|guinea pig|pup|lizard|ferret|gecko)"
+)
+_NOT_NAMES = frozenset(
+    {"I", "I'm", "The", "My", "We", "He", "She", "It", "They", "And", "But", "So", "Oh",
+     "Yes", "No", "Thanks", "Hey", "Hi", "Well", "Also", "Just", "Last", "This", "That"}
+)  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """One pattern: a compiled regex and how its match becomes ``(predicate, object)``.
+
+    ``ends``: the match says the value stopped holding (an END draft).
+    """
+
+    pattern: re.Pattern[str]
+    build: Build
+    ends: bool = False
+
+
+def rule(pattern: str, build: Build, ends: bool = False) -> Rule:
+    """A ``Rule`` from a pattern string."""
+    return Rule(re.compile(pattern), build, ends)
+
+
+def clean(value: str, end: re.Pattern[str] = NAME_END) -> str | None:
+    """The object of a match: cut where ``end`` matches, trimmed, capped; None if empty
+    or deictic."""
+    value = re.split(r"\s[-–—]\s", value)[0]
+    value = end.sub("", " " + value.strip()).strip()
+    words = value.split()[:MAX_OBJECT_WORDS]
+    while words and re.fullmatch(PREPOSITION + "|the|a|an|my|of", words[-1], re.IGNORECASE):
+        words.pop()
+    if not words:
+        return None
+    value = " ".join(words).strip(" '’-")
+    if not value or _DEICTIC.match(value) or not normalise_value(value):
+        return None
+    if _ENDS_IN_PRONOUN.search(value) or _REACTION.match(value):
+        return None
+    return value
+
+
+def name_of(value: str) -> str | None:
+    """A person's or pet's name from a capture ("Emma's" -> "Emma"); None for a word
+    that only looks like one ("The", "My")."""
+    value = re.sub(r"['’]s$", "", value)
+    first = value.split()[0]
+    return None if first in _NOT_NAMES else value
+
+
+# A gerund that opens an activity ("being a mom", "getting lost in ...").
+_GERUND = re.compile(r"^(?:being|getting|seeing|spending|going|doing|working|having)\s+")
+
+
+def activity(predicate: str) -> Build:
+    """A phrase object that may open with a gerund ("being a mom", "seeing my teammates
+    succeed") when it runs to three words or more and its second word is no pronoun
+    ("seeing you", "doing this" are none)."""
+    inner = phrase(predicate)
+
+    def build(match: re.Match[str]) -> tuple[str, str] | None:
+        built = inner(match)
+        if built is not None:
+            return built
+        cut = CLAUSE_END.sub("", " " + match.group("obj").strip()).strip()
+        words = cut.split()[:MAX_OBJECT_WORDS]
+        if len(words) < 3 or not _GERUND.match(cut) or _DEICTIC.match(" ".join(words[1:])):
+            return None
+        return predicate, " ".join(words)
+
+    return build
+
+
+def begun(predicate: str) -> Build:
+    """An activity begun ("playing chess"), without its purpose ("... to get better")."""
+    inner = phrase(predicate)
+
+    def build(match: re.Match[str]) -> tuple[str, str] | None:
+        built = inner(match)
+        if built is None:
+            return None
+        return predicate, re.split(r"\s+(?:to|in order to)\s+", built[1], maxsplit=1)[0]
+
+    return build
+
+
+def simple(predicate: str, end: re.Pattern[str] = NAME_END) -> Build:
+    """A builder: ``predicate`` and the cleaned ``obj`` group."""
+
+    def build(match: re.Match[str]) -> tuple[str, str] | None:
+        obj = clean(match.group("obj"), end)
+        return (predicate, obj) if obj else None
+
+    return build
+
+
+def phrase(predicate: str) -> Build:
+    """An object that is a phrase ("going for walks"): only clause words end it."""
+    return simple(predicate, CLAUSE_END)
+
+
+def place(predicate: str) -> Build:
+    """An object that names a place or an organisation: it starts with a capital
+    ("Denver", "the Bay Area", "Moonshot AI"), so "a new apartment" or "night" is none."""
+    inner = simple(predicate)
+
+    def build(match: re.Match[str]) -> tuple[str, str] | None:
+        built = inner(match)
+        if built is None:
+            return None
+        head = re.sub(r"^(?:the|my|our)\s+", "", built[1], flags=re.IGNORECASE)
+        return built if head[:1].isupper() else None
+
+    return build
+
+
+def employer(predicate: str) -> Build:
+    """An employer: a name ("Google") or a described one ("a small startup", "the
+    bank"), but not a bare common word ("night", "home")."""
+    inner = simple(predicate)
+
+    def build(match: re.Match[str]) -> tuple[str, str] | None:
+        built = inner(match)
+        if built is None:
+            return None
+        first = built[1].split()[0]
+        ok = first[:1].isupper() or first.lower() in ("a", "an", "the", "my", "our")
+        return built if ok else None
+
+    return build
+
+
+def fixed(predicate: str, obj: str) -> Build:
+    """A builder with a fixed object ("I smoke" -> habit "smoking")."""
+    return lambda match: (predicate, obj)
+
+
+def named(predicate: str) -> Build:
+    """A builder: ``predicate`` and the ``name`` group."""
+
+    def build(match: re.Match[str]) -> tuple[str, str] | None:
+        name = name_of(match.group("name"))
+        return (predicate, name) if name else None
+
+    return build
+
+
+def relation(match: re.Match[str]) -> tuple[str, str] | None:
+    """The relation named by the ``rel`` group, to the ``name`` group."""
+    name = name_of(match.group("name"))
+    if not name:
+        return None
+    return RELATIONS[match.group("rel").lower()], name
+
+
+def pet(match: re.Match[str]) -> tuple[str, str] | None:
+    """A pet: "dog named Max" from the ``pet`` and ``name`` groups."""
+    name = name_of(match.group("name"))
+    if not name:
+        return None
+    return "pet", f"{match.group('pet').lower()} named {name}"
+
+
+def favourite(match: re.Match[str]) -> tuple[str, str] | None:
+    """``favorite <cat>`` and the object."""
+    category = normalise_value(match.group("cat"))
+    obj = clean(match.group("obj"))
+    if not category or not obj or len(category.split()) > 3:
+        return None
+    return f"favorite {category}", obj
+
+
+def plan(match: re.Match[str]) -> tuple[str, str] | None:
+    """A plan keeps its verb phrase ("move to Lisbon"); clause words and time
+    expressions cut it."""
+    obj = clean_plan(match.group("obj"))
+    return ("plans", obj) if obj else None
+
+
+def clean_plan(value: str) -> str | None:
+    """A plan's verb phrase, cut at a clause word or a time expression."""
+    cut = CLAUSE_END.sub("", " " + value.strip())
+    cut = re.sub(r"\s+during\b.*$", "", cut, flags=re.IGNORECASE)
+    words = cut.split()[:MAX_PLAN_WORDS]
+    while words and re.fullmatch(PREPOSITION + "|the|a|an|my|of", words[-1], re.IGNORECASE):
+        words.pop()
+    text = " ".join(words).strip()
+    if not text or _DEICTIC.match(text):
+        return None
+    return text
