@@ -42,7 +42,11 @@ def main(folder: str, baseline: str, candidate: str, metric: str, binary: str | 
         b = [p[1][metric] for p in pairs]
         test = paired_bootstrap(b, a)
         p = "<0.0005" if test["p_value"] == 0 else f"{test['p_value']:.2g}"
-        counts = mcnemar_exact([p[0][binary] for p in pairs], [p[1][binary] for p in pairs])
+        counts = (
+            mcnemar_exact([p[0][binary] for p in pairs], [p[1][binary] for p in pairs])
+            if binary is not None
+            else {"a_only": "-", "b_only": "-", "p_value": float("nan")}
+        )
         print(
             f"| {category} | {len(pairs)} | {100 * sum(a) / len(a):.1f} | "
             f"{100 * sum(b) / len(b):.1f} | {100 * test['diff']:+.1f} "

@@ -40,6 +40,9 @@ def test_identifiers_are_numbers_and_names_the_question_capitalises() -> None:
     ]
     assert identifier_terms("Zbigniew said what about the harbour?") == []  # first word
     assert identifier_terms("what did she say about the harbour?") == []
+    # Sentence openings, emphasis and acronyms are not names; counts are not codes.
+    assert identifier_terms("List them in order. Mention ONLY the REST API ones.") == []
+    assert identifier_terms("What did I do 3 days after the 2nd call?") == []
 
 
 @pytest.mark.parametrize("preset", ["full-ranker-exact", "full-priors-exact"])

@@ -263,11 +263,14 @@ def percentile(values: Sequence[float], q: float) -> float:
     return float(np.percentile(np.asarray(values, dtype=float), q))
 
 
-def binary_metric(metric: str) -> str:
+def binary_metric(metric: str) -> str | None:
     """The 0/1 metric McNemar's test counts for ``metric``: the metric itself when it
     is already 0/1 per question (``hit@k``, ``recall_all@k``, ``recall_any@k``, whatever prefix it
-    carries), else ``hit@k`` at the same k (``recall@10`` -> ``hit@10``)."""
+    carries), else ``hit@k`` at the same k (``recall@10`` -> ``hit@10``); None for a
+    metric with no cut-off (``mrr``)."""
     name = metric.rsplit(".", 1)[-1]
     if name.startswith(("hit@", "recall_all@", "recall_any@")):
         return metric
+    if "@" not in name:
+        return None  # no cut-off (MRR): nothing 0/1 to count
     return f"hit@{metric.rsplit('@', 1)[-1]}"

@@ -10,8 +10,9 @@ the question up in the searched scope; one found in at most ``RARE_TERM_EPISODES
 episodes names them, and they go first, the ones holding more of the identifiers
 before the others.
 
-An identifier is a search term that holds a digit ("A1234", "4471") or that the
-question capitalises away from its first word (a proper noun: "Zbigniew"). Common
+An identifier is a search term with three digits or more ("A1234", "4471") or that the
+question capitalises inside a sentence (a proper noun: "Zbigniew"), not in capitals
+throughout (emphasis, an acronym). Common
 words are never rare enough to act, and the names of the chat's speakers are left
 out: every turn a speaker said holds their name (as its speaker, not in its text).
 Designed from the reviewers' templated store, not from a benchmark's misses; why it
@@ -35,22 +36,35 @@ from .request import SearchRequest
 RARE_TERM_EPISODES = 2
 #: Most episodes put first, whatever the question names.
 MAX_PINNED = 3
+#: Digits a term needs to be an identifier: fewer make a count, a day or an ordinal
+#: ("3 days", "the 20th"); an order number, a code or a year has more.
+MIN_DIGITS = 3
 #: How ``explain=True`` names the guard among a hit's channels.
 CHANNEL = "exact_match"
 
-_CAPITALISED = re.compile(r"\b[A-Z][\w'’-]*")
+#: A capitalised word that is not all capitals ("Zbigniew", "McAllister"; not "API").
+_CAPITALISED = re.compile(r"\b[A-Z][\w'’-]*[a-z][\w'’-]*")
+#: Where a sentence starts: its first word is capitalised whatever it is.
+_SENTENCE_START = re.compile(r"(?:^|[.!?:;\n]\s*)[\"'(\s]*$")
 
 
 def identifier_terms(text: str) -> list[str]:
-    """The search terms of ``text`` that look like identifiers: they hold a digit, or
-    the question capitalises them away from its first word."""
+    """The search terms of ``text`` that look like identifiers: they hold at least
+    ``MIN_DIGITS`` digits, or the question capitalises them inside a sentence (a
+    proper noun). A word opening a
+    sentence, or written in capitals for emphasis or as an acronym ("ONLY", "API"),
+    is not one."""
     capitalised = {
         term
         for match in _CAPITALISED.finditer(text)
-        if match.start() > 0 and text[: match.start()].strip()
+        if not _SENTENCE_START.search(text[: match.start()])
         for term in words(match.group(0))
     }
-    return [t for t in search_terms(text) if any(c.isdigit() for c in t) or t in capitalised]
+    return [t for t in search_terms(text) if _digits(t) >= MIN_DIGITS or t in capitalised]
+
+
+def _digits(term: str) -> int:
+    return sum(c.isdigit() for c in term)
 
 
 def exact_match(request: SearchRequest, fused: list[Fused]) -> list[Fused]:
