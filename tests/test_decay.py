@@ -110,3 +110,37 @@ def test_cli_decay(tmp_path) -> None:
     assert json.loads(dry.output) == {"dry_run": True, "archived": [episode.id]}
     done = CliRunner().invoke(main, base)
     assert json.loads(done.output) == {"dry_run": False, "archived": [episode.id]}
+
+
+def test_the_strength_prior_stage_favours_the_strong_and_is_off_by_default(tmp_path) -> None:
+    from dataclasses import replace
+
+    from anamnesis.bench.presets import BENCH_PRESETS
+    from anamnesis.config import PRESETS
+
+    assert all("strength_prior" not in c.stages for c in PRESETS.values())
+    path = tmp_path / "m.db"
+    with Memory(path=path, embedder=EDGE, warm=False) as memory:
+        old, used = memory.add(
+            ["the red boat sails at noon", "the red boat sails at dawn"], user_id="ana"
+        )
+        for _ in range(3):
+            memory.search("dawn", user_id="ana", limit=1)
+    later = datetime.now(UTC) + timedelta(days=90)
+    hybrid = BENCH_PRESETS["hybrid"]
+    scores = {}
+    for weight in (1.0, 0.0):  # the prior first: each search counts its own hits after
+        config = replace(
+            hybrid,
+            stages=(*hybrid.stages, "strength_prior"),
+            stage_options={**hybrid.stage_options, "strength_prior": {"weight": weight}},
+        )
+        with Memory(path=path, embedder=EDGE, warm=False, config=config) as memory:
+            if weight:
+                strengths = memory.strength([old.id, used.id], user_id="ana", now=later)
+            hits = memory.search("red boat sails", user_id="ana", now=later)
+            scores[weight] = {h.episode.id: h.score for h in hits}
+    assert strengths[used.id] > 10 * strengths[old.id]
+    for episode_id, base in scores[0.0].items():
+        assert scores[1.0][episode_id] == pytest.approx(base * strengths[episode_id], rel=1e-3)
+    assert next(iter(scores[1.0])) == used.id

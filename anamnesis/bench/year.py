@@ -8,6 +8,8 @@ them). At the end of the year three conditions are scored on held-out questions,
 which were never replayed, and on the replayed ones:
 
 - **off**: no decay (the default): every episode is hot;
+- **prior**: no decay, but search adds the ``strength_prior`` stage (strength as a
+  mild prior on the fused scores);
 - **decay**: ``Memory.decay`` at the end of the year archives every episode below the
   threshold, and search runs on what is left;
 - **decay + archive search**: the same, searched with ``include_archive=True``.
@@ -25,7 +27,7 @@ import random
 import shlex
 import sys
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -51,10 +53,27 @@ class _Tally:
         return self.hits / self.asked if self.asked else float("nan")
 
 
-def _hit(memory: Memory, user: str, question: datasets.Question, key: str, archive: bool) -> bool:
-    hits = memory.search(question.text, user_id=user, limit=K, include_archive=archive)
+def _hit(
+    memory: Memory,
+    user: str,
+    question: datasets.Question,
+    key: str,
+    archive: bool,
+    now: datetime,
+) -> bool:
+    hits = memory.search(question.text, user_id=user, limit=K, include_archive=archive, now=now)
     found = {str(h.episode.metadata.get(key, h.episode.id)) for h in hits}
     return bool(found & set(question.evidence))
+
+
+def _prior_memory(path: Path) -> Memory:
+    """A second Memory on the same store whose search adds the ``strength_prior``
+    stage (its own usage tally set aside too)."""
+    config = BENCH_PRESETS["hybrid"]
+    config = replace(config, stages=(*config.stages, "strength_prior"))
+    memory = Memory(path=path, embedder="edge", config=config, warm=False)
+    memory._usage = _NoTally()  # type: ignore[assignment]
+    return memory
 
 
 def run_year(name: str, data: Path, limit: int | None, uses: int, seed: int) -> dict[str, Any]:
@@ -64,7 +83,7 @@ def run_year(name: str, data: Path, limit: int | None, uses: int, seed: int) -> 
     everyone = [q for case in dataset.cases for q in case.questions if q.evidence]
     scores = {
         (condition, group): _Tally()
-        for condition in ("off", "decay", "decay+archive")
+        for condition in ("off", "prior", "decay", "decay+archive")
         for group in ("held-out", "replayed")
     }
     archived = total = 0
@@ -99,12 +118,14 @@ def run_year(name: str, data: Path, limit: int | None, uses: int, seed: int) -> 
                     )
                 end = start + timedelta(days=DAYS)
                 groups = {"held-out": held, "replayed": replayed}
-                for group, questions in groups.items():
-                    for q in questions:
-                        scores["off", group].asked += 1
-                        scores["off", group].hits += _hit(
-                            memory, case.id, q, dataset.evidence_key, False
-                        )
+                with _prior_memory(Path(directory) / "m.db") as prior:
+                    for group, questions in groups.items():
+                        for condition, searcher in (("off", memory), ("prior", prior)):
+                            for q in questions:
+                                scores[condition, group].asked += 1
+                                scores[condition, group].hits += _hit(
+                                    searcher, case.id, q, dataset.evidence_key, False, end
+                                )
                 moved = memory.decay(user_id=case.id, now=end)
                 archived += len(moved)
                 total += len(episodes)
@@ -113,7 +134,7 @@ def run_year(name: str, data: Path, limit: int | None, uses: int, seed: int) -> 
                         for q in questions:
                             scores[condition, group].asked += 1
                             scores[condition, group].hits += _hit(
-                                memory, case.id, q, dataset.evidence_key, archive
+                                memory, case.id, q, dataset.evidence_key, archive, end
                             )
     return {
         "dataset": name,

@@ -21,6 +21,7 @@ about last Tuesday is an event of last Tuesday.
 | ``fact_boost`` | ×1.2 for episodes stating a matching fact (``facts-rerank``) | fact search |
 | ``learned_rerank`` | a logistic model reorders the top 100 (ranker.py) | +5 to +9 ms p50 |
 | ``exact_match`` | turns alone holding a typed identifier first (exact.py) | a lookup each |
+| ``strength_prior`` | × strength^0.1 on the top 100 (strength_prior.py; off) | one usage read |
 
 Costs are CPU-time medians over 100 LoCoMo questions on a store of all LoCoMo and BEAM
 messages (hybrid alone: 25 ms); see BENCHMARKS.md ("Post-fusion stages"). For
@@ -45,6 +46,7 @@ from .ranker import edge_view, learned_rerank, ranker_settings
 from .request import SearchRequest
 from .rerank import memx, surprise_stage
 from .resources import StageResources
+from .strength_prior import strength_prior
 from .understanding import ASKING_WORDS, is_list_question, only_asks
 
 Stage = Callable[[SearchRequest, list[Fused]], list[Fused]]
@@ -285,6 +287,7 @@ STAGES: dict[str, Stage] = {
     "ensemble-e5": ensemble_e5,
     "learned_rerank": learned_rerank,
     "exact_match": exact_match,
+    "strength_prior": strength_prior,
 }
 
 #: Checks of a stage's options (``SearchConfig.stage_options``), with what they load,
