@@ -253,7 +253,12 @@ def test_one_log_line_per_request_without_memory_text(
             maya.get(episode.id)
             with pytest.raises(NotFoundError):
                 maya.get("ep_missing")
-    lines = [r.getMessage() for r in caplog.records if r.name == "anamnesis.server"]
+        # A request's line is written once its response is sent: the client may read
+        # the answer a moment before the server logs it.
+        deadline = time.monotonic() + 5
+        while len(_server_lines(caplog)) < 4 and time.monotonic() < deadline:
+            time.sleep(0.02)
+    lines = _server_lines(caplog)
     records = [json.loads(line) for line in lines]
     assert [(r["method"], r["status"]) for r in records] == [
         ("POST", 201),
@@ -263,6 +268,10 @@ def test_one_log_line_per_request_without_memory_text(
     ]
     assert {r["key"] for r in records} == {next(iter(k.id for k in _listed(keys, "maya's")))}
     assert all(SECRET not in line and "locker" not in line for line in lines)
+
+
+def _server_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == "anamnesis.server"]
 
 
 def _listed(keys: Keys, name: str) -> list[Any]:
