@@ -33,7 +33,7 @@ from .common import preset_name
     default=DEFAULT_PRESET,
     show_default=True,
     callback=lambda ctx, param, value: preset_name(value),
-    help="Search pipeline. " + "; ".join(f"{name}: {line}" for name, line in PRESET_HELP.items()),
+    help=f"Search pipeline: {', '.join(PRESET_HELP)} (docs/guide.md: what each trades).",
 )
 @click.option(
     "--ranker-model",
