@@ -84,3 +84,24 @@ def test_a_name_many_turns_hold_changes_nothing(tmp_path: Path) -> None:
         with Memory(path=tmp_path / "m.db", embedder=EDGE, config=config, warm=False) as memory:
             results.append([(h.episode.id, h.score) for h in memory.search(question, user_id="u")])
     assert results[0] == results[1]
+
+
+def test_pinned_turns_keep_the_pipelines_order_among_themselves(monkeypatch) -> None:
+    from types import SimpleNamespace
+
+    from anamnesis.retrieve import exact
+    from anamnesis.retrieve.fusion import Fused
+    from anamnesis.store.base import Candidate
+
+    monkeypatch.setattr(exact, "speakers_named", lambda request: [])
+    holders = [Candidate("b", 2.0), Candidate("a", 1.0)]  # BM25's order: b, then a
+    store = SimpleNamespace(lexical_search=lambda terms, scope, filters, limit: holders)
+    request = SimpleNamespace(
+        analysis=SimpleNamespace(text="What did my friend Zbigniew lend me?"),
+        store=store,
+        scope=None,
+        filters=None,
+    )
+    fused = [Fused("x", 0.9), Fused("a", 0.5), Fused("y", 0.4), Fused("b", 0.3)]
+    ranked = [f.episode_id for f in exact.exact_match(request, fused)]  # type: ignore[arg-type]
+    assert ranked == ["a", "b", "x", "y"]

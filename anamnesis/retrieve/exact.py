@@ -7,8 +7,8 @@ name. BM25 ranks the turn that holds it first, but fusion and the stages after i
 weigh meaning, chat role and position, and can bury it (issue 22: lexical ranks 1
 and 2 ended at 14 and 37). So, last of all stages, this one looks each identifier of
 the question up in the searched scope; one found in at most ``RARE_TERM_EPISODES``
-episodes names them, and they go first, the ones holding more of the identifiers
-before the others.
+episodes names them, and they go first: the ones holding more of the identifiers
+before the others, and otherwise in the order the pipeline gave them.
 
 An identifier is a search term with three digits or more ("A1234", "4471") or that the
 question capitalises inside a sentence (a proper noun: "Zbigniew"), not in capitals
@@ -83,8 +83,10 @@ def exact_match(request: SearchRequest, fused: list[Fused]) -> list[Fused]:
                 held[candidate.episode_id] = held.get(candidate.episode_id, 0) + 1
     if not held:
         return fused
-    pinned = sorted(held, key=lambda episode_id: -held[episode_id])[:MAX_PINNED]
     by_id = {f.episode_id: f for f in fused}
+    position = {f.episode_id: i for i, f in enumerate(fused)}
+    # More identifiers held first; among equals, the pipeline's own order.
+    pinned = sorted(held, key=lambda e: (-held[e], position.get(e, len(fused))))[:MAX_PINNED]
     rest = [f for f in fused if f.episode_id not in pinned]
     top = max((f.score for f in fused), default=0.0)
     head = []
