@@ -3,20 +3,36 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 import click
 
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def store_options(command: F) -> F:
+    """``--data``, ``--store`` and ``--episodes``: the LoCoMo store both benchmarks
+    search (``surfaces.build_store``)."""
+    for option in reversed(
+        [
+            click.option(
+                "--data",
+                type=click.Path(exists=True, dir_okay=False, path_type=Path),
+                required=True,
+                help="LoCoMo JSON (its turns fill the store, its questions are the queries).",
+            ),
+            click.option("--store", type=click.Path(dir_okay=False, path_type=Path), required=True),
+            click.option("--episodes", default=10_000, show_default=True),
+        ]
+    ):
+        command = option(command)
+    return command
+
 
 @click.command(name="mcp")
-@click.option(
-    "--data",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    required=True,
-    help="LoCoMo JSON (its turns fill the store, its questions are the queries).",
-)
-@click.option("--store", type=click.Path(dir_okay=False, path_type=Path), required=True)
-@click.option("--episodes", default=10_000, show_default=True)
+@store_options
 @click.option("--queries", default=100, show_default=True)
 @click.option("--embedder", default="minilm", show_default=True)
 def mcp_command(data: Path, store: Path, episodes: int, queries: int, embedder: str) -> None:
@@ -33,14 +49,7 @@ def mcp_command(data: Path, store: Path, episodes: int, queries: int, embedder: 
 
 
 @click.command(name="rest")
-@click.option(
-    "--data",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    required=True,
-    help="LoCoMo JSON (its turns fill the store, its questions are the queries).",
-)
-@click.option("--store", type=click.Path(dir_okay=False, path_type=Path), required=True)
-@click.option("--episodes", default=10_000, show_default=True)
+@store_options
 @click.option("--queries", default=200, show_default=True, help="Searches at each level.")
 @click.option("--adds", default=200, show_default=True, help="Adds at each level.")
 @click.option("--clients", default="1,8,32", show_default=True, help="Levels of concurrency.")
