@@ -33,16 +33,14 @@ def _orders(count: int) -> tuple[list[str], list[dict[str, str]]]:
 
 def test_identifiers_are_numbers_and_names_the_question_capitalises() -> None:
     assert identifier_terms("When will order A1234 arrive?") == ["a1234"]
-    assert identifier_terms("What did Caroline tell Zbigniew in 2022?") == [
-        "caroline",
-        "zbigniew",
-        "2022",
-    ]
+    assert identifier_terms("What did Caroline tell Zbigniew in 2022?") == ["caroline", "zbigniew"]
     assert identifier_terms("Zbigniew said what about the harbour?") == []  # first word
     assert identifier_terms("what did she say about the harbour?") == []
     # Sentence openings, emphasis and acronyms are not names; counts are not codes.
     assert identifier_terms("List them in order. Mention ONLY the REST API ones.") == []
     assert identifier_terms("What did I do 3 days after the 2nd call?") == []
+    # Dates are the time channels' (a month, a weekday, a year).
+    assert identifier_terms("What did she host on Friday, May 23, 2023 for order 4471?") == ["4471"]
 
 
 @pytest.mark.parametrize("preset", ["full-ranker-exact", "full-priors-exact"])

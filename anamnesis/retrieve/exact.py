@@ -12,7 +12,8 @@ before the others, and otherwise in the order the pipeline gave them.
 
 An identifier is a search term with three digits or more ("A1234", "4471") or that the
 question capitalises inside a sentence (a proper noun: "Zbigniew"), not in capitals
-throughout (emphasis, an acronym). Common
+throughout (emphasis, an acronym), and not a date (a month, a weekday, a year: the
+time channels read those). Common
 words are never rare enough to act, and the names of the chat's speakers are left
 out: every turn a speaker said holds their name (as its speaker, not in its text).
 Designed from the reviewers' templated store, not from a benchmark's misses; why it
@@ -25,6 +26,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
+from ..ingest.timeparse import MONTHS, WEEKDAYS
 from ..types import ChannelScore
 from .candidates import speakers_named
 from .fusion import Fused
@@ -44,6 +46,7 @@ CHANNEL = "exact_match"
 
 #: A capitalised word that is not all capitals ("Zbigniew", "McAllister"; not "API").
 _CAPITALISED = re.compile(r"\b[A-Z][\w'’-]*[a-z][\w'’-]*")
+_YEAR = re.compile(r"(?:1[89]|2[01])\d\d")
 #: Where a sentence starts: its first word is capitalised whatever it is.
 _SENTENCE_START = re.compile(r"(?:^|[.!?:;\n]\s*)[\"'(\s]*$")
 
@@ -60,7 +63,17 @@ def identifier_terms(text: str) -> list[str]:
         if not _SENTENCE_START.search(text[: match.start()])
         for term in words(match.group(0))
     }
-    return [t for t in search_terms(text) if _digits(t) >= MIN_DIGITS or t in capitalised]
+    return [
+        t
+        for t in search_terms(text)
+        if (_digits(t) >= MIN_DIGITS or t in capitalised) and not _calendar(t)
+    ]
+
+
+def _calendar(term: str) -> bool:
+    """A month, a weekday or a year: a date, which the time channels read (turns
+    rarely write their own date, so a date is rare in text without naming a turn)."""
+    return term in MONTHS or term in WEEKDAYS or bool(_YEAR.fullmatch(term))
 
 
 def _digits(term: str) -> int:
