@@ -213,7 +213,8 @@ class Memory(ReadVerbs, FactVerbs, LifecycleVerbs):
     def capabilities(self) -> dict[str, Any]:
         """What is active: backend, embedder, vector search, lexical search, LLM, and
         whether third-party telemetry is off (``"off"``, or why it may not be), and
-        whether the store is healthy (``"ok"``, or the damage found: writes refused)."""
+        whether the store is healthy (``"ok"``, or the damage found: writes refused),
+        and whether usage counters are being written (``"ok"``, or why not)."""
         damage = self._store.damage
         return {
             "backend": self._store.backend,
@@ -226,6 +227,7 @@ class Memory(ReadVerbs, FactVerbs, LifecycleVerbs):
             "llm": self.llm.model if self.llm is not None else None,
             "fact_extractor": "llm" if self.llm is not None else "rules",
             "consolidation": self._worker.state if self._worker is not None else "manual",
+            "usage_counters": self._usage.state,
             "telemetry": offline.telemetry(),
             "store_health": "ok" if damage is None else f"damaged: {damage}",
         }

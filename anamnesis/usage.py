@@ -47,7 +47,16 @@ class UsageLog:
         self._wake = threading.Event()
         self._closed = False
         self._warned = False
+        #: Why the last background write failed, until one succeeds again.
+        self.failure: str | None = None
         self._thread: threading.Thread | None = None
+
+    @property
+    def state(self) -> str:
+        """``"ok"``, or why counts are not being written (``Memory.capabilities``)."""
+        if self._store.damage is not None:
+            return "off: the store is damaged and refuses writes"
+        return "ok" if self.failure is None else f"failing: {self.failure}"
 
     def retrieved(self, user_id: str, episode_ids: Iterable[str], at: datetime) -> None:
         """Count one retrieval by a search of each of ``episode_ids``."""
@@ -89,14 +98,15 @@ class UsageLog:
 
     def flush(self, *, background: bool = False) -> None:
         """Write the pending counts now. In the background a locked store is retried
-        at the next interval and other errors warn once; in the caller's thread they
-        raise."""
+        at the next interval, and other errors warn once and show in ``state`` until a
+        write succeeds; in the caller's thread they raise."""
         with self._lock:
             pending, self._pending = self._pending, {}
         if not pending:
             return
         try:
             self._store.record_usage(list(pending.values()))
+            self.failure = None
         except StoreLockedError:
             if not background:
                 raise
@@ -104,6 +114,7 @@ class UsageLog:
         except AnamnesisError as exc:
             if not background:
                 raise
+            self.failure = str(exc)
             if not self._warned:
                 self._warned = True
                 warnings.warn(

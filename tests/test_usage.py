@@ -106,3 +106,23 @@ def test_both_backends_add_counts(store) -> None:
     store.record_usage([UsageDelta(episode.id, episode.user_id, read=1, last_read_at=at)])
     (used,) = store.usage([episode.id], Scope(episode.user_id)).values()
     assert (used.retrieved, used.last_retrieved_at, used.read, used.last_read_at) == (2, at, 1, at)
+
+
+def test_counts_that_cannot_be_written_show_in_capabilities(memory, monkeypatch) -> None:
+    from anamnesis.errors import StoreError
+
+    (episode,) = memory.add("I keep bees on the roof", user_id="ana")
+    real = memory.store.record_usage
+
+    def broken(deltas):
+        raise StoreError("disk quota exceeded")
+
+    monkeypatch.setattr(memory.store, "record_usage", broken)
+    memory.search("bees", user_id="ana")
+    with pytest.warns(RuntimeWarning, match="usage counters"):
+        memory._usage.flush(background=True)
+    assert memory.capabilities["usage_counters"] == "failing: disk quota exceeded"
+    assert memory.search("bees", user_id="ana")[0].episode.id == episode.id  # searches go on
+    monkeypatch.setattr(memory.store, "record_usage", real)
+    memory._usage.flush(background=True)
+    assert memory.capabilities["usage_counters"] == "ok"
