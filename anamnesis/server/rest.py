@@ -381,29 +381,45 @@ async def _export(memory: AsyncMemory, user_id: str | None) -> AsyncIterator[str
     lines: queue.Queue[str | None] = queue.Queue(maxsize=256)
     gone = threading.Event()
 
+    def put(item: str | None) -> bool:
+        """Queue ``item``, waiting while the queue is full; False once the client is gone."""
+        while not gone.is_set():
+            try:
+                lines.put(item, timeout=0.5)
+                return True
+            except queue.Full:
+                continue
+        return False
+
     class Lines:
         def write(self, text: str) -> int:
-            while not gone.is_set():
-                try:
-                    lines.put(text, timeout=0.5)
-                    return len(text)
-                except queue.Full:
-                    continue
-            raise InvalidInputError("the client went away before the export ended")
+            if not put(text):
+                raise InvalidInputError("the client went away before the export ended")
+            return len(text)
 
     async def produce() -> None:
         try:
             await memory.export_jsonl(Lines(), user_id=user_id)  # type: ignore[arg-type]
         except AnamnesisError as exc:
             error = json.dumps({"type": "error", "error": type(exc).__name__, "message": str(exc)})
-            await asyncio.to_thread(lines.put, error + "\n")
+            await asyncio.to_thread(put, error + "\n")
         finally:
-            await asyncio.to_thread(lines.put, None)
+            await asyncio.to_thread(put, None)
 
     producer = asyncio.create_task(produce())
     try:
-        while (line := await asyncio.to_thread(lines.get)) is not None:
-            yield line
+        while True:
+            batch = [await asyncio.to_thread(lines.get)]
+            while batch[-1] is not None:  # what is ready, without another thread hop
+                try:
+                    batch.append(lines.get_nowait())
+                except queue.Empty:
+                    break
+            text = "".join(line for line in batch if line is not None)
+            if text:
+                yield text
+            if batch[-1] is None:
+                return
     finally:
         gone.set()
         await producer
