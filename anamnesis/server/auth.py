@@ -1,12 +1,13 @@
 """How an HTTP surface knows who is asking: the API key a request presents, checked
 against the key file (``keys.KeyStore``). Shared by the REST server and the MCP
-server over HTTP."""
+server over HTTP (both run with the server extras)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from typing import Any
+
+from starlette.responses import JSONResponse
 
 from ..errors import AuthenticationError
 from .keys import ApiKey, KeyStore
@@ -59,17 +60,11 @@ class KeyGate:
             try:
                 authenticate(self.keys, headers)
             except AuthenticationError as exc:
-                body = json.dumps(error_body(type(exc).__name__, str(exc))).encode()
-                await send(
-                    {
-                        "type": "http.response.start",
-                        "status": 401,
-                        "headers": [
-                            (b"content-type", b"application/json"),
-                            (b"www-authenticate", b"Bearer"),
-                        ],
-                    }
+                refusal = JSONResponse(
+                    error_body(type(exc).__name__, str(exc)),
+                    401,
+                    headers={"WWW-Authenticate": "Bearer"},
                 )
-                await send({"type": "http.response.body", "body": body})
+                await refusal(scope, receive, send)
                 return
         await self.app(scope, receive, send)
