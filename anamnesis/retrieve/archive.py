@@ -15,17 +15,17 @@ from dataclasses import replace
 
 import numpy as np
 
+from ..store.base import Candidate
 from ..types import ChannelScore, Episode, Hit
-from .fusion import DEFAULT_RRF_K
+from .fusion import weighted_rrf
 from .query import words
 
 
-def _rrf(rankings: Sequence[Sequence[str]], k: float = DEFAULT_RRF_K) -> dict[str, float]:
-    scores: dict[str, float] = {}
-    for ranking in rankings:
-        for rank, key in enumerate(ranking, 1):
-            scores[key] = scores.get(key, 0.0) + 1.0 / (k + rank)
-    return scores
+def _rrf(rankings: Sequence[Sequence[str]]) -> dict[str, float]:
+    """Plain reciprocal-rank fusion of id rankings (``fusion.weighted_rrf``, every
+    ranking weighted 1)."""
+    channels = {str(n): [Candidate(key, 0.0) for key in keys] for n, keys in enumerate(rankings)}
+    return {f.episode_id: f.score for f in weighted_rrf(channels, {})}
 
 
 def rank_archived(
