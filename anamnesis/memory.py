@@ -104,8 +104,8 @@ class Memory(ReadVerbs, FactVerbs, LifecycleVerbs):
     its embedder: opening it with another raises EmbedderMismatchError unless
     ``reindex=True``, which re-embeds every episode from its stored text.
     ``config`` is the search pipeline: a ``SearchConfig``, e.g. one of ``PRESETS``
-    (``"default"``, the best measured; ``"fast"``, plain BM25 + dense fusion;
-    ``"no-ranker"``; ``"facts"``).
+    (``"default"``, the best measured on data it was not tuned on; ``"fast"``, plain
+    BM25 + dense fusion; ``"ranker"``, the default plus the learned ranker; ``"facts"``).
     ``warm=True`` loads the model and the vector index in a background thread at open,
     so the first search is fast; pass False for short-lived processes that only write.
     ``create=False`` raises NotFoundError instead of creating a missing SQLite store

@@ -126,7 +126,8 @@ def test_the_cli_fits_a_ranker_and_searches_with_it(tmp_path, embedder):
     assert fitted.exit_code == 0, fitted.output
     assert "speakers: fitted" in fitted.output and "roles: bundled" in fitted.output
     question, row = LABELS[0]
-    args = ["--path", db, "--ranker-model", str(model), "search", question, "--user", USER]
+    args = ["--path", db, "--config", "ranker", "--ranker-model", str(model), "search", question]
+    args += ["--user", USER]
     hits = json.loads(runner.invoke(main, [*args, "--json", "-n", "1"]).output)
     assert hits[0]["episode"]["id"] == ids[row]
     # The learned ranker's model on a preset that does not run it is an error.

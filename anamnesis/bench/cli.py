@@ -24,6 +24,7 @@ from ..retrieve.filters import ABSTAIN_RULES
 from .abstention import THRESHOLDS
 from .facts_eval import facts_command
 from .lifecycle import lifecycle_command
+from .lodo import lodo_command
 from .presets import BENCH_PRESETS
 from .qa import DEFAULT_QA_BUDGET
 from .runner import DEFAULT_DEPTH, BenchOptions
@@ -318,6 +319,7 @@ bench.add_command(
 )
 bench.add_command(lifecycle_command)
 bench.add_command(year_command)
+bench.add_command(lodo_command)
 bench.add_command(
     dataset_command(
         "beam",

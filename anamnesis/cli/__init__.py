@@ -39,7 +39,7 @@ from .common import preset_name
     "--ranker-model",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     default=None,
-    help="A learned-ranker file from `fit-ranker` instead of the bundled one.",
+    help="A learned-ranker file from `fit-ranker` instead of the bundled one (--config ranker).",
 )
 @click.pass_context
 def main(

@@ -10,7 +10,7 @@ own: label some questions with the episodes that answer them, then
     models = fit_ranker(examples)                   # one logistic model per chat kind
     save_ranker(models, "my-ranker.json")
 
-and search with ``PRESETS["default"].with_options("learned_rerank",
+and search with ``PRESETS["ranker"].with_options("learned_rerank",
 model="my-ranker.json")`` (CLI: ``anamnesis fit-ranker`` and ``--ranker-model``). A chat
 kind without labelled questions keeps the bundled model. ``scripts/ranker_train.py``
 fits the bundled model with the same functions, from the benchmarks' dumps.
@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from ..memory import Memory
 
 #: The pipeline whose candidates the ranker learns to reorder (it runs right after it).
-BASE_PRESET = "no-ranker"
+BASE_PRESET = "default"
 #: L2 penalty of the logistic fit, on standardised features.
 RANKER_L2 = 1.0
 

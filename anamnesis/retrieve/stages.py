@@ -22,13 +22,14 @@ about last Tuesday is an event of last Tuesday.
 | ``learned_rerank`` | a logistic model reorders the top 100 (ranker.py) | +5 to +9 ms p50 |
 | ``exact_match`` | turns alone holding a typed identifier first (exact.py) | a lookup each |
 | ``strength_prior`` | × strength^0.1 on the top 100 (strength_prior.py; off) | one usage read |
+| ``place_prior`` | ×1.3 for turns naming a place, "where" questions (answer_type.py) | one read |
 
 Costs are CPU-time medians over 100 LoCoMo questions on a store of all LoCoMo and BEAM
 messages (hybrid alone: 25 ms); see BENCHMARKS.md ("Post-fusion stages"). For
 ``learned_rerank`` they are wall-clock p50 at 10k LoCoMo and LongMemEval turns ("Learned
-ranker"). The default preset, ``full-ranker``, runs ``time_match``, ``question_prior``
-and ``learned_rerank``; the others did not improve recall on the benchmarks and are off
-by default.
+ranker"). The default preset runs ``time_match`` and ``question_prior`` (``ranker``
+adds ``learned_rerank``: it did not transfer to data it was not fitted on); the others
+did not improve recall on the benchmarks and are off by default.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from ..facts.search import current_at
+from .answer_type import place_prior
 from .candidates import OTHER_ROLE, turn_info
 from .crossencoder import cross_encoder_stage
 from .ensemble import ensemble_e5
@@ -288,6 +290,7 @@ STAGES: dict[str, Stage] = {
     "learned_rerank": learned_rerank,
     "exact_match": exact_match,
     "strength_prior": strength_prior,
+    "place_prior": place_prior,
 }
 
 #: Checks of a stage's options (``SearchConfig.stage_options``), with what they load,
