@@ -3,15 +3,13 @@ other questions are ranked as before."""
 
 from __future__ import annotations
 
-import json
-from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from anamnesis import Memory
 from anamnesis.bench.presets import BENCH_PRESETS
-from anamnesis.demo import DEMO_FILE
+from anamnesis.demo import DEMO_USER, load_demo
 from anamnesis.retrieve.answer_type import names_place
 
 
@@ -35,32 +33,30 @@ def test_a_place_is_a_capitalised_name_after_a_locative_word(text: str, expected
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory: pytest.TempPathFactory, embedder) -> Path:
     path = tmp_path_factory.mktemp("demo") / "m.db"
-    demo = json.loads(DEMO_FILE.read_text(encoding="utf-8"))
     with Memory(path=path, embedder=embedder) as memory:
-        for session in demo["sessions"]:
-            start = datetime.fromisoformat(session["started_at"].replace("Z", "+00:00"))
-            messages = [
-                {**message, "event_time": start + timedelta(minutes=i)}
-                for i, message in enumerate(session["messages"])
-            ]
-            memory.add_many(messages, user_id=demo["user_id"], session_id=session["session_id"])
+        load_demo(memory)
     return path
 
 
 def _first(path: Path, embedder, preset: str, question: str) -> str:
     with Memory(path=path, embedder=embedder, config=BENCH_PRESETS[preset]) as memory:
-        return memory.search(question, user_id="demo", limit=1)[0].episode.content
+        return memory.search(question, user_id=DEMO_USER, limit=1)[0].episode.content
 
 
 def test_where_someone_lives_is_the_turn_that_names_the_place(demo: Path, embedder) -> None:
-    first = _first(demo, embedder, "default-place", "Where does Maya live?")
-    assert "lease on the flat in Porto" in first
+    assert "lease on the flat in Porto" in _first(
+        demo, embedder, "default", "Where does Maya live?"
+    )
+    # Without it, MiniLM prefers the turn about the sister (the issue-22 demo failure).
+    assert "Porto" not in _first(demo, embedder, "default-no-place", "Where does Maya live?")
 
 
 def test_a_question_that_is_not_where_is_untouched(demo: Path, embedder) -> None:
     for question in ("Who is allergic to cats?", "Which race is she training for?"):
-        with Memory(path=demo, embedder=embedder, config=BENCH_PRESETS["default"]) as memory:
-            plain = [(h.episode.id, h.score) for h in memory.search(question, user_id="demo")]
-        with Memory(path=demo, embedder=embedder, config=BENCH_PRESETS["default-place"]) as m:
-            placed = [(h.episode.id, h.score) for h in m.search(question, user_id="demo")]
+        with Memory(
+            path=demo, embedder=embedder, config=BENCH_PRESETS["default-no-place"]
+        ) as memory:
+            plain = [(h.episode.id, h.score) for h in memory.search(question, user_id=DEMO_USER)]
+        with Memory(path=demo, embedder=embedder, config=BENCH_PRESETS["default"]) as m:
+            placed = [(h.episode.id, h.score) for h in m.search(question, user_id=DEMO_USER)]
         assert placed == plain

@@ -43,7 +43,7 @@ def test_identifiers_are_numbers_and_names_the_question_capitalises() -> None:
     assert identifier_terms("What did she host on Friday, May 23, 2023 for order 4471?") == ["4471"]
 
 
-@pytest.mark.parametrize("preset", ["full-ranker-exact", "full-priors-exact"])
+@pytest.mark.parametrize("preset", ["default", "full-ranker-exact", "full-priors-exact"])
 def test_the_turn_holding_the_typed_number_comes_first(tmp_path: Path, preset: str) -> None:
     numbers, turns = _orders(40)
     config = BENCH_PRESETS[preset]
