@@ -3,9 +3,11 @@
 Three steps, all reproducible:
 
 1. ``dump``: ingest every case of a benchmark as ``anamnesis bench`` does (same loaders,
-   stores and as-of filter), run the ``full-priors`` pipeline on each scored question
-   and write the ranker's features of its best 100 candidates, with which of them are
-   evidence. Nothing is fitted here.
+   stores and as-of filter), run the pipeline the ranker reorders on each scored
+   question (``ranker_fit.BASE_CONFIG``: the default's channels and priors; before issue
+   22's refit it was ``full-priors``, which the dumps in BENCHMARKS.md ran) and write
+   the ranker's features of its best 100 candidates, with which of them are evidence.
+   Nothing is fitted here. ``anamnesis bench lodo --dumps`` replays these dumps too.
 
        python scripts/ranker_train.py dump locomo --data ../shared/data/locomo10.json.gz \\
            --embedding-cache-dir VECTORS --out out/locomo.ranker.jsonl.gz
@@ -57,7 +59,6 @@ import numpy as np
 from anamnesis.bench import datasets
 from anamnesis.bench.fitting import first_half
 from anamnesis.bench.metrics import paired_bootstrap
-from anamnesis.bench.presets import BENCH_PRESETS
 from anamnesis.bench.runner import dev_questions
 from anamnesis.bench.tokens import CachingEmbedder
 from anamnesis.embed import get_embedder
@@ -68,7 +69,7 @@ from anamnesis.retrieve.ranker import (
     candidate_features,
 )
 from anamnesis.retrieve.ranker_fit import (
-    BASE_PRESET,
+    BASE_CONFIG,
     example_kind,
     fit_pooled,
     fit_ranker,
@@ -92,7 +93,7 @@ def dump(
     (``candidates``: how many each channel proposes, if not the base preset's)."""
     dataset = datasets.load(name, data)
     caching = CachingEmbedder.with_cache_dir(get_embedder(embedder), cache_dir)
-    config = BENCH_PRESETS[BASE_PRESET]
+    config = BASE_CONFIG
     if candidates is not None:
         config = config.with_(candidates=candidates)
     out.parent.mkdir(parents=True, exist_ok=True)

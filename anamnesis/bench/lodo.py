@@ -32,6 +32,7 @@ import click
 import numpy as np
 
 from .metrics import paired_bootstrap
+from .presets import BENCH_PRESETS
 
 #: The dev data sets and their files in the data directory.
 DATASETS = {
@@ -354,6 +355,12 @@ def run(
     help="Candidate dumps (scripts/ranker_train.py dump): also refit the default's "
     "numbers on two data sets and judge them on the third. Repeatable.",
 )
+@click.option(
+    "--dumped-with",
+    default="full-priors",
+    show_default=True,
+    help="The configuration the dumps ran (to check the replay against it).",
+)
 def lodo_command(
     data_dir: Path | None,
     out: Path,
@@ -361,6 +368,7 @@ def lodo_command(
     embedder: str,
     embedding_cache_dir: Path | None,
     dumps: tuple[Path, ...],
+    dumped_with: str,
 ) -> None:
     """Leave one data set out: the default, each of its stages, and candidates."""
     from ..cli_errors import handled
@@ -373,9 +381,10 @@ def lodo_command(
             from . import refit
 
             data = refit.load_dumps(dumps)
+            dumped = refit.Numbers.of(BENCH_PRESETS[dumped_with])
             lines, fitted = refit.lodo(data)
             click.echo("\n### Replay: the default's numbers refitted without the data set\n")
-            click.echo("\n".join([*refit.fidelity(data), "", *lines, ""]))
+            click.echo("\n".join([*refit.fidelity(data, dumped), "", *lines, ""]))
             for name, numbers in fitted.items():
                 left = "every data set" if name == "all" else f"all but {name}"
                 click.echo(f"- fitted on {left}: {numbers.describe()}")

@@ -21,8 +21,8 @@ priors) replayed over the same candidates; paired bootstrap intervals throughout
 The replay is an approximation, and says so: it sees only the 100 candidates the
 shipped pipeline kept (a weight that would bring in an episode from outside them is
 not credited), and a channel's score is standardised among those 100 rather than
-over the channel's own list. ``fidelity`` prints how closely the replay of the shipped
-numbers reproduces the pipeline's own order. Figures for the default itself come
+over the channel's own list. ``fidelity`` prints how closely the replay of the numbers
+a dump was made with reproduces that pipeline's own order. Figures for the default itself come
 from the benchmark runs (``anamnesis bench lodo``), not from here.
 """
 
@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from ..config import PRESETS
+from ..config import PRESETS, SearchConfig
 from ..retrieve.fusion import DEFAULT_RRF_K
 from ..retrieve.ranker import FEATURES, RANKED_CHANNELS
 from ..retrieve.stages import TIME_MATCH_BOOST
@@ -68,16 +68,20 @@ class Numbers:
     window: float = TIME_MATCH_BOOST
 
     @classmethod
+    def of(cls, config: SearchConfig) -> Numbers:
+        """The numbers of a pipeline that runs the default's channels and priors."""
+        options = config.stage_options
+        return cls(
+            weights={c: config.weights.get(c, 1.0) for c in RANKED_CHANNELS},
+            mix=config.score_mix,
+            exact=float(options.get("time_match", {}).get("exact", 1.0)),
+            factor=float(options.get("question_prior", {}).get("factor", 1.0)),
+        )
+
+    @classmethod
     def shipped(cls) -> Numbers:
         """The default's own numbers."""
-        default = PRESETS["default"]
-        options = default.stage_options
-        return cls(
-            weights={c: default.weights.get(c, 1.0) for c in RANKED_CHANNELS},
-            mix=default.score_mix,
-            exact=float(options["time_match"]["exact"]),
-            factor=float(options["question_prior"]["factor"]),
-        )
+        return cls.of(PRESETS["default"])
 
     @classmethod
     def hybrid(cls) -> Numbers:
@@ -236,14 +240,15 @@ def _cell(a: np.ndarray, b: np.ndarray) -> str:
     return f"{100 * test['diff']:+.1f} [{100 * test['low']:+.1f}, {100 * test['high']:+.1f}]"
 
 
-def fidelity(data: Mapping[str, Candidates]) -> list[str]:
-    """Markdown rows: the pipeline's own order against the replay of its numbers."""
+def fidelity(data: Mapping[str, Candidates], dumped: Numbers) -> list[str]:
+    """Markdown rows: the dumped pipeline's own order against the replay of the numbers
+    it ran with (``dumped``)."""
     lines = [
-        "| data set (questions) | metric | pipeline | replay of the shipped numbers |",
+        "| data set (questions) | metric | pipeline | replay of its numbers |",
         "|---|---|---|---|",
     ]
     for name, d in data.items():
-        own, replay = d.pipeline(), d.judge(Numbers.shipped())
+        own, replay = d.pipeline(), d.judge(dumped)
         for metric in ("recall", "mrr", "ndcg@5"):
             label = f"recall@{CUTOFF.get(name, 10)}" if metric == "recall" else metric
             lines.append(

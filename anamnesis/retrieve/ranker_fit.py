@@ -46,8 +46,10 @@ from .ranker import (
 if TYPE_CHECKING:
     from ..memory import Memory
 
-#: The pipeline whose candidates the ranker learns to reorder (it runs right after it).
-BASE_PRESET = "default"
+#: The pipeline whose candidates the ranker learns to reorder: the ``ranker`` preset's
+#: stages up to the ranker (it runs right after them).
+_RANKER = PRESETS["ranker"]
+BASE_CONFIG = _RANKER.with_(stages=_RANKER.stages[: _RANKER.stages.index("learned_rerank")])
 #: L2 penalty of the logistic fit, on standardised features.
 RANKER_L2 = 1.0
 
@@ -86,11 +88,11 @@ class LabelledQuestion:
 def ranker_examples(
     memory: Memory, questions: Iterable[LabelledQuestion], depth: int = RANKER_DEPTH
 ) -> list[dict[str, Any]]:
-    """For each question, ``BASE_PRESET``'s best ``depth`` candidates in ``memory``:
+    """For each question, ``BASE_CONFIG``'s best ``depth`` candidates in ``memory``:
     their ids (``keys``), ``FEATURES`` rows and the question's evidence, keyed by the
     asker (``case``). Evidence ids that are not in the asker's memory raise
     ``InvalidInputError``, so a typo cannot pass for a miss."""
-    retriever = Retriever(memory.store, memory.embedder, PRESETS[BASE_PRESET])
+    retriever = Retriever(memory.store, memory.embedder, BASE_CONFIG)
     examples = []
     for labelled in questions:
         scope = Scope(labelled.user_id, labelled.agent_id)
