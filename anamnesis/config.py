@@ -93,14 +93,15 @@ class SearchConfig:
 #: on data it was not tuned on (BENCHMARKS.md, "Leave one data set out"). Candidates
 #: from BM25 and MiniLM, the named speaker's own turns, the turns of the role a question
 #: addresses, pseudo-relevance feedback, the best sessions' turns, the reply after a
-#: best hit that asks, and the times the question names; fused by score-aware RRF with
-#: weights fitted on all three dev data sets (``anamnesis.bench.refit``: fitted without
-#: a data set, the same procedure keeps its gain there); then a boost for turns dated in
-#: the named time, a prior against short asking turns, a boost for turns that name a
+#: best hit that asks, and the times the question names; fused by score-aware RRF
+#: (weights from a documented sweep on LoCoMo and BEAM: refitted on all three dev data
+#: sets they did no better on chats none of them holds); then a boost for turns dated
+#: in the named time, a prior against short asking turns, a boost for turns that name a
 #: place on "where" questions, and the exact-match guard (a turn that alone holds an
 #: identifier the question typed goes first). The learned ranker is not in it: fitted
-#: on two data sets it lost recall on the third (preset ``ranker``). Each part's
-#: measured share is in BENCHMARKS.md; every ablation row is ``anamnesis.bench.presets``.
+#: on two data sets it lost recall on the third, and it doubles the search time (preset
+#: ``ranker``). Each part's measured share is in BENCHMARKS.md; every ablation row is
+#: ``anamnesis.bench.presets``.
 DEFAULT = SearchConfig(
     channels=(
         "lexical",
@@ -114,15 +115,15 @@ DEFAULT = SearchConfig(
         "replies",
     ),
     weights={
-        "lexical": 0.75,
-        "dense": 0.5,
-        "speaker_lexical": 1.5,
+        "lexical": 0.25,
+        "dense": 2.0,
+        "speaker_lexical": 3.0,
         "prf": 0.75,
-        "session": 1.5,
-        "temporal": 1.5,
+        "session": 2.0,
+        "temporal": 0.5,
         "role_lexical": 2.0,
-        "role_dense": 3.0,
-        "replies": 1.5,
+        "role_dense": 2.0,
+        "replies": 2.0,
     },
     stages=("time_match", "question_prior", "place_prior", "exact_match"),
     stage_options={"time_match": {"exact": 3.0}, "question_prior": {"factor": 0.6}},
