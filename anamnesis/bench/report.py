@@ -18,6 +18,7 @@ MAIN_COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
         ("recall@10", "R@10"),
         ("hit@10", "Hit@10"),
         ("mrr", "MRR"),
+        ("ndcg@5", "NDCG@5"),
         ("ndcg@10", "NDCG@10"),
         ("session_recall@5", "SessR@5"),
         ("budget_recall@1000", "R@1k tok"),
@@ -30,6 +31,7 @@ MAIN_COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
         ("recall@20", "R@20"),
         ("hit@20", "Hit@20"),
         ("mrr", "MRR"),
+        ("ndcg@5", "NDCG@5"),
         ("ndcg@10", "NDCG@10"),
         ("all@20", "All@20"),
         ("budget_recall@1000", "R@1k tok"),
@@ -45,6 +47,8 @@ MAIN_COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
         ("lme.turn.recall_any@10", "T any@10"),
         ("lme.turn.recall_all@10", "T all@10"),
         ("lme.turn.ndcg_any@10", "T ndcg@10"),
+        ("mrr", "MRR"),
+        ("ndcg@5", "NDCG@5"),
         ("budget_recall@2000", "R@2k tok"),
         ("budget_recall@4000", "R@4k tok"),
         ("context_recall@2000", "Ctx@2k"),
@@ -55,6 +59,7 @@ MAIN_COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
 #: Columns left out of the terminal table so it fits 100 columns (the report has them all).
 TERMINAL_HIDDEN = frozenset(
     {
+        "NDCG@5",
         "NDCG@10",
         "SessR@5",
         "All@20",
