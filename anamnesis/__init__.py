@@ -6,6 +6,7 @@ from . import offline  # noqa: F401  (first: switches telemetry off before onnxr
 # isort: on
 from .async_memory import AsyncMemory
 from .config import SearchConfig
+from .consolidate.types import Profile, ProfileEntry, SessionSummary, SummaryLine
 from .decay import DecayPolicy
 from .errors import (
     AnamnesisError,
@@ -66,6 +67,10 @@ __all__ = [
     "EpisodeVersion",
     "Fact",
     "ConsolidationReport",
+    "SessionSummary",
+    "SummaryLine",
+    "Profile",
+    "ProfileEntry",
     "Hit",
     "ChannelScore",
     "QueryAnalysis",

@@ -426,6 +426,7 @@ class AsyncMemory:
         limit: int = 50,
         neighbour_hits: int = 5,
         facts: Sequence[ContextFact] | None = None,
+        profile: bool = False,
     ) -> Context:
         """``Memory.context``, run on a reader thread."""
         return await self._read(
@@ -440,6 +441,7 @@ class AsyncMemory:
             limit=limit,
             neighbour_hits=neighbour_hits,
             facts=facts,
+            profile=profile,
         )
 
     async def get(

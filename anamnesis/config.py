@@ -78,6 +78,12 @@ class SearchConfig:
         """Whether the pipeline reads the fact layer (so ``consolidate`` must have run)."""
         return "facts" in self.channels or "fact_boost" in self.stages
 
+    @property
+    def uses_summaries(self) -> bool:
+        """Whether the pipeline reads session summaries and profiles (built by
+        ``consolidate``)."""
+        return "summaries" in self.channels
+
     def with_(self, **changes: object) -> SearchConfig:
         """A copy with some fields changed."""
         return replace(self, **changes)  # type: ignore[arg-type]

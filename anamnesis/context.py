@@ -1,13 +1,13 @@
 """Context assembly: search hits packed into a dated, provenance-tagged text for a reader.
 
 The reader-facing format is documented in docs/context-format.md. In short: the
-question's date, then facts (when a facts layer supplies them), then conversation
-excerpts grouped by session under a dated header, each line tagged with its turn
-number, in conversation order. What goes in is chosen by rank: the best hit first,
-each of the best ``neighbour_hits`` hits followed by its neighbouring turns (the
-answer often sits in the reply), skipping repeats within a session (a statement
-repeated in another session is a new dated event and stays), until the token budget is
-spent.
+question's date, then a profile block (when asked for), then facts (when a facts
+layer supplies them), then conversation excerpts grouped by session under a dated
+header, each line tagged with its turn number, in conversation order. What goes in
+is chosen by rank: the best hit first, each of the best ``neighbour_hits`` hits
+followed by its neighbouring turns (the answer often sits in the reply), skipping
+repeats within a session (a statement repeated in another session is a new dated
+event and stays), until the token budget is spent.
 Tokens are counted with the bundled WordPiece vocabulary (``anamnesis.tokens``) on the
 rendered text, headers included, so ``Context.tokens <= budget_tokens`` always holds.
 """
@@ -47,8 +47,10 @@ def assemble(
     facts: Sequence[ContextFact] = (),
     neighbour_hits: int = DEFAULT_NEIGHBOUR_HITS,
     neighbour_max_tokens: int | None = DEFAULT_NEIGHBOUR_MAX_TOKENS,
+    profile: Sequence[ContextFact] = (),
 ) -> Context:
-    """Pack ``facts`` and ``hits`` (best first, with their neighbours) into a Context.
+    """Pack ``profile``, ``facts`` and ``hits`` (best first, with their neighbours)
+    into a Context: the profile block first, then the facts, each line while it fits.
 
     Each of the best ``neighbour_hits`` hits brings its neighbouring turns, except those
     longer than ``neighbour_max_tokens`` (None: no limit).
@@ -60,6 +62,12 @@ def assemble(
         )
     preamble = _preamble(now)
     used = _count(counter, preamble) if preamble else 0
+    kept_profile: list[ContextFact] = []
+    for line in profile:
+        cost = _count(counter, _fact_line(line)) + (0 if kept_profile else 2)
+        if used + cost <= budget_tokens:
+            kept_profile.append(line)
+            used += cost
     kept_facts: list[ContextFact] = []
     for fact in facts:
         cost = _count(counter, _fact_line(fact)) + (0 if kept_facts else 2)
@@ -89,13 +97,17 @@ def assemble(
         seen_text.add((episode.session_id, episode.content_hash))
         sessions.add(episode.session_id)
     while True:
-        context = _render(query, now, preamble, kept_facts, chosen, budget_tokens, counter)
-        if context.tokens <= budget_tokens or not (chosen or kept_facts):
+        context = _render(
+            query, now, preamble, (kept_profile, kept_facts), chosen, budget_tokens, counter
+        )
+        if context.tokens <= budget_tokens or not (chosen or kept_facts or kept_profile):
             return context
         if chosen:
             chosen.pop()
-        else:
+        elif kept_facts:
             kept_facts.pop()
+        else:
+            kept_profile.pop()
 
 
 def facts_of(hits: Sequence[Hit]) -> list[ContextFact]:
@@ -130,7 +142,7 @@ def _render(
     query: str,
     now: datetime | None,
     preamble: str,
-    facts: list[ContextFact],
+    blocks_of_facts: tuple[list[ContextFact], list[ContextFact]],
     chosen: list[ContextLine],
     budget: int,
     counter: TokenCounter,
@@ -141,7 +153,10 @@ def _render(
     for units in groups.values():
         units.sort(key=lambda u: (u.episode.turn_index or 0, u.episode.event_time))
     ordered = sorted(groups.values(), key=lambda us: min(u.episode.event_time for u in us))
+    profile, facts = blocks_of_facts
     blocks = [preamble] if preamble else []
+    if profile:
+        blocks.append("Profile:\n" + "\n".join(_fact_line(f) for f in profile))
     if facts:
         blocks.append("Facts:\n" + "\n".join(_fact_line(f) for f in facts))
     sessions = []
@@ -175,6 +190,7 @@ def _render(
         now=now,
         facts=tuple(facts),
         sessions=tuple(sessions),
+        profile=tuple(profile),
     )
 
 

@@ -34,6 +34,7 @@ from .ingest.normalise import (
     to_message,
 )
 from .llm import ChatClient
+from .memory_derived import DerivedView
 from .memory_facts import FactVerbs
 from .memory_lifecycle import LifecycleVerbs
 from .memory_reads import ReadVerbs
@@ -208,6 +209,12 @@ class Memory(ReadVerbs, FactVerbs, LifecycleVerbs):
     def embedder(self) -> Embedder:
         """The embedder in use."""
         return self._embedder
+
+    @property
+    def derived(self) -> DerivedView:
+        """The session summaries and profiles ``consolidate`` builds:
+        ``memory.derived.summaries(user_id=...)``, ``.profiles()``, ``.profile("user")``."""
+        return DerivedView(self._store, self._scope)
 
     @property
     def capabilities(self) -> dict[str, Any]:

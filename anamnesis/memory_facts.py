@@ -38,24 +38,33 @@ class FactVerbs:
         limit: int | None = None,
         extractor: str | None = None,
     ) -> ConsolidationReport:
-        """Extract facts from the scope's episodes that no consolidation has read yet.
+        """Extract facts from the scope's episodes that no consolidation has read yet,
+        then rebuild the summaries of the sessions and the profiles of the people that
+        changed (``anamnesis.consolidate``).
 
         Runs the LLM extractor when the Memory has an LLM, else the rule extractor
         (``extractor="rules"`` or ``"llm"`` chooses). A new value of a single-valued
         fact supersedes the old one, which is kept. ``limit`` caps the episodes read.
         """
+        from .consolidate.build import refresh
         from .facts.consolidate import consolidate
 
         if limit is not None and (not isinstance(limit, int) or limit < 1):
             raise InvalidInputError("limit must be a positive integer or None")
-        return consolidate(
+        scope = self._scope(user_id, agent_id, session_id)
+        report = consolidate(
             self._store,
             self._embedder,
-            self._scope(user_id, agent_id, session_id),
+            scope,
             llm=self.llm,
             extractor=extractor,  # type: ignore[arg-type]
             limit=limit,
         )
+        derived = refresh(self._store, self._embedder, scope)
+        report.summaries = derived.summaries
+        report.profiles = derived.profiles
+        report.derived_dropped = derived.dropped
+        return report
 
     def start_consolidation(
         self, *, interval: float = 60.0, extractor: str | None = None

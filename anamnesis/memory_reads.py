@@ -11,6 +11,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
+from .consolidate.view import profile_block
 from .context import DEFAULT_BUDGET_TOKENS, DEFAULT_NEIGHBOUR_HITS, assemble, facts_of
 from .embed import Embedder
 from .errors import InvalidInputError, NotFoundError
@@ -126,6 +127,7 @@ class ReadVerbs:
         limit: int = CONTEXT_HITS,
         neighbour_hits: int = DEFAULT_NEIGHBOUR_HITS,
         facts: Sequence[ContextFact] | None = None,
+        profile: bool = False,
     ) -> Context:
         """A compact, dated, provenance-tagged context for a reader LLM, within a budget.
 
@@ -134,11 +136,16 @@ class ReadVerbs:
         dated headers, without repeats, into at most ``budget_tokens`` WordPiece tokens
         (format: docs/context-format.md). ``facts`` are placed first; by default they
         are the facts the hits carry (the ``facts`` channel of the ``facts`` preset).
+        ``profile=True`` puts a short profile block before them: the current values of
+        the people the question names, else of the user (``consolidate`` builds the
+        profiles; none yet, no block).
         """
         query = check_text(query, "query")
         _check_limit(limit)
         if not isinstance(neighbour_hits, int) or neighbour_hits < 0:
             raise InvalidInputError("neighbour_hits must be a non-negative integer")
+        if not isinstance(profile, bool):
+            raise InvalidInputError("profile must be True or False")
         scope = self._scope(user_id, agent_id, session_id)
         when = parse_time(now, "now")
         hits = self._retriever.search(query, scope, to_filters(filters), limit, False, when)
@@ -153,6 +160,7 @@ class ReadVerbs:
             now=when,
             facts=facts_of(hits) if facts is None else facts,
             neighbour_hits=neighbour_hits,
+            profile=profile_block(self._store, scope, query) if profile else (),
         )
 
     def get(

@@ -156,7 +156,7 @@ class DeleteCounts:
     removed episodes (a fact that keeps another source stays, without the link);
     ``facts``: facts left with no source, removed; ``consolidated``: the marks saying
     consolidation had read an episode; ``archived``: archived episodes; ``usage``: their
-    usage counters.
+    usage counters; ``derived``: session summaries and profiles built on them.
     """
 
     episodes: int = 0
@@ -169,6 +169,7 @@ class DeleteCounts:
     consolidated: int = 0
     archived: int = 0
     usage: int = 0
+    derived: int = 0
 
     def __add__(self, other: DeleteCounts) -> DeleteCounts:
         return DeleteCounts(
@@ -245,7 +246,7 @@ class Context:
     """What ``Memory.context`` hands a reader LLM: ``text`` within ``budget_tokens``.
 
     ``text`` is the rendered context (format in docs/context-format.md); ``tokens`` its
-    size in WordPiece tokens. ``facts`` and ``sessions`` are the same content as data,
+    size in WordPiece tokens. ``profile``, ``facts`` and ``sessions`` are the same content as data,
     with provenance (episode ids) for every line.
     """
 
@@ -256,6 +257,8 @@ class Context:
     now: datetime | None
     facts: tuple[ContextFact, ...] = ()
     sessions: tuple[ContextSession, ...] = ()
+    #: The profile block (``Memory.context(..., profile=True)``), placed first.
+    profile: tuple[ContextFact, ...] = ()
 
     @property
     def episode_ids(self) -> tuple[str, ...]:

@@ -288,3 +288,7 @@ BENCH_PRESETS.update(
         "default-equal": _DEFAULT.with_(weights={}, score_mix=0.0),
     }
 )
+#: The default plus the ``summaries`` channel (session summaries and profiles, built by
+#: ``consolidate``) at weight 1, untuned: the measurement of issue 23 (study
+#: "Session summaries and profiles"). Not in the default.
+BENCH_PRESETS["default-summaries"] = plus(_DEFAULT, "summaries", 1.0)

@@ -266,7 +266,7 @@ def run_case(
     memory.add_many(case.messages, user_id=user_id, progress=ingested)
     ingest_seconds = time.perf_counter() - start
     consolidate_seconds, facts = 0.0, 0
-    if any(config.uses_facts for config in options.search_configs().values()):
+    if any(c.uses_facts or c.uses_summaries for c in options.search_configs().values()):
         start = time.perf_counter()
         facts = memory.consolidate(user_id=user_id).added
         consolidate_seconds = time.perf_counter() - start

@@ -53,3 +53,8 @@ class ConsolidationReport:
     ambiguous: int = 0
     llm_calls: int = 0
     extractor: str = "rules"
+    #: Session summaries and profiles rebuilt, and derived items dropped
+    #: (``anamnesis.consolidate``).
+    summaries: int = 0
+    profiles: int = 0
+    derived_dropped: int = 0

@@ -24,6 +24,7 @@ from .candidates import (
 )
 from .contextual import dense_context
 from .request import Channel, SearchRequest
+from .summaries import summaries
 
 
 def lexical(request: SearchRequest, limit: int) -> list[Candidate]:
@@ -114,6 +115,7 @@ CHANNELS: dict[str, Channel] = {
     "dense": dense,
     "temporal": temporal,
     "facts": facts,
+    "summaries": summaries,
     "dense_context": dense_context,
     **DERIVED_CHANNELS,
 }

@@ -174,6 +174,7 @@ class AsyncRemoteMemory:
         limit: int = CONTEXT_HITS,
         neighbour_hits: int = DEFAULT_NEIGHBOUR_HITS,
         facts: Sequence[ContextFact] | None = None,
+        profile: bool = False,
     ) -> Context:
         """``Memory.context``, over HTTP."""
         return await self._call("context", locals())

@@ -204,6 +204,7 @@ class RemoteMemory:
         limit: int = CONTEXT_HITS,
         neighbour_hits: int = DEFAULT_NEIGHBOUR_HITS,
         facts: Sequence[ContextFact] | None = None,
+        profile: bool = False,
     ) -> Context:
         """``Memory.context``, over HTTP."""
         return self._call("context", locals())

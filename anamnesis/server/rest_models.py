@@ -109,6 +109,7 @@ class ContextArguments(Scoped):
     limit: int = CONTEXT_HITS
     neighbour_hits: int = DEFAULT_NEIGHBOUR_HITS
     facts: Facts = None
+    profile: bool = False
 
 
 class ConsolidateArguments(Scoped):

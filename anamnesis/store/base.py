@@ -204,6 +204,43 @@ class FactChanges:
 
 
 @dataclass(frozen=True, slots=True)
+class DerivedRow:
+    """A stored derived item (a session summary or a person's profile), as the store
+    keeps it: its searchable ``text``, a JSON ``body`` that the builder reads back,
+    the episodes it was drawn from (``provenance``), the time span it covers, and the
+    ``fingerprint`` of its sources when it was built (a rebuild is due when it changes).
+
+    A summary has a ``session_id`` and no ``subject``; a profile has a ``subject``.
+    """
+
+    id: str
+    kind: str
+    user_id: str
+    agent_id: str | None
+    session_id: str | None
+    subject: str | None
+    text: str
+    body: dict[str, Any]
+    provenance: tuple[str, ...]
+    start_time: datetime | None
+    end_time: datetime | None
+    fingerprint: str
+    built_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class SessionPrint:
+    """The current state of one session's episodes: ``fingerprint`` changes whenever an
+    episode is added, updated, removed or archived (count, sum of versions, newest row)."""
+
+    agent_id: str | None
+    session_id: str
+    fingerprint: str
+    start_time: datetime
+    end_time: datetime
+
+
+@dataclass(frozen=True, slots=True)
 class Candidate:
     """An episode id proposed by one channel, with that channel's raw score."""
 
@@ -484,4 +521,36 @@ class Store(Protocol):
 
     def replace_fact_vectors(self, vectors: dict[str, np.ndarray]) -> None:
         """Overwrite the vectors of the given facts (re-indexing)."""
+        ...
+
+    # -- derived items: session summaries and profiles -------------------------------
+    # They live in the user/agent scope like facts (a summary also names its session);
+    # forgetting an episode drops, in the same transaction, every item built on it.
+    def write_derived(
+        self,
+        scope: Scope,
+        items: Sequence[DerivedRow],
+        vectors: Sequence[np.ndarray],
+        drop: Sequence[str] = (),
+    ) -> None:
+        """Replace derived items inside ``scope``, all or nothing: the items of ids in
+        ``drop`` and of the ids written go, then ``items`` (one vector each) are stored."""
+        ...
+
+    def find_derived(
+        self, scope: Scope, kind: str | None = None
+    ) -> list[tuple[DerivedRow, np.ndarray | None]]:
+        """The derived items of ``scope`` (of one ``kind``, or all), with their vectors.
+        A scope with a session sees that session's summaries only."""
+        ...
+
+    def derived_episodes(
+        self, item_ids: Sequence[str], scope: Scope, filters: Filters
+    ) -> dict[str, list[str]]:
+        """For each derived item, its provenance episodes in ``scope`` that pass
+        ``filters``, in event-time order."""
+        ...
+
+    def session_prints(self, scope: Scope) -> list[SessionPrint]:
+        """The fingerprint and time span of every session with episodes in ``scope``."""
         ...

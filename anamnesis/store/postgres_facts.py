@@ -17,7 +17,8 @@ import numpy as np
 import psycopg
 
 from ..types import Fact, Scope
-from .base import FactChanges, fact_scope, fact_visibility
+from .base import DerivedRow, FactChanges, fact_scope, fact_visibility
+from .derived_sql import DerivedReads, DerivedSQL
 from .facts_sql import FACT_COLUMNS, Dialect, FactReads, FactSQL
 from .postgres_query import (
     EPISODE_COLUMNS,
@@ -49,10 +50,11 @@ POSTGRES_DIALECT = Dialect(
 )
 
 
-class PostgresFacts(FactReads):
-    """Fact storage for ``PostgresStore`` (uses its pooled transactions)."""
+class PostgresFacts(FactReads, DerivedReads):
+    """Fact and derived-item storage for ``PostgresStore`` (uses its pooled transactions)."""
 
     _facts = FactSQL(POSTGRES_DIALECT)
+    _derived = DerivedSQL(POSTGRES_DIALECT)
 
     def _transaction(self) -> AbstractContextManager[psycopg.Connection[Any]]:  # pragma: no cover
         raise NotImplementedError
@@ -68,6 +70,20 @@ class PostgresFacts(FactReads):
                 check_storable(value, what)
         with self._transaction() as conn:
             self._facts.write(conn, changes, scope)
+
+    def write_derived(
+        self,
+        scope: Scope,
+        items: Sequence[DerivedRow],
+        vectors: Sequence[np.ndarray],
+        drop: Sequence[str] = (),
+    ) -> None:
+        if not items and not drop:
+            return
+        for item in items:
+            check_storable(item.text, "derived item text")
+        with self._transaction() as conn:
+            self._derived.write(conn, scope, items, vectors, drop)
 
     def lexical_fact_search(
         self, terms: Sequence[str], scope: Scope, as_of: datetime | None, limit: int

@@ -19,6 +19,7 @@ import psycopg
 
 from ..types import DeleteCounts, Scope
 from .base import Selection
+from .derived_sql import DerivedSQL
 from .facts_sql import FactSQL
 from .forget_sql import POSTGRES_SELECTION, DeleteVerbs, RolledBack, drop_sessions, selection_sql
 from .postgres_lexical import uncount_episodes
@@ -30,6 +31,7 @@ class PostgresLifecycle(DeleteVerbs):
     """delete, delete_all and forget for ``PostgresStore``."""
 
     _facts: FactSQL
+    _derived: DerivedSQL
 
     def _transaction(self) -> AbstractContextManager[Conn]:  # pragma: no cover
         raise NotImplementedError
@@ -60,9 +62,11 @@ class PostgresLifecycle(DeleteVerbs):
         counts = DeleteCounts()
         if whole_scope and scope.session_id is None:
             counts += self._facts.delete_scope_facts(conn, scope)
+            counts += self._derived.delete_scope(conn, scope)
         if ids:
             for table in ("episodes", "archived_episodes"):
                 counts += self._facts.forget_episodes(conn, where, params, table)
+                counts += self._derived.forget_episodes(conn, where, params, table)
             uncount_episodes(conn, where, params)
             row = conn.execute(
                 f"""WITH gone AS (

@@ -273,12 +273,43 @@ def _v5(dim: int) -> list[str]:
     ]
 
 
+def _v7(dim: int) -> list[str]:
+    # Session summaries and profiles, as in SQLite's migration 6 (vectors as float32
+    # bytes, scanned exactly: a scope holds few items). 6 is the encoding gate's.
+    return [
+        """CREATE TABLE derived_items (
+            rowid       bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            id          text NOT NULL UNIQUE,
+            kind        text NOT NULL,
+            user_id     text NOT NULL,
+            agent_id    text,
+            session_id  text,
+            subject     text,
+            text        text NOT NULL,
+            body        json NOT NULL,
+            start_time  timestamptz,
+            end_time    timestamptz,
+            fingerprint text NOT NULL,
+            built_at    timestamptz NOT NULL,
+            embedding   bytea
+        )""",
+        "CREATE INDEX derived_scope ON derived_items (user_id, agent_id, kind)",
+        """CREATE TABLE derived_sources (
+            item_id    text NOT NULL,
+            episode_id text NOT NULL,
+            PRIMARY KEY (item_id, episode_id)
+        )""",
+        "CREATE INDEX derived_sources_episode ON derived_sources (episode_id)",
+    ]
+
+
 MIGRATIONS: dict[int, Callable[[int], Sequence[Step]]] = {
     1: _v1,
     2: _v2,
     3: _v3,
     4: _v4,
     5: _v5,
+    7: _v7,
 }
 
 LATEST = max(MIGRATIONS)

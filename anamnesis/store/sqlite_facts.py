@@ -17,7 +17,8 @@ import numpy as np
 
 from ..errors import StoreError
 from ..types import Fact, Scope
-from .base import FactChanges, fact_scope, fact_visibility
+from .base import DerivedRow, FactChanges, fact_scope, fact_visibility
+from .derived_sql import DerivedReads, DerivedSQL
 from .facts_sql import FACT_COLUMNS, Dialect, FactReads, FactSQL
 from .sqlite_sql import (
     EPISODE_COLUMNS,
@@ -45,11 +46,13 @@ SQLITE_DIALECT = Dialect(
 )
 
 
-class SQLiteFacts(FactReads):
-    """Fact storage for ``SQLiteStore`` (uses its connection, lock and transactions)."""
+class SQLiteFacts(FactReads, DerivedReads):
+    """Fact and derived-item storage for ``SQLiteStore`` (uses its connection, lock and
+    transactions)."""
 
     _conn: sqlite3.Connection
     _facts = FactSQL(SQLITE_DIALECT)
+    _derived = DerivedSQL(SQLITE_DIALECT)
 
     def _write(self) -> AbstractContextManager[sqlite3.Connection]:  # pragma: no cover
         raise NotImplementedError
@@ -79,6 +82,18 @@ class SQLiteFacts(FactReads):
             return
         with self._write() as conn:
             self._facts.write(conn, changes, scope)
+
+    def write_derived(
+        self,
+        scope: Scope,
+        items: Sequence[DerivedRow],
+        vectors: Sequence[np.ndarray],
+        drop: Sequence[str] = (),
+    ) -> None:
+        if not items and not drop:
+            return
+        with self._write() as conn:
+            self._derived.write(conn, scope, items, vectors, drop)
 
     def lexical_fact_search(
         self, terms: Sequence[str], scope: Scope, as_of: datetime | None, limit: int

@@ -21,6 +21,7 @@ from typing import Any
 
 from ..types import DeleteCounts, Scope
 from .base import Selection
+from .derived_sql import DerivedSQL
 from .facts_sql import FactSQL
 from .forget_sql import SQLITE_SELECTION, DeleteVerbs, RolledBack, drop_sessions, selection_sql
 from .sqlite_lexical import SQLiteLexical
@@ -35,6 +36,7 @@ class SQLiteLifecycle(DeleteVerbs):
     _lock: Any
     _conn: sqlite3.Connection
     _facts: FactSQL
+    _derived: DerivedSQL
     _lexical: SQLiteLexical
 
     def _write(self) -> AbstractContextManager[sqlite3.Connection]:  # pragma: no cover
@@ -70,9 +72,11 @@ class SQLiteLifecycle(DeleteVerbs):
         counts = DeleteCounts()
         if whole_scope and scope.session_id is None:
             counts += self._facts.delete_scope_facts(conn, scope)
+            counts += self._derived.delete_scope(conn, scope)
         if ids:
             for table in ("episodes", "archived_episodes"):
                 counts += self._facts.forget_episodes(conn, where, params, table)
+                counts += self._derived.forget_episodes(conn, where, params, table)
             vectors, times = conn.execute(
                 f"""SELECT (SELECT COUNT(*) FROM vectors WHERE episode_rowid IN
                              (SELECT e.rowid FROM episodes e WHERE {where})),

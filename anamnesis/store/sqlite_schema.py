@@ -220,6 +220,35 @@ MIGRATIONS: dict[int, list[Step]] = {
             last_read_at      REAL
         )""",
     ],
+    # Session summaries and profiles (anamnesis.consolidate): rebuilt from the episodes
+    # and facts, never exported; provenance in derived_sources. No FTS5 table: a scope
+    # holds few items, matched in Python, so no index segment keeps a forgotten word.
+    # (5 is the encoding gate's, on another branch.)
+    6: [
+        """CREATE TABLE derived_items (
+            rowid       INTEGER PRIMARY KEY AUTOINCREMENT,
+            id          TEXT NOT NULL UNIQUE,
+            kind        TEXT NOT NULL,
+            user_id     TEXT NOT NULL,
+            agent_id    TEXT,
+            session_id  TEXT,
+            subject     TEXT,
+            text        TEXT NOT NULL,
+            body        TEXT NOT NULL,
+            start_time  REAL,
+            end_time    REAL,
+            fingerprint TEXT NOT NULL,
+            built_at    REAL NOT NULL,
+            embedding   BLOB
+        )""",
+        "CREATE INDEX derived_scope ON derived_items (user_id, agent_id, kind)",
+        """CREATE TABLE derived_sources (
+            item_id    TEXT NOT NULL,
+            episode_id TEXT NOT NULL,
+            PRIMARY KEY (item_id, episode_id)
+        )""",
+        "CREATE INDEX derived_sources_episode ON derived_sources (episode_id)",
+    ],
 }
 
 LATEST = max(MIGRATIONS)

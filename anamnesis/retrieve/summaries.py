@@ -1,0 +1,111 @@
+"""The ``summaries`` channel: episodes behind the session summaries and profiles that
+match the question.
+
+Derived items (``anamnesis.consolidate``) are matched by their text: cosine between
+the question and each item's vector, and BM25 over the items' words (a scope holds a
+few hundred items at most, so both run in numpy over the scope's items), fused by
+reciprocal rank. The best ``TOP_ITEMS`` items then propose their provenance episodes
+that pass the scope and filters (in SQL), each scored by the mean of its item's
+cosine and its own cosine to the question. A profile proposes at most
+``PROFILE_EPISODES`` of its episodes. Off by default; ``consolidate`` builds the items.
+The constants are first guesses, not tuned (docs/experiments/2026-11-25-summaries-and-profiles.md).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..consolidate.profiles import KIND as PROFILE
+from ..store.base import Candidate, DerivedRow, Store
+from ..types import Scope
+from .query import words
+from .request import SearchRequest
+
+#: Items (summaries and profiles together) whose episodes are proposed.
+TOP_ITEMS = 4
+#: A profile's episodes proposed, the closest to the question first.
+PROFILE_EPISODES = 8
+#: RRF constant fusing the dense and BM25 rankings of the items.
+ITEM_RRF_K = 10.0
+#: BM25 parameters (the usual Okapi defaults, as FTS5's).
+BM25_K1, BM25_B = 1.2, 0.75
+
+
+def _stem(word: str) -> str:
+    base = word.split("'")[0]
+    return base[:-1] if len(base) > 3 and base.endswith("s") else base
+
+
+def bm25_scores(terms: Sequence[str], texts: Sequence[str]) -> list[float]:
+    """Okapi BM25 of each text for ``terms`` (light plural stemming on both sides)."""
+    docs = [Counter(_stem(w) for w in words(t)) for t in texts]
+    if not docs:
+        return []
+    query = list(dict.fromkeys(_stem(t) for t in terms))
+    average = sum(sum(d.values()) for d in docs) / len(docs) or 1.0
+    scores = []
+    for doc in docs:
+        length = sum(doc.values())
+        score = 0.0
+        for term in query:
+            tf = doc.get(term, 0)
+            if not tf:
+                continue
+            df = sum(1 for d in docs if term in d)
+            idf = math.log(1 + (len(docs) - df + 0.5) / (df + 0.5))
+            norm = tf + BM25_K1 * (1 - BM25_B + BM25_B * length / average)
+            score += idf * tf * (BM25_K1 + 1) / norm
+        scores.append(score)
+    return scores
+
+
+def matching_items(
+    store: Store, scope: Scope, terms: Sequence[str], vector: np.ndarray
+) -> list[tuple[DerivedRow, float]]:
+    """The scope's derived items, best match first, each with its cosine to ``vector``."""
+    found = [(row, v) for row, v in store.find_derived(scope) if v is not None]
+    if not found:
+        return []
+    cosines = np.stack([v for _, v in found]) @ np.asarray(vector, dtype=np.float32)
+    lexical = bm25_scores(terms, [row.text for row, _ in found])
+    fused = np.zeros(len(found))
+    for rank, i in enumerate(np.argsort(-cosines, kind="stable"), start=1):
+        fused[i] += 1.0 / (ITEM_RRF_K + rank)
+    matched = [i for i in np.argsort(-np.asarray(lexical), kind="stable") if lexical[i] > 0]
+    for rank, i in enumerate(matched, start=1):
+        fused[i] += 1.0 / (ITEM_RRF_K + rank)
+    order = np.argsort(-fused, kind="stable")
+    return [(found[i][0], float(cosines[i])) for i in order]
+
+
+def summaries(request: SearchRequest, limit: int) -> list[Candidate]:
+    """Episodes behind the best-matching summaries and profiles (module docstring)."""
+    ranked = matching_items(
+        request.store, request.scope, request.analysis.terms, request.query_vector
+    )[:TOP_ITEMS]
+    if not ranked:
+        return []
+    sources = request.store.derived_episodes(
+        [row.id for row, _ in ranked], request.scope, request.filters
+    )
+    vectors = request.stored_vectors([e for ids in sources.values() for e in ids])
+    query = request.query_vector
+    best: dict[str, float] = {}
+    for row, item_cosine in ranked:
+        scored = [
+            (episode_id, float(vectors[episode_id] @ query) if episode_id in vectors else 0.0)
+            for episode_id in sources.get(row.id, [])
+        ]
+        scored.sort(key=lambda pair: -pair[1])
+        if row.kind == PROFILE:
+            scored = scored[:PROFILE_EPISODES]
+        for episode_id, cosine in scored:
+            score = 0.5 * item_cosine + 0.5 * cosine
+            if score > best.get(episode_id, -math.inf):
+                best[episode_id] = score
+    ordered = sorted(best.items(), key=lambda pair: -pair[1])
+    return [Candidate(episode_id, score) for episode_id, score in ordered[:limit]]
