@@ -43,9 +43,11 @@ class RefreshReport:
 
 
 def refresh(
-    store: Store, embedder: Embedder, scope: Scope, *, batch_size: int = BATCH_SIZE
+    store: Store, embedder: Embedder, scope: Scope, *, batch_size: int | None = None
 ) -> RefreshReport:
-    """Rebuild the summaries and profiles of ``scope`` that are out of date."""
+    """Rebuild the summaries and profiles of ``scope`` that are out of date, in
+    transactions of ``batch_size`` items (default ``BATCH_SIZE``)."""
+    batch_size = batch_size or BATCH_SIZE
     report = RefreshReport()
     home = fact_scope(scope)
     now = datetime.now(UTC)
