@@ -127,3 +127,27 @@ def test_the_background_worker_builds_summaries_and_profiles(memory: Memory) -> 
     assert [s.session_id for s in memory.derived.summaries(user_id="ana")] == ["a1"]
     profile = memory.derived.profile("user", user_id="ana")
     assert profile is not None and "Moonshot AI" in profile.text
+
+
+def test_the_cli_shows_summaries_and_profiles(tmp_path) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from anamnesis.cli import main
+
+    path = str(tmp_path / "cli.db")
+
+    def run(*args: str):
+        return CliRunner().invoke(main, ["--path", path, "--embedder", "edge", *args])
+
+    run("add", "I work at Tencent", "--user", "maya", "--session", "s1")
+    run("add", "I left Tencent and now work at Moonshot AI", "--user", "maya", "--session", "s2")
+    assert json.loads(run("consolidate", "--user", "maya").output)["summaries"] == 2
+    lines = run("summaries", "--user", "maya", "--json").output.splitlines()
+    assert [json.loads(line)["session_id"] for line in lines] == ["s1", "s2"]
+    shown = json.loads(run("profile", "--user", "maya", "--json").output)
+    assert [e["object"] for e in shown["entries"]] == ["Moonshot AI", "Tencent"]
+    assert run("profile", "--user", "maya", "--subject", "Bob").exit_code == 3
+    packed = run("context", "where do I work?", "--user", "maya", "--profile").output
+    assert packed.startswith("Profile:\n- user works at Moonshot AI")

@@ -9,7 +9,7 @@ import click
 from .. import __version__
 from ..bench.cli import bench
 from ..config import DEFAULT_PRESET, PRESET_HELP
-from . import lifecycle, read, surfaces, write
+from . import derived, lifecycle, read, surfaces, write
 from .common import preset_name
 
 
@@ -69,6 +69,8 @@ for command in (
     lifecycle.decay,
     write.consolidate,
     read.facts,
+    derived.summaries,
+    derived.profile,
     read.export,
     read.stats,
     read.check,

@@ -155,6 +155,9 @@ def _context_json(context: Context) -> dict[str, Any]:
     help="Token budget of the context (WordPiece tokens).",
 )
 @click.option("--now", default=None, help="When the question is asked (ISO-8601; default now).")
+@click.option(
+    "--profile", "with_profile", is_flag=True, help="Start with a profile block (consolidate)."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the context with provenance as JSON.")
 @click.pass_context
 def context(
@@ -165,6 +168,7 @@ def context(
     session_id: str | None,
     budget_tokens: int,
     now: str | None,
+    with_profile: bool,
     as_json: bool,
 ) -> None:
     """Print a dated, token-budgeted context for QUERY, ready for a reader LLM."""
@@ -177,6 +181,7 @@ def context(
             session_id=session_id,
             budget_tokens=budget_tokens,
             now=now,
+            profile=with_profile,
         )
     if as_json:
         click.echo(json.dumps(_context_json(packed), ensure_ascii=False, indent=2))

@@ -1,0 +1,93 @@
+"""The CLI's views of derived items: ``summaries`` and ``profile`` (read-only calls on
+``Memory.derived``; ``consolidate`` builds them)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from typing import Any
+
+import click
+from rich.table import Table
+
+from ..cli_errors import handled
+from ..errors import NotFoundError
+from .common import agent_option, console, open_memory, user_option, with_scope
+
+
+def _json(value: Any) -> str:
+    return json.dumps(asdict(value), ensure_ascii=False, default=str)
+
+
+@click.command()
+@with_scope
+@click.option("--json", "as_json", is_flag=True, help="Print JSON lines, with provenance.")
+@click.pass_context
+def summaries(
+    ctx: click.Context,
+    user_id: str | None,
+    agent_id: str | None,
+    session_id: str | None,
+    as_json: bool,
+) -> None:
+    """List session summaries (built by `consolidate`), oldest session first."""
+    with handled():
+        memory = open_memory(ctx, create=False)
+        found = memory.derived.summaries(user_id=user_id, agent_id=agent_id, session_id=session_id)
+    if as_json:
+        for summary in found:
+            click.echo(_json(summary))
+        return
+    table = Table(caption=f"{len(found)} summaries")
+    for column in ("session", "from", "to", "summary", "episodes"):
+        table.add_column(column, overflow="fold")
+    for summary in found:
+        table.add_row(
+            summary.session_id,
+            summary.started_at.strftime("%Y-%m-%d %H:%M") if summary.started_at else "",
+            summary.ended_at.strftime("%Y-%m-%d %H:%M") if summary.ended_at else "",
+            summary.text,
+            str(len(summary.provenance)),
+        )
+    console.print(table)
+
+
+@click.command()
+@user_option
+@agent_option
+@click.option("--subject", default="user", show_default=True, help="Whose profile.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON, with provenance.")
+@click.pass_context
+def profile(
+    ctx: click.Context,
+    user_id: str | None,
+    agent_id: str | None,
+    subject: str,
+    as_json: bool,
+) -> None:
+    """Show a person's profile (built by `consolidate` from the facts)."""
+    with handled():
+        memory = open_memory(ctx, create=False)
+        found = memory.derived.profile(subject, user_id=user_id, agent_id=agent_id)
+        if found is None:
+            people = ", ".join(p.subject for p in memory.derived.profiles(user_id=user_id))
+            raise NotFoundError(
+                f"no profile of {subject!r}; `anamnesis consolidate` builds them "
+                f"(profiles: {people or 'none'})"
+            )
+    if as_json:
+        click.echo(_json(found))
+        return
+    table = Table(caption=f"profile of {found.subject}")
+    for column in ("predicate", "object", "valid from", "valid to", "status", "episodes"):
+        table.add_column(column, overflow="fold")
+    for entry in found.entries:
+        table.add_row(
+            entry.predicate,
+            entry.object,
+            entry.valid_from.strftime("%Y-%m-%d") if entry.valid_from else "",
+            entry.valid_to.strftime("%Y-%m-%d") if entry.valid_to else "",
+            "current" if entry.current else "past",
+            ", ".join(entry.provenance),
+        )
+    console.print(table)
