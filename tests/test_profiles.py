@@ -146,8 +146,8 @@ def test_the_cli_shows_summaries_and_profiles(tmp_path) -> None:
     assert json.loads(run("consolidate", "--user", "maya").output)["summaries"] == 2
     lines = run("summaries", "--user", "maya", "--json").output.splitlines()
     assert [json.loads(line)["session_id"] for line in lines] == ["s1", "s2"]
-    shown = json.loads(run("profile", "--user", "maya", "--json").output)
+    shown = json.loads(run("facts", "--profile", "--user", "maya", "--json").output)
     assert [e["object"] for e in shown["entries"]] == ["Moonshot AI", "Tencent"]
-    assert run("profile", "--user", "maya", "--subject", "Bob").exit_code == 3
+    assert run("facts", "--profile", "--user", "maya", "--subject", "Bob").exit_code == 3
     packed = run("context", "where do I work?", "--user", "maya", "--profile").output
     assert packed.startswith("Profile:\n- user works at Moonshot AI")

@@ -5,9 +5,10 @@ After each call returns (the write is acknowledged) it appends a line to a journ
 and fsyncs it. The parent SIGKILLs the child at a random moment, then *verifies* the
 store: SQLite's and FTS5's integrity checks, episodes, full-text rows and vectors in
 agreement (``Memory.check``), every journaled episode present with its exact text,
-every journaled delete gone, every fact's provenance present, and a consolidation
-able to finish. ``run_kills`` repeats that; ``run_concurrent`` runs writer and reader
-processes side by side and counts the errors they saw.
+every journaled delete gone, every fact's and every summary's and profile's
+provenance present, and a consolidation able to finish. ``run_kills`` repeats that;
+``run_concurrent`` runs writer and reader processes side by side and counts the
+errors they saw.
 
 ``anamnesis bench reliability`` runs both (the soak); tests/test_reliability.py runs
 a bounded form of it in CI.
@@ -233,6 +234,10 @@ def verify(store: Path, journal: Path) -> tuple[list[str], int, int]:
                 found = memory.store.get_episodes(list(fact.provenance), Scope(USER))
                 if len(found) != len(fact.provenance):
                     problems.append(f"{path}: fact {fact.id} cites an episode that is gone")
+            for item, _ in memory.store.find_derived(Scope(USER)):
+                found = memory.store.get_episodes(list(item.provenance), Scope(USER))
+                if len(found) != len(item.provenance):
+                    problems.append(f"{path}: {item.kind} {item.id} cites an episode that is gone")
             memory.consolidate(user_id=USER)
     return problems, adds, deletes
 

@@ -70,7 +70,6 @@ for command in (
     write.consolidate,
     read.facts,
     derived.summaries,
-    derived.profile,
     read.export,
     read.stats,
     read.check,

@@ -1,5 +1,5 @@
-"""The CLI's views of derived items: ``summaries`` and ``profile`` (read-only calls on
-``Memory.derived``; ``consolidate`` builds them)."""
+"""The CLI's views of derived items: ``summaries``, and ``facts --profile`` (read-only
+calls on ``Memory.derived``; ``consolidate`` builds them)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from rich.table import Table
 
 from ..cli_errors import handled
 from ..errors import NotFoundError
-from .common import agent_option, console, open_memory, user_option, with_scope
+from .common import console, open_memory, with_scope
 
 
 def _json(value: Any) -> str:
@@ -52,20 +52,15 @@ def summaries(
     console.print(table)
 
 
-@click.command()
-@user_option
-@agent_option
-@click.option("--subject", default="user", show_default=True, help="Whose profile.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON, with provenance.")
-@click.pass_context
-def profile(
+def show_profile(
     ctx: click.Context,
+    subject: str,
     user_id: str | None,
     agent_id: str | None,
-    subject: str,
     as_json: bool,
 ) -> None:
-    """Show a person's profile (built by `consolidate` from the facts)."""
+    """Show a person's profile (``anamnesis facts --profile``): the values the fact
+    layer holds for them, current first, with the episodes behind each."""
     with handled():
         memory = open_memory(ctx, create=False)
         found = memory.derived.profile(subject, user_id=user_id, agent_id=agent_id)

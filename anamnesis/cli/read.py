@@ -16,6 +16,7 @@ from ..context import DEFAULT_BUDGET_TOKENS
 from ..errors import InvalidInputError
 from ..types import Context, Fact, Hit
 from .common import agent_option, console, episode_json, open_memory, user_option, with_scope
+from .derived import show_profile
 
 
 def _hits_table(hits: list[Hit], explain: bool) -> Table:
@@ -268,6 +269,9 @@ def list_(
 @click.option(
     "--history", "as_history", is_flag=True, help="The slot's values oldest first (--predicate)."
 )
+@click.option(
+    "--profile", "as_profile", is_flag=True, help="The --subject's profile (default: user)."
+)
 @click.option("--limit", "-n", default=100, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON lines.")
 @click.pass_context
@@ -280,10 +284,15 @@ def facts(
     as_of: str | None,
     include_superseded: bool,
     as_history: bool,
+    as_profile: bool,
     limit: int,
     as_json: bool,
 ) -> None:
-    """List facts: the current ones, or with --all / --history the values they replaced."""
+    """List facts: the current ones, or with --all / --history the values they replaced,
+    or with --profile a person's profile (built by consolidate)."""
+    if as_profile:
+        show_profile(ctx, subject or "user", user_id, agent_id, as_json)
+        return
     with handled():
         memory = open_memory(ctx, create=False)
         if as_history:
