@@ -146,8 +146,10 @@ def run_gate_sweep(
     cache_dir: Path | None,
     archive: bool,
     log: Any = None,
+    on_case: Any = None,
 ) -> list[GatePoint]:
-    """The sweep over ``thresholds`` on every case of ``dataset`` (see the module)."""
+    """The sweep over ``thresholds`` on every case of ``dataset`` (see the module);
+    ``on_case(points, cases_done)`` is called after each case."""
     embedder = CachingEmbedder.with_cache_dir(get_embedder(embedder_name), cache_dir)
     options = BenchOptions(
         configs=("default",), embedder=embedder_name, budgets=(), embedding_cache_dir=cache_dir
@@ -181,6 +183,8 @@ def run_gate_sweep(
                         point.recall[record["question_id"]] = value
                 if log is not None:
                     log(f"{case.id} gate {point.label}: {total}/{len(case.messages)} admitted")
+            if on_case is not None:
+                on_case(points, dataset.cases.index(case) + 1)
     if embedder.disk is not None:
         embedder.disk.close()
     resources.close()
@@ -250,7 +254,12 @@ def gate_markdown(points: list[GatePoint], archive: bool) -> str:
     show_default=True,
     help="Also score search(include_archive=True).",
 )
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None)
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write the points as JSON here, rewritten after every case.",
+)
 def gate_command(
     dataset: str,
     data: Path,
@@ -264,6 +273,13 @@ def gate_command(
     """The encoding gate's sweep: episodes and evidence admitted, recall@10 at each threshold."""
     from ..cli_errors import handled
 
+    command = "anamnesis " + shlex.join(sys.argv[1:])
+
+    def save(points: list[GatePoint], cases: int) -> None:
+        if out is not None:
+            payload = {"command": command, "cases": cases, "points": [asdict(p) for p in points]}
+            out.write_text(json.dumps(payload, indent=2))
+
     with handled():
         loaded = datasets.load(dataset, data, limit=limit)
         points = run_gate_sweep(
@@ -273,10 +289,7 @@ def gate_command(
             embedding_cache_dir,
             archive,
             log=lambda line: click.echo(line, err=True),
+            on_case=save,
         )
-    command = "anamnesis " + shlex.join(sys.argv[1:])
-    if out is not None:
-        payload = {"command": command, "points": [asdict(p) for p in points]}
-        out.write_text(json.dumps(payload, indent=2))
     click.echo(command + "\n")
     click.echo(gate_markdown(points, archive))

@@ -96,7 +96,11 @@ class GateConfig:
                 )
             if not isinstance(offset, int | float) or not math.isfinite(offset):
                 raise InvalidInputError(f"gate offset of {category!r} must be a finite number")
-        if not isinstance(self.neighbours, int) or not 1 <= self.neighbours <= 100:
+        if (
+            not isinstance(self.neighbours, int)
+            or isinstance(self.neighbours, bool)
+            or not 1 <= self.neighbours <= 100
+        ):
             raise InvalidInputError("gate neighbours must be an integer from 1 to 100")
 
     def with_(self, **changes: object) -> GateConfig:
