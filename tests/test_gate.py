@@ -272,3 +272,22 @@ def test_novelty_against_memory() -> None:
     fresh = novelty("The quarterly tax return is due at the end of January.", memory)
     assert repeated < 0.3 < fresh <= 1.0
     assert novelty("k", memory) == 0.05
+
+
+def test_cli_adds_through_the_gate_and_explains_it(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from anamnesis.cli import main
+
+    base = ["--path", str(tmp_path / "m.db"), "--embedder", "edge", "--gate", "default"]
+    runner = CliRunner()
+    added = runner.invoke(main, [*base, "add", "--user", "maya", "ok thanks!"])
+    assert added.exit_code == 0, added.output
+    episode_id = added.output.strip()
+    shown = runner.invoke(main, [*base, "gate-decisions", "--user", "maya", episode_id])
+    assert shown.exit_code == 0, shown.output
+    decision = json.loads(shown.output)[episode_id]
+    assert decision["admitted"] is False and decision["category"] == "filler"
+    assert set(decision) >= {"novelty", "salience", "prediction_error", "score", "threshold"}
+    refused = runner.invoke(main, [*base[:4], "--gate", "nope", "stats"])
+    assert refused.exit_code == 2

@@ -9,6 +9,7 @@ import click
 from .. import __version__
 from ..bench.cli import bench
 from ..config import DEFAULT_PRESET, PRESET_HELP
+from ..ingest.gate import GATE_PRESETS
 from . import lifecycle, read, surfaces, write
 from .common import preset_name
 
@@ -36,6 +37,13 @@ from .common import preset_name
     help=f"Search pipeline: {', '.join(PRESET_HELP)} (docs/guide.md: what each trades).",
 )
 @click.option(
+    "--gate",
+    type=click.Choice(list(GATE_PRESETS)),
+    default="off",
+    metavar="NAME",
+    help=f"Encoding gate for what is added: {', '.join(GATE_PRESETS)} (default off).",
+)
+@click.option(
     "--ranker-model",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     default=None,
@@ -48,11 +56,14 @@ def main(
     url: str | None,
     embedder: str,
     config: str,
+    gate: str,
     ranker_model: Path | None,
 ) -> None:
     """Anamnesis: long-term memory for LLM agents, verbatim and offline."""
     ctx.ensure_object(dict)
-    ctx.obj.update(path=path, url=url, embedder=embedder, config=config, ranker_model=ranker_model)
+    ctx.obj.update(
+        path=path, url=url, embedder=embedder, config=config, gate=gate, ranker_model=ranker_model
+    )
 
 
 for command in (
@@ -67,6 +78,7 @@ for command in (
     lifecycle.archive,
     lifecycle.restore,
     lifecycle.decay,
+    lifecycle.gate_decisions,
     write.consolidate,
     read.facts,
     read.export,
