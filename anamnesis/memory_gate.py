@@ -16,7 +16,7 @@ import numpy as np
 
 from .ingest.gate import GateConfig, decide
 from .memory_lifecycle import episode_ids_of
-from .store.base import Filters, Store
+from .store.base import Store
 from .types import Episode, GateDecision, Scope, Session
 
 
@@ -62,9 +62,7 @@ class GateVerbs:
         raw = np.asarray(vectors, dtype=np.float32)
         norms = np.linalg.norm(raw, axis=1, keepdims=True)
         units = (raw / np.where(norms == 0, 1.0, norms)).astype(np.float32)
-        stored = [
-            self._store.dense_search(unit, scope, Filters(), gate.neighbours) for unit in units
-        ]
+        stored = self._store.dense_neighbours(units, scope, gate.neighbours)
         wanted = list(dict.fromkeys(c.episode_id for found in stored for c in found))
         text_of = {e.id: e.content for e in self._store.get_episodes(wanted, scope)}
         admitted: list[int] = []

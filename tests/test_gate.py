@@ -291,3 +291,21 @@ def test_cli_adds_through_the_gate_and_explains_it(tmp_path: Path) -> None:
     assert set(decision) >= {"novelty", "salience", "prediction_error", "score", "threshold"}
     refused = runner.invoke(main, [*base[:4], "--gate", "nope", "stats"])
     assert refused.exit_code == 2
+
+
+def test_the_gates_neighbour_lookup_is_dense_search_for_many(gated: Memory) -> None:
+    from anamnesis.store.base import Filters
+    from anamnesis.types import Scope
+
+    texts = ["Where does Maya live?", "training for a half marathon", "cats and allergies"]
+    vectors = gated.embedder.embed_documents(texts)
+    scope = Scope("maya")
+    many = gated.store.dense_neighbours(vectors, scope, 5)
+    one_by_one = [gated.store.dense_search(v, scope, Filters(), 5) for v in vectors]
+    assert [[c.episode_id for c in found] for found in many] == [
+        [c.episode_id for c in found] for found in one_by_one
+    ]
+    for found, expected in zip(many, one_by_one, strict=True):
+        for a, b in zip(found, expected, strict=True):
+            assert math.isclose(a.score, b.score, abs_tol=1e-5)
+    assert gated.store.dense_neighbours(vectors, Scope("nobody"), 5) == [[], [], []]

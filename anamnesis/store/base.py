@@ -425,6 +425,14 @@ class Store(Protocol):
         """Episodes by cosine similarity to ``vector``, best first."""
         ...
 
+    def dense_neighbours(
+        self, vectors: np.ndarray, scope: Scope, limit: int
+    ) -> list[list[Candidate]]:
+        """For each of ``vectors``, the ``limit`` episodes of ``scope`` most similar by
+        cosine, best first (``dense_search`` for many vectors, without filters: the
+        encoding gate's lookup of what a batch's episodes resemble)."""
+        ...
+
     def time_search(
         self,
         vector: np.ndarray,

@@ -15,9 +15,11 @@ import numpy as np
 import psycopg
 
 from ..types import Episode, GateDecision, Scope, Session
+from .base import Candidate, Filters
 from .gate_sql import decision_rows, insert_decisions_sql, read_decisions
 from .postgres_archive import ARCHIVE_COLUMNS
 from .postgres_query import check_storable, json_param
+from .postgres_search import dense_search
 
 Conn = psycopg.Connection[Any]
 INSERT_DECISION = insert_decisions_sql("%s")
@@ -100,6 +102,14 @@ class PostgresGate:
                     )
                 if decisions:
                     cur.executemany(INSERT_DECISION, decision_rows(decisions, user_of, _same, bool))
+
+    def dense_neighbours(
+        self, vectors: np.ndarray, scope: Scope, limit: int
+    ) -> list[list[Candidate]]:
+        if scope.session_id is not None:
+            raise ValueError("dense_neighbours searches a user or agent scope, not a session")
+        with self._transaction() as conn:
+            return [dense_search(conn, vector, scope, Filters(), limit) for vector in vectors]
 
     def gate_decisions(self, episode_ids: Sequence[str], scope: Scope) -> dict[str, GateDecision]:
         with self._transaction() as conn:

@@ -16,9 +16,11 @@ from typing import Any
 import numpy as np
 
 from ..types import Episode, GateDecision, Scope, Session
+from .base import Candidate
+from .dense_index import DenseIndex
 from .gate_sql import decision_rows, insert_decisions_sql, read_decisions
 from .sqlite_archive import ARCHIVE_COLUMNS
-from .sqlite_sql import from_epoch, to_epoch
+from .sqlite_sql import from_epoch, scope_sql, to_epoch
 
 INSERT_DECISION = insert_decisions_sql("?")
 
@@ -54,6 +56,10 @@ class SQLiteGate:
 
     _lock: Any
     _conn: sqlite3.Connection
+    _dense: DenseIndex
+
+    def _refresh_dense(self) -> None:  # pragma: no cover
+        raise NotImplementedError
 
     def _write(self) -> AbstractContextManager[sqlite3.Connection]:  # pragma: no cover
         raise NotImplementedError
@@ -99,6 +105,28 @@ class SQLiteGate:
                 archived,
             )
             conn.executemany(INSERT_DECISION, decision_rows(decisions, user_of, to_epoch, int))
+
+    def dense_neighbours(
+        self, vectors: np.ndarray, scope: Scope, limit: int
+    ) -> list[list[Candidate]]:
+        if scope.session_id is not None:
+            raise ValueError("dense_neighbours searches a user or agent scope, not a session")
+        with self._lock:
+            self._refresh_dense()
+            ranked = self._dense.search_many(
+                vectors, user_id=scope.user_id, agent_id=scope.agent_id, limit=limit
+            )
+            rowids = sorted({rowid for pairs in ranked for rowid, _ in pairs})
+            where, params = scope_sql(scope, by_key=True)
+            # Scope is checked again in SQL, as for every dense search.
+            ids = dict(
+                self._conn.execute(
+                    f"""SELECT e.rowid, e.id FROM episodes e
+                        WHERE e.rowid IN (SELECT value FROM json_each(?)) AND {where}""",
+                    [json.dumps(rowids), *params],
+                ).fetchall()
+            )
+        return [[Candidate(ids[r], score) for r, score in pairs if r in ids] for pairs in ranked]
 
     def gate_decisions(self, episode_ids: Sequence[str], scope: Scope) -> dict[str, GateDecision]:
         with self._lock:
