@@ -23,6 +23,7 @@ from .errors import (
     StoreLockedError,
 )
 from .facts.types import ConsolidationReport
+from .ingest.gate import GateConfig
 from .memory import Memory
 from .retrieve.analysis import QueryAnalysis
 from .store.base import Filters
@@ -33,6 +34,7 @@ from .types import (
     EpisodeVersion,
     Fact,
     ForgetReport,
+    GateDecision,
     Hit,
     Page,
     Scope,
@@ -61,6 +63,8 @@ __all__ = [
     "AsyncMemory",
     "SearchConfig",
     "DecayPolicy",
+    "GateConfig",
+    "GateDecision",
     "Filters",
     "Episode",
     "EpisodeVersion",

@@ -872,9 +872,9 @@ def test_time_search_honours_recorded_before(store):
 
 
 def _downgrade_to_before_times(backend, store_url):
-    """Make the store look as if written before time mentions (and facts, archive and
-    usage counters) existed."""
-    later = ("archived_episodes", "episode_usage")
+    """Make the store look as if written before time mentions (and facts, archive,
+    usage counters and gate decisions) existed."""
+    later = ("archived_episodes", "episode_usage", "gate_decisions")
     if backend == "sqlite":
         import sqlite3
 

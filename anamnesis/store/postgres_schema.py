@@ -273,12 +273,33 @@ def _v5(dim: int) -> list[str]:
     ]
 
 
+def _v6(dim: int) -> list[str]:
+    # The encoding gate, as in SQLite's migration 5: one decision per gated episode.
+    return [
+        """CREATE TABLE gate_decisions (
+            episode_id       text PRIMARY KEY,
+            user_id          text NOT NULL,
+            admitted         boolean NOT NULL,
+            novelty          double precision NOT NULL,
+            salience         double precision NOT NULL,
+            prediction_error double precision NOT NULL,
+            score            double precision NOT NULL,
+            threshold        double precision NOT NULL,
+            category         text NOT NULL,
+            reason           text NOT NULL,
+            gate             text NOT NULL,
+            decided_at       timestamptz NOT NULL
+        )""",
+    ]
+
+
 MIGRATIONS: dict[int, Callable[[int], Sequence[Step]]] = {
     1: _v1,
     2: _v2,
     3: _v3,
     4: _v4,
     5: _v5,
+    6: _v6,
 }
 
 LATEST = max(MIGRATIONS)
