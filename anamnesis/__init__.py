@@ -24,6 +24,7 @@ from .errors import (
     StoreLockedError,
 )
 from .facts.types import ConsolidationReport
+from .ingest.gate import GateConfig
 from .memory import Memory
 from .retrieve.analysis import QueryAnalysis
 from .store.base import Filters
@@ -34,6 +35,7 @@ from .types import (
     EpisodeVersion,
     Fact,
     ForgetReport,
+    GateDecision,
     Hit,
     Page,
     Scope,
@@ -62,6 +64,8 @@ __all__ = [
     "AsyncMemory",
     "SearchConfig",
     "DecayPolicy",
+    "GateConfig",
+    "GateDecision",
     "Filters",
     "Episode",
     "EpisodeVersion",

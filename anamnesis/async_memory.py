@@ -22,12 +22,13 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import IO, Any, TypeVar
 
+from .async_lifecycle import AsyncLifecycleVerbs
 from .config import DEFAULT_USER, SearchConfig
-from .decay import DecayPolicy
 from .embed import Embedder
 from .errors import InvalidInputError
 from .facts.types import ConsolidationReport
 from .facts.worker import ConsolidationWorker
+from .ingest.gate import GateConfig
 from .llm import ChatClient
 from .memory import Memory, ProgressCallback
 from .retrieve.analysis import QueryAnalysis
@@ -39,10 +40,8 @@ from .types import (
     Episode,
     EpisodeVersion,
     Fact,
-    ForgetReport,
     Hit,
     Page,
-    Usage,
 )
 
 T = TypeVar("T")
@@ -50,7 +49,7 @@ T = TypeVar("T")
 DEFAULT_READERS = 4
 
 
-class AsyncMemory:
+class AsyncMemory(AsyncLifecycleVerbs):
     """Long-term memory for asyncio agents: ``Memory``'s verbs as coroutines.
 
     Takes ``Memory``'s arguments (``path``, ``url``, ``embedder``, ``config``, ...),
@@ -70,6 +69,7 @@ class AsyncMemory:
         warm: bool = True,
         llm: ChatClient | str | None = None,
         create: bool = True,
+        gate: str | GateConfig | None = None,
         readers: int = DEFAULT_READERS,
     ) -> None:
         if isinstance(readers, bool) or not isinstance(readers, int) or readers < 1:
@@ -84,6 +84,7 @@ class AsyncMemory:
             warm=warm,
             llm=llm,
             create=create,
+            gate=gate,
         )
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="anamnesis-writer")
         self._readers = ThreadPoolExecutor(readers, thread_name_prefix="anamnesis-reader")
@@ -246,136 +247,6 @@ class AsyncMemory:
         """``Memory.delete_all``, run on the writer thread."""
         return await self._write(
             self._memory.delete_all, user_id=user_id, agent_id=agent_id, session_id=session_id
-        )
-
-    async def forget(
-        self,
-        episode_ids: Sequence[str] | str | None = None,
-        *,
-        user_id: str | None = None,
-        agent_id: str | None = None,
-        session_id: str | None = None,
-        event_after: datetime | str | float | None = None,
-        event_before: datetime | str | float | None = None,
-        containing: str | None = None,
-        dry_run: bool = False,
-    ) -> ForgetReport:
-        """``Memory.forget``, run on the writer thread."""
-        return await self._write(
-            self._memory.forget,
-            episode_ids,
-            user_id=user_id,
-            agent_id=agent_id,
-            session_id=session_id,
-            event_after=event_after,
-            event_before=event_before,
-            containing=containing,
-            dry_run=dry_run,
-        )
-
-    async def archive(
-        self,
-        episode_ids: Sequence[str] | str | None = None,
-        *,
-        user_id: str | None = None,
-        agent_id: str | None = None,
-        session_id: str | None = None,
-        event_after: datetime | str | float | None = None,
-        event_before: datetime | str | float | None = None,
-        containing: str | None = None,
-    ) -> list[str]:
-        """``Memory.archive``, run on the writer thread."""
-        return await self._write(
-            self._memory.archive,
-            episode_ids,
-            user_id=user_id,
-            agent_id=agent_id,
-            session_id=session_id,
-            event_after=event_after,
-            event_before=event_before,
-            containing=containing,
-        )
-
-    async def restore(
-        self,
-        episode_ids: Sequence[str] | str | None = None,
-        *,
-        user_id: str | None = None,
-        agent_id: str | None = None,
-        session_id: str | None = None,
-        event_after: datetime | str | float | None = None,
-        event_before: datetime | str | float | None = None,
-        containing: str | None = None,
-    ) -> list[str]:
-        """``Memory.restore``, run on the writer thread."""
-        return await self._write(
-            self._memory.restore,
-            episode_ids,
-            user_id=user_id,
-            agent_id=agent_id,
-            session_id=session_id,
-            event_after=event_after,
-            event_before=event_before,
-            containing=containing,
-        )
-
-    async def usage(
-        self,
-        episode_ids: Sequence[str] | str,
-        *,
-        user_id: str | None = None,
-        agent_id: str | None = None,
-        session_id: str | None = None,
-    ) -> dict[str, Usage]:
-        """``Memory.usage``, run on the writer thread (it writes pending counts first)."""
-        return await self._write(
-            self._memory.usage,
-            episode_ids,
-            user_id=user_id,
-            agent_id=agent_id,
-            session_id=session_id,
-        )
-
-    async def strength(
-        self,
-        episode_ids: Sequence[str] | str,
-        *,
-        user_id: str | None = None,
-        agent_id: str | None = None,
-        session_id: str | None = None,
-        now: datetime | str | float | None = None,
-        policy: DecayPolicy | None = None,
-    ) -> dict[str, float]:
-        """``Memory.strength``, run on the writer thread (it writes pending counts first)."""
-        return await self._write(
-            self._memory.strength,
-            episode_ids,
-            user_id=user_id,
-            agent_id=agent_id,
-            session_id=session_id,
-            now=now,
-            policy=policy,
-        )
-
-    async def decay(
-        self,
-        *,
-        user_id: str | None = None,
-        agent_id: str | None = None,
-        session_id: str | None = None,
-        now: datetime | str | float | None = None,
-        policy: DecayPolicy | None = None,
-        dry_run: bool = False,
-    ) -> list[str]:
-        """``Memory.decay``, run on the writer thread."""
-        return await self._write(
-            self._memory.decay,
-            user_id=user_id,
-            agent_id=agent_id,
-            session_id=session_id,
-            now=now,
-            policy=policy,
-            dry_run=dry_run,
         )
 
     async def search(

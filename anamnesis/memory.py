@@ -22,6 +22,7 @@ from .config import DEFAULT_PRESET, DEFAULT_USER, PRESETS, URL_ENV, SearchConfig
 from .embed import Embedder, get_embedder
 from .errors import AnamnesisError, EmbedderMismatchError, InvalidInputError, NotFoundError
 from .facts.predicates import embedding_text as fact_embedding_text
+from .ingest.gate import GateConfig, gate_config
 from .ingest.normalise import (
     Message,
     check_episode_id,
@@ -36,6 +37,7 @@ from .ingest.normalise import (
 from .llm import ChatClient
 from .memory_derived import DerivedView
 from .memory_facts import FactVerbs
+from .memory_gate import GateVerbs
 from .memory_lifecycle import LifecycleVerbs
 from .memory_reads import ReadVerbs
 from .retrieve.pipeline import Retriever
@@ -92,7 +94,7 @@ def _open_store(
     return SQLiteStore(file, dim=dim)
 
 
-class Memory(ReadVerbs, FactVerbs, LifecycleVerbs):
+class Memory(ReadVerbs, FactVerbs, LifecycleVerbs, GateVerbs):
     """Long-term memory for an agent: verbatim episodes with hybrid recall.
 
     >>> with Memory(path="agent.db") as memory:                      # doctest: +SKIP
@@ -113,6 +115,11 @@ class Memory(ReadVerbs, FactVerbs, LifecycleVerbs):
     (for tools that only read).
     ``llm`` is an optional OpenAI-compatible client for fact extraction and ambiguous
     conflicts (``"env"``: configured from ``ANAMNESIS_LLM_*``); None uses rules only.
+    ``gate`` is the encoding gate: None or ``"off"`` (the default) stores every episode
+    in the hot indexes; a preset name (``"lenient"``, ``"truememory"`` = ``"default"``,
+    ``"strict"``; ``anamnesis.ingest.gate.GATE_PRESETS``) or a ``GateConfig`` judges
+    each added episode, sends the rejected verbatim to the archive, and records every
+    decision (``gate_decisions``).
     """
 
     def __init__(
@@ -127,7 +134,9 @@ class Memory(ReadVerbs, FactVerbs, LifecycleVerbs):
         warm: bool = True,
         llm: ChatClient | str | None = None,
         create: bool = True,
+        gate: str | GateConfig | None = None,
     ) -> None:
+        self._gate = gate_config(gate)
         self.default_user = check_id(user_id, "user_id", required=True) or DEFAULT_USER
         offline.warn_if_telemetry_on()
         if isinstance(llm, str):
@@ -221,7 +230,8 @@ class Memory(ReadVerbs, FactVerbs, LifecycleVerbs):
         """What is active: backend, embedder, vector search, lexical search, LLM, and
         whether third-party telemetry is off (``"off"``, or why it may not be), and
         whether the store is healthy (``"ok"``, or the damage found: writes refused),
-        and whether usage counters are being written (``"ok"``, or why not)."""
+        and whether usage counters are being written (``"ok"``, or why not), and the
+        encoding gate's settings (``"off"``, a preset name, or ``"custom"``)."""
         damage = self._store.damage
         return {
             "backend": self._store.backend,
@@ -237,6 +247,7 @@ class Memory(ReadVerbs, FactVerbs, LifecycleVerbs):
             "usage_counters": self._usage.state,
             "telemetry": offline.telemetry(),
             "store_health": "ok" if damage is None else f"damaged: {damage}",
+            "encoding_gate": self._gate.name if self._gate is not None else "off",
         }
 
     def _check_embedder(self, reindex: bool) -> None:
@@ -344,7 +355,7 @@ class Memory(ReadVerbs, FactVerbs, LifecycleVerbs):
         for start in range(0, len(episodes), batch or 1):
             chunk = episodes[start : start + batch]
             vectors = self._embed(chunk, scope)
-            self._store.insert_episodes(chunk, vectors, sessions if start == 0 else ())
+            self._write_batch(chunk, vectors, sessions if start == 0 else ())
             written += len(chunk)
             if self._worker is not None:
                 self._worker.notify(scope)

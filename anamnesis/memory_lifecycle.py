@@ -117,7 +117,7 @@ class LifecycleVerbs:
         """How often each episode (of the scope, hot or archived) was retrieved by a
         search and read by ``get``, and when last; episodes never used are left out.
         Counts still pending in memory are written first."""
-        ids = _episode_ids(episode_ids) or ()
+        ids = episode_ids_of(episode_ids) or ()
         scope = self._scope(user_id, agent_id, session_id)
         self._usage.flush()
         return self._store.usage(ids, scope)
@@ -134,7 +134,7 @@ class LifecycleVerbs:
     ) -> dict[str, float]:
         """The strength at ``now`` (default: the present) of each hot episode of the
         scope among ``episode_ids``, on the forgetting curve of ``anamnesis.decay``."""
-        ids = list(_episode_ids(episode_ids) or ())
+        ids = list(episode_ids_of(episode_ids) or ())
         scope = self._scope(user_id, agent_id, session_id)
         return self._strengths(self._store.get_episodes(ids, scope), scope, now, policy)
 
@@ -193,7 +193,7 @@ class LifecycleVerbs:
     ) -> tuple[Scope, Selection]:
         """The scope and selection of a lifecycle verb, checked; a whole-scope selection
         needs a named ``user_id``."""
-        ids = _episode_ids(episode_ids)
+        ids = episode_ids_of(episode_ids)
         after = parse_time(event_after, "event_after")
         before = parse_time(event_before, "event_before")
         if after is not None and before is not None and after > before:
@@ -215,8 +215,8 @@ def _policy(value: object) -> DecayPolicy:
     return value
 
 
-def _episode_ids(value: object) -> tuple[str, ...] | None:
-    """The ids to forget: None, one id, or a list of ids."""
+def episode_ids_of(value: object) -> tuple[str, ...] | None:
+    """The episode ids a verb names, checked: None, one id, or a list of ids."""
     if value is None:
         return None
     if isinstance(value, str):

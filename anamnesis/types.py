@@ -156,7 +156,8 @@ class DeleteCounts:
     removed episodes (a fact that keeps another source stays, without the link);
     ``facts``: facts left with no source, removed; ``consolidated``: the marks saying
     consolidation had read an episode; ``archived``: archived episodes; ``usage``: their
-    usage counters; ``derived``: session summaries and profiles built on them.
+    usage counters; ``gate_decisions``: the encoding gate's records of them;
+    ``derived``: session summaries and profiles built on them.
     """
 
     episodes: int = 0
@@ -169,6 +170,7 @@ class DeleteCounts:
     consolidated: int = 0
     archived: int = 0
     usage: int = 0
+    gate_decisions: int = 0
     derived: int = 0
 
     def __add__(self, other: DeleteCounts) -> DeleteCounts:
@@ -193,6 +195,32 @@ class Usage:
     last_retrieved_at: datetime | None = None
     read: int = 0
     last_read_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GateDecision:
+    """What the encoding gate decided about an episode when it was added, and why.
+
+    ``admitted`` episodes went to the hot indexes; the others were stored verbatim in
+    the archive (``search(..., include_archive=True)`` finds them, ``restore`` brings
+    them back). ``novelty``, ``salience`` and ``prediction_error`` are the three
+    signals in [0, 1]; ``score`` their weighted mean; ``threshold`` the bar it was held
+    to (the gate's, plus the offset of the episode's salience ``category``);
+    ``reason`` says which rule decided; ``gate`` names the settings (a preset name, or
+    ``custom``). See ``anamnesis.ingest.gate``.
+    """
+
+    episode_id: str
+    admitted: bool
+    novelty: float
+    salience: float
+    prediction_error: float
+    score: float
+    threshold: float
+    category: str
+    reason: str
+    gate: str
+    decided_at: datetime
 
 
 @dataclass(frozen=True, slots=True)

@@ -873,8 +873,14 @@ def test_time_search_honours_recorded_before(store):
 
 def _downgrade_to_before_times(backend, store_url):
     """Make the store look as if written before time mentions (and facts, archive,
-    usage counters and derived items) existed."""
-    later = ("archived_episodes", "episode_usage", "derived_items", "derived_sources")
+    usage counters, gate decisions and derived items) existed."""
+    later = (
+        "archived_episodes",
+        "episode_usage",
+        "gate_decisions",
+        "derived_items",
+        "derived_sources",
+    )
     if backend == "sqlite":
         import sqlite3
 

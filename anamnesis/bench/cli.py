@@ -23,6 +23,7 @@ from ..cli_errors import handled
 from ..retrieve.filters import ABSTAIN_RULES
 from .abstention import THRESHOLDS
 from .facts_eval import facts_command
+from .gate import gate_command
 from .lifecycle import lifecycle_command
 from .lodo import lodo_command
 from .presets import BENCH_PRESETS
@@ -330,6 +331,7 @@ bench.add_command(
 bench.add_command(facts_command)
 bench.add_command(mcp_command)
 bench.add_command(rest_command)
+bench.add_command(gate_command)
 
 
 @bench.command(name="scale")

@@ -286,6 +286,8 @@ BENCH_PRESETS.update(
         "default-no-exact": without(_DEFAULT, stage="exact_match"),
         "default-no-score-mix": _DEFAULT.with_(score_mix=0.0),
         "default-equal": _DEFAULT.with_(weights={}, score_mix=0.0),
+        # The session channel opening only the addressed role's turns in a two-sided chat.
+        "default-session-role": _DEFAULT.with_options("session", role="addressed"),
     }
 )
 #: The default plus the ``summaries`` channel (session summaries and profiles, built by

@@ -29,6 +29,7 @@ from ..config import SearchConfig
 from ..context import assemble
 from ..embed import get_embedder
 from ..errors import InvalidInputError
+from ..ingest.gate import GateConfig
 from ..memory import Memory
 from ..retrieve.filters import confidence
 from ..retrieve.fusion import Fused
@@ -162,13 +163,19 @@ def store_bytes(path: Path) -> int:
 
 @contextmanager
 def fresh_memory(
-    work_dir: Path, embedder: Any, *, keep: bool = False, config: SearchConfig | None = None
+    work_dir: Path,
+    embedder: Any,
+    *,
+    keep: bool = False,
+    config: SearchConfig | None = None,
+    gate: GateConfig | None = None,
 ) -> Iterator[Memory]:
     """A new Memory in its own temporary directory under ``work_dir``, removed afterwards;
-    ``config`` is its search configuration (default: ``Memory``'s)."""
+    ``config`` is its search configuration (default: ``Memory``'s), ``gate`` its
+    encoding gate (default: none)."""
     work_dir.mkdir(parents=True, exist_ok=True)
     directory = Path(tempfile.mkdtemp(prefix="store-", dir=work_dir))
-    memory = Memory(path=directory / "memory.db", embedder=embedder, config=config)
+    memory = Memory(path=directory / "memory.db", embedder=embedder, config=config, gate=gate)
     try:
         yield memory
     finally:

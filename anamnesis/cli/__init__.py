@@ -9,7 +9,8 @@ import click
 from .. import __version__
 from ..bench.cli import bench
 from ..config import DEFAULT_PRESET, PRESET_HELP
-from . import derived, lifecycle, read, surfaces, write
+from ..ingest.gate import GATE_PRESETS
+from . import lifecycle, read, surfaces, write
 from .common import preset_name
 
 
@@ -19,7 +20,7 @@ from .common import preset_name
     "--path",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    help="Store file (default: $ANAMNESIS_PATH or the OS data directory).",
+    help="Store file (default: $ANAMNESIS_PATH or the data dir).",
 )
 @click.option("--url", default=None, help="Database URL instead of a file (postgresql://...).")
 @click.option(
@@ -36,10 +37,17 @@ from .common import preset_name
     help=f"Search pipeline: {', '.join(PRESET_HELP)} (docs/guide.md: what each trades).",
 )
 @click.option(
+    "--gate",
+    type=click.Choice(list(GATE_PRESETS)),
+    default="off",
+    metavar="NAME",
+    help=f"Gate on adds: {', '.join(GATE_PRESETS)}.  [default: off]",
+)
+@click.option(
     "--ranker-model",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     default=None,
-    help="A learned-ranker file from `fit-ranker` instead of the bundled one (--config ranker).",
+    help="A ranker from `fit-ranker` for --config ranker.",
 )
 @click.pass_context
 def main(
@@ -48,11 +56,14 @@ def main(
     url: str | None,
     embedder: str,
     config: str,
+    gate: str,
     ranker_model: Path | None,
 ) -> None:
     """Anamnesis: long-term memory for LLM agents, verbatim and offline."""
     ctx.ensure_object(dict)
-    ctx.obj.update(path=path, url=url, embedder=embedder, config=config, ranker_model=ranker_model)
+    ctx.obj.update(
+        path=path, url=url, embedder=embedder, config=config, gate=gate, ranker_model=ranker_model
+    )
 
 
 for command in (
@@ -67,9 +78,9 @@ for command in (
     lifecycle.archive,
     lifecycle.restore,
     lifecycle.decay,
+    lifecycle.gate_decisions,
     write.consolidate,
     read.facts,
-    derived.summaries,
     read.export,
     read.stats,
     read.check,

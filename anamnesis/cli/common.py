@@ -62,6 +62,7 @@ def open_memory(ctx: click.Context, *, create: bool = True) -> Memory:
             config=search_config(options),
             reindex=options.get("reindex", False),
             llm=options.get("llm"),
+            gate=options.get("gate"),
             warm=False,  # one verb per process: nothing to load ahead of it
             create=create,
         )

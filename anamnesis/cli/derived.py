@@ -1,5 +1,5 @@
-"""The CLI's views of derived items: ``summaries``, and ``facts --profile`` (read-only
-calls on ``Memory.derived``; ``consolidate`` builds them)."""
+"""The CLI's views of derived items: ``facts --summaries`` and ``facts --profile``
+(read-only calls on ``Memory.derived``; ``consolidate`` builds them)."""
 
 from __future__ import annotations
 
@@ -12,28 +12,21 @@ from rich.table import Table
 
 from ..cli_errors import handled
 from ..errors import NotFoundError
-from .common import console, open_memory, with_scope
+from .common import console, open_memory
 
 
 def _json(value: Any) -> str:
     return json.dumps(asdict(value), ensure_ascii=False, default=str)
 
 
-@click.command()
-@with_scope
-@click.option("--json", "as_json", is_flag=True, help="Print JSON lines, with provenance.")
-@click.pass_context
-def summaries(
-    ctx: click.Context,
-    user_id: str | None,
-    agent_id: str | None,
-    session_id: str | None,
-    as_json: bool,
+def show_summaries(
+    ctx: click.Context, user_id: str | None, agent_id: str | None, as_json: bool
 ) -> None:
-    """List session summaries (built by `consolidate`), oldest session first."""
+    """List session summaries (``anamnesis facts --summaries``; built by consolidate),
+    oldest session first."""
     with handled():
         memory = open_memory(ctx, create=False)
-        found = memory.derived.summaries(user_id=user_id, agent_id=agent_id, session_id=session_id)
+        found = memory.derived.summaries(user_id=user_id, agent_id=agent_id)
     if as_json:
         for summary in found:
             click.echo(_json(summary))

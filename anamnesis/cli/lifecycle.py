@@ -1,9 +1,11 @@
-"""The commands of a memory's lifecycle: forget, archive, restore."""
+"""The commands of a memory's lifecycle: forget, archive, restore, decay, and what the
+encoding gate decided."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import asdict
 from typing import Any, TypeVar
 
 import click
@@ -110,3 +112,19 @@ def decay(
             user_id=user_id, agent_id=agent_id, session_id=session_id, now=now, dry_run=dry_run
         )
     click.echo(json.dumps({"dry_run": dry_run, "archived": ids}))
+
+
+@click.command(name="gate-decisions")
+@click.argument("episode_ids", nargs=-1, required=True)
+@with_scope
+@click.pass_context
+def gate_decisions(ctx: click.Context, episode_ids: tuple[str, ...], **scope: Any) -> None:
+    """What the encoding gate decided about EPISODE_IDS (hot or archived), with its
+    three signals and score. Prints JSON by id; episodes added without a gate are left out."""
+    with handled():
+        found = open_memory(ctx, create=False).gate_decisions(list(episode_ids), **scope)
+    click.echo(
+        json.dumps(
+            {i: {**asdict(d), "decided_at": d.decided_at.isoformat()} for i, d in found.items()}
+        )
+    )

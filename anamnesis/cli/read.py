@@ -16,7 +16,7 @@ from ..context import DEFAULT_BUDGET_TOKENS
 from ..errors import InvalidInputError
 from ..types import Context, Fact, Hit
 from .common import agent_option, console, episode_json, open_memory, user_option, with_scope
-from .derived import show_profile
+from .derived import show_profile, show_summaries
 
 
 def _hits_table(hits: list[Hit], explain: bool) -> Table:
@@ -272,6 +272,7 @@ def list_(
 @click.option(
     "--profile", "as_profile", is_flag=True, help="The --subject's profile (default: user)."
 )
+@click.option("--summaries", "as_summaries", is_flag=True, help="The session summaries.")
 @click.option("--limit", "-n", default=100, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON lines.")
 @click.pass_context
@@ -285,11 +286,16 @@ def facts(
     include_superseded: bool,
     as_history: bool,
     as_profile: bool,
+    as_summaries: bool,
     limit: int,
     as_json: bool,
 ) -> None:
     """List facts: the current ones, or with --all / --history the values they replaced,
-    or with --profile a person's profile (built by consolidate)."""
+    or with --profile a person's profile, with --summaries the session summaries (both
+    built by consolidate)."""
+    if as_summaries:
+        show_summaries(ctx, user_id, agent_id, as_json)
+        return
     if as_profile:
         show_profile(ctx, subject or "user", user_id, agent_id, as_json)
         return

@@ -140,6 +140,7 @@ async def _serve(
         config=search_config(options),
         user_id=scope.user_id,
         llm=options.get("llm"),
+        gate=options.get("gate"),
     ) as memory:
         server = build(memory, scope, budget_tokens=budget_tokens, forget_all=forget_all, keys=keys)
         if http is None:
@@ -221,6 +222,7 @@ def serve(
                 embedder=ctx.obj["embedder"],
                 config=search_config(ctx.obj),
                 llm=ctx.obj.get("llm"),
+                gate=ctx.obj.get("gate"),
                 readers=readers,
             ) as memory:
                 app = build_app(

@@ -393,7 +393,11 @@ def _inherit(
 def session(request: SearchRequest, limit: int) -> list[Candidate]:
     """Turns of the best sessions: a session scores the sum of its three best seed
     scores; inside each of the ``sessions`` best, turns rank by cosine, and a turn's
-    score is its session's score (best = 1) times its cosine."""
+    score is its session's score (best = 1) times its cosine.
+
+    With ``stage_options["session"]["role"] = "addressed"``, in a chat with two sides
+    the turns it opens are those of the role the question addresses, as the role
+    channels' are (default ``"all"``: every turn of the session)."""
     config = request.config
     if is_summary_request(request.analysis.text):
         return []  # a summary covers the whole conversation, not its best sessions
@@ -411,10 +415,13 @@ def session(request: SearchRequest, limit: int) -> list[Candidate]:
     totals = {s: sum(sorted(v, reverse=True)[:3]) for s, v in per_session.items()}
     best = sorted(totals, key=lambda s: (-totals[s], s))[: config.sessions]
     top = totals[best[0]]
+    filters = request.filters
+    if request.options("session").get("role", "all") == "addressed":
+        filters = _role_filters(request) or filters
     scored: dict[str, float] = {}
     for session_id in best:
         scope = Scope(request.scope.user_id, request.scope.agent_id, session_id)
-        for c in request.store.dense_search(request.query_vector, scope, request.filters, limit):
+        for c in request.store.dense_search(request.query_vector, scope, filters, limit):
             scored[c.episode_id] = max(
                 scored.get(c.episode_id, 0.0), totals[session_id] / top * c.score
             )

@@ -36,6 +36,7 @@ from ..types import (
     EpisodeVersion,
     Fact,
     ForgetReport,
+    GateDecision,
     Hit,
     Page,
     Usage,
@@ -349,6 +350,17 @@ class AsyncRemoteMemory:
     ) -> dict[str, Usage]:
         """``Memory.usage``, over HTTP."""
         return await self._call("usage", locals())
+
+    async def gate_decisions(
+        self,
+        episode_ids: Sequence[str] | str,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        session_id: str | None = None,
+    ) -> dict[str, GateDecision]:
+        """``Memory.gate_decisions``, over HTTP."""
+        return await self._call("gate_decisions", locals())
 
     async def strength(
         self,

@@ -39,6 +39,7 @@ from ..types import (
     EpisodeVersion,
     Fact,
     ForgetReport,
+    GateDecision,
     Hit,
     Page,
     Usage,
@@ -379,6 +380,17 @@ class RemoteMemory:
     ) -> dict[str, Usage]:
         """``Memory.usage``, over HTTP."""
         return self._call("usage", locals())
+
+    def gate_decisions(
+        self,
+        episode_ids: Sequence[str] | str,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        session_id: str | None = None,
+    ) -> dict[str, GateDecision]:
+        """``Memory.gate_decisions``, over HTTP."""
+        return self._call("gate_decisions", locals())
 
     def strength(
         self,

@@ -48,6 +48,7 @@ from ..types import (
     EpisodeVersion,
     Fact,
     ForgetReport,
+    GateDecision,
     Hit,
     Page,
     Usage,
@@ -310,6 +311,11 @@ def build_app(
     async def usage(arguments: EpisodeIds, who: Who) -> dict[str, Usage]:
         """How often each episode was retrieved by a search and read by id."""
         return await memory.usage(**who.scoped(arguments.arguments()))
+
+    @app.post(ROUTES["gate_decisions"].path, tags=["lifecycle"])
+    async def gate_decisions(arguments: EpisodeIds, who: Who) -> dict[str, GateDecision]:
+        """What the encoding gate decided about each episode, with its signals."""
+        return await memory.gate_decisions(**who.scoped(arguments.arguments()))
 
     @app.post(ROUTES["strength"].path, tags=["lifecycle"])
     async def strength(arguments: StrengthArguments, who: Who) -> dict[str, float]:

@@ -135,7 +135,7 @@ class ForgetArguments(Selected):
 
 
 class EpisodeIds(Scoped):
-    """``Memory.usage``: the episodes whose counters to read."""
+    """``Memory.usage`` and ``Memory.gate_decisions``: the episodes to read about."""
 
     episode_ids: list[str] | str
 

@@ -15,7 +15,16 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ..types import DeleteCounts, Episode, EpisodeVersion, Fact, Scope, Session, Usage
+from ..types import (
+    DeleteCounts,
+    Episode,
+    EpisodeVersion,
+    Fact,
+    GateDecision,
+    Scope,
+    Session,
+    Usage,
+)
 from .episode_times import EpisodeTimes, TimeRange
 
 #: The schema version this code writes. Migrations move older stores forward.
@@ -305,6 +314,23 @@ class Store(Protocol):
         """Store episodes with their index rows, sessions and prior versions, all or nothing."""
         ...
 
+    def insert_gated(
+        self,
+        episodes: Sequence[Episode],
+        vectors: np.ndarray,
+        decisions: Sequence[GateDecision],
+        sessions: Sequence[Session] = (),
+    ) -> None:
+        """Store episodes the encoding gate has judged (one decision each, in order):
+        the admitted ones as ``insert_episodes`` does, the others verbatim with their
+        vector in the archive only, and every decision; all or nothing."""
+        ...
+
+    def gate_decisions(self, episode_ids: Sequence[str], scope: Scope) -> dict[str, GateDecision]:
+        """The gate's decisions about the episodes of ``scope`` (hot or archived) among
+        ``episode_ids`` that were gated, by id."""
+        ...
+
     def existing_ids(self, episode_ids: Sequence[str]) -> set[str]:
         """Which of these ids are already stored (in any scope)."""
         ...
@@ -434,6 +460,14 @@ class Store(Protocol):
         self, vector: np.ndarray, scope: Scope, filters: Filters, limit: int
     ) -> list[Candidate]:
         """Episodes by cosine similarity to ``vector``, best first."""
+        ...
+
+    def dense_neighbours(
+        self, vectors: np.ndarray, scope: Scope, limit: int
+    ) -> list[list[Candidate]]:
+        """For each of ``vectors``, the ``limit`` episodes of ``scope`` most similar by
+        cosine, best first (``dense_search`` for many vectors, without filters: the
+        encoding gate's lookup of what a batch's episodes resemble)."""
         ...
 
     def time_search(

@@ -20,6 +20,9 @@ from .base import Filters
 #: Below this fraction of rows in scope, score only the selected rows; above it,
 #: score everything and mask (one matrix-vector product beats a large gather).
 _SUBSET_FRACTION = 0.25
+#: Queries scored together by ``search_many`` (a rows x block matrix of scores: 25 MB
+#: at 100k rows).
+_QUERY_BLOCK = 64
 
 
 class _Codes:
@@ -205,6 +208,32 @@ class DenseIndex:
         if where.recorded_before is not None:
             mask &= self._recorded[rows] <= where.recorded_before.timestamp()
         return self._rowids[rows[mask]]
+
+    def search_many(
+        self,
+        vectors: np.ndarray,
+        *,
+        user_id: str,
+        agent_id: str | None = None,
+        limit: int,
+    ) -> list[list[tuple[int, float]]]:
+        """For each of ``vectors``, the ``limit`` best ``(rowid, cosine)`` pairs in the
+        user (and agent) scope, best first: ``search`` for many queries at once, one
+        matrix product per block of queries instead of one pass over the rows each."""
+        queries = np.asarray(vectors, dtype=np.float32).reshape(-1, self.dim)
+        rows = self._rows_in_scope(user_id, agent_id, None)
+        if rows.size == 0 or limit <= 0:
+            return [[] for _ in range(len(queries))]
+        matrix = self._matrix[: self._size] if rows.size == self._size else self._matrix[rows]
+        k = min(limit, rows.size)
+        out = []
+        for start in range(0, len(queries), _QUERY_BLOCK):
+            scores = matrix @ queries[start : start + _QUERY_BLOCK].T
+            for column in scores.T:
+                top = np.argpartition(-column, k - 1)[:k] if k < rows.size else np.arange(k)
+                top = top[np.argsort(-column[top], kind="stable")]
+                out.append([(int(self._rowids[rows[i]]), float(column[i])) for i in top])
+        return out
 
     def search(
         self,

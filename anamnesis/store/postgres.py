@@ -36,6 +36,7 @@ from ..errors import (
 from ..types import Episode, EpisodeVersion, Scope, Session
 from .postgres_archive import PostgresArchive
 from .postgres_facts import PostgresFacts
+from .postgres_gate import PostgresGate
 from .postgres_lexical import (
     count_episodes,
     count_replacement,
@@ -79,7 +80,7 @@ _SQLSTATE_LOCK_TIMEOUTS = {"55P03", "40P01", "57014"}  # lock_not_available, dea
 
 
 class PostgresStore(
-    PostgresReads, PostgresFacts, PostgresLifecycle, PostgresArchive, PostgresUsage
+    PostgresReads, PostgresFacts, PostgresLifecycle, PostgresArchive, PostgresUsage, PostgresGate
 ):
     """A Store backed by a PostgreSQL database with the pgvector extension."""
 
@@ -352,6 +353,19 @@ class PostgresStore(
     ) -> None:
         if len(episodes) != len(vectors):
             raise ValueError("one vector per episode is required")
+        with self._transaction() as conn:
+            self._upsert_sessions(conn, sessions)
+            self._insert_hot(conn, episodes, vectors, versions)
+
+    @staticmethod
+    def _insert_hot(
+        conn: psycopg.Connection[Any],
+        episodes: Sequence[Episode],
+        vectors: np.ndarray,
+        versions: Sequence[EpisodeVersion] = (),
+    ) -> None:
+        """Insert episodes with their vectors, time mentions, prior versions and BM25
+        statistics, inside the caller's transaction."""
         rows = []
         for e, vector in zip(episodes, np.asarray(vectors, dtype=np.float32), strict=True):
             check_storable(e.content, f"episode {e.id}")
@@ -387,30 +401,28 @@ class PostgresStore(
                     v.changed_at,
                 )
             )
-        with self._transaction() as conn:
-            self._upsert_sessions(conn, sessions)
-            with conn.cursor() as cur:
-                if rows:
-                    cur.executemany(
-                        """INSERT INTO episodes (id, user_id, agent_id, session_id, turn_index,
-                             role, speaker, content, modality, event_time, recorded_at,
-                             metadata, content_hash, version, content_tokens, embedding)
-                           VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s,
-                                   %s)""",
-                        rows,
-                    )
-                if version_rows:
-                    cur.executemany(
-                        "INSERT INTO episode_versions (episode_id, version, content, metadata, "
-                        "changed_at) VALUES (%s, %s, %s, %s, %s)",
-                        version_rows,
-                    )
-            insert_times(
-                conn,
-                [t for e in episodes for t in time_rows(e.id, e.user_id, e.content, e.event_time)],
-            )
+        with conn.cursor() as cur:
             if rows:
-                count_episodes(conn, "e.id = ANY(%s)", [[e.id for e in episodes]], 1)
+                cur.executemany(
+                    """INSERT INTO episodes (id, user_id, agent_id, session_id, turn_index,
+                         role, speaker, content, modality, event_time, recorded_at,
+                         metadata, content_hash, version, content_tokens, embedding)
+                       VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s,
+                               %s)""",
+                    rows,
+                )
+            if version_rows:
+                cur.executemany(
+                    "INSERT INTO episode_versions (episode_id, version, content, metadata, "
+                    "changed_at) VALUES (%s, %s, %s, %s, %s)",
+                    version_rows,
+                )
+        insert_times(
+            conn,
+            [t for e in episodes for t in time_rows(e.id, e.user_id, e.content, e.event_time)],
+        )
+        if rows:
+            count_episodes(conn, "e.id = ANY(%s)", [[e.id for e in episodes]], 1)
 
     def existing_ids(self, episode_ids: Sequence[str]) -> set[str]:
         """Which of these ids are already stored (in any scope)."""
@@ -426,8 +438,12 @@ class PostgresStore(
         """The position the next turn of a session takes."""
         with self._transaction() as conn:
             row = conn.execute(
-                "SELECT MAX(turn_index) FROM episodes WHERE user_id = %s AND session_id = %s",
-                (user_id, session_id),
+                """SELECT MAX(turn_index) FROM (
+                     SELECT turn_index FROM episodes WHERE user_id = %s AND session_id = %s
+                     UNION ALL
+                     SELECT turn_index FROM archived_episodes
+                     WHERE user_id = %s AND session_id = %s) AS turns""",
+                (user_id, session_id, user_id, session_id),
             ).fetchone()
         return 0 if row is None or row[0] is None else row[0] + 1
 

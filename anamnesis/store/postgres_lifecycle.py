@@ -81,14 +81,18 @@ class PostgresLifecycle(DeleteVerbs):
                         DELETE FROM episode_times t USING gone WHERE t.episode_id = gone.id
                         RETURNING 1),
                     gone_usage AS (
-                        DELETE FROM episode_usage u WHERE u.episode_id = ANY(%s) RETURNING 1)
+                        DELETE FROM episode_usage u WHERE u.episode_id = ANY(%s) RETURNING 1),
+                    gone_gate AS (
+                        DELETE FROM gate_decisions g WHERE g.episode_id = ANY(%s)
+                        RETURNING 1)
                     SELECT (SELECT count(*) FROM gone),
                            (SELECT count(*) FROM gone_versions),
                            (SELECT count(*) FROM gone WHERE had_vector),
                            (SELECT count(*) FROM gone_times),
                            (SELECT count(*) FROM gone_archived),
-                           (SELECT count(*) FROM gone_usage)""",
-                [*params, *params, ids, ids],
+                           (SELECT count(*) FROM gone_usage),
+                           (SELECT count(*) FROM gone_gate)""",
+                [*params, *params, ids, ids, ids],
             ).fetchone()
             assert row is not None
             counts += DeleteCounts(
@@ -98,6 +102,7 @@ class PostgresLifecycle(DeleteVerbs):
                 times=row[3],
                 archived=row[4],
                 usage=row[5],
+                gate_decisions=row[6],
             )
         rows = [*found, *archived]
         counts += DeleteCounts(

@@ -273,9 +273,29 @@ def _v5(dim: int) -> list[str]:
     ]
 
 
+def _v6(dim: int) -> list[str]:
+    # The encoding gate, as in SQLite's migration 5: one decision per gated episode.
+    return [
+        """CREATE TABLE gate_decisions (
+            episode_id       text PRIMARY KEY,
+            user_id          text NOT NULL,
+            admitted         boolean NOT NULL,
+            novelty          double precision NOT NULL,
+            salience         double precision NOT NULL,
+            prediction_error double precision NOT NULL,
+            score            double precision NOT NULL,
+            threshold        double precision NOT NULL,
+            category         text NOT NULL,
+            reason           text NOT NULL,
+            gate             text NOT NULL,
+            decided_at       timestamptz NOT NULL
+        )""",
+    ]
+
+
 def _v7(dim: int) -> list[str]:
     # Session summaries and profiles, as in SQLite's migration 6 (vectors as float32
-    # bytes, scanned exactly: a scope holds few items). 6 is the encoding gate's.
+    # bytes, scanned exactly: a scope holds few items).
     return [
         """CREATE TABLE derived_items (
             rowid       bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
@@ -309,6 +329,7 @@ MIGRATIONS: dict[int, Callable[[int], Sequence[Step]]] = {
     3: _v3,
     4: _v4,
     5: _v5,
+    6: _v6,
     7: _v7,
 }
 

@@ -36,6 +36,7 @@ from . import sqlite_health as health
 from .dense_index import DenseIndex
 from .sqlite_archive import SQLiteArchive
 from .sqlite_facts import SQLiteFacts
+from .sqlite_gate import SQLiteGate
 from .sqlite_lexical import SQLiteLexical
 from .sqlite_lifecycle import SQLiteLifecycle
 from .sqlite_reads import SQLiteReads
@@ -66,7 +67,9 @@ def create_private_file(path: Path) -> None:
     os.close(descriptor)
 
 
-class SQLiteStore(SQLiteReads, SQLiteFacts, SQLiteLifecycle, SQLiteArchive, SQLiteUsage):
+class SQLiteStore(
+    SQLiteReads, SQLiteFacts, SQLiteLifecycle, SQLiteArchive, SQLiteUsage, SQLiteGate
+):
     """A Store backed by one SQLite file.
 
     Every public method turns a SQLite error into a typed one (``health.guarded``):
@@ -341,61 +344,72 @@ class SQLiteStore(SQLiteReads, SQLiteFacts, SQLiteLifecycle, SQLiteArchive, SQLi
     ) -> None:
         if len(episodes) != len(vectors):
             raise ValueError("one vector per episode is required")
-        vectors = np.ascontiguousarray(vectors, dtype=np.float32)
         with self._write() as conn:
             if sessions:
                 self._upsert_sessions(conn, sessions)
-            for episode, vector in zip(episodes, vectors, strict=True):
-                cursor = conn.execute(
-                    """INSERT INTO episodes (id, user_id, agent_id, session_id, turn_index,
-                         role, speaker, content, modality, event_time, recorded_at, metadata,
-                         content_hash, version, scope_terms)
-                       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
-                    (
-                        episode.id,
-                        episode.user_id,
-                        episode.agent_id,
-                        episode.session_id,
-                        episode.turn_index,
-                        episode.role,
-                        episode.speaker,
-                        episode.content,
-                        episode.modality,
-                        to_epoch(episode.event_time),
-                        to_epoch(episode.recorded_at),
-                        json.dumps(episode.metadata, ensure_ascii=False),
-                        episode.content_hash,
-                        episode.version,
-                        scope_terms(episode.user_id, episode.agent_id, episode.session_id),
-                    ),
-                )
-                conn.execute(
-                    "INSERT INTO vectors (episode_rowid, embedding) VALUES (?, ?)",
-                    (cursor.lastrowid, vector.tobytes()),
-                )
-                conn.executemany(
-                    INSERT_TIMES,
-                    time_rows(
-                        cursor.lastrowid,  # type: ignore[arg-type]
-                        episode.user_id,
-                        episode.content,
-                        to_epoch(episode.event_time),
-                    ),
-                )
-            conn.executemany(
-                "INSERT INTO episode_versions (episode_id, version, content, metadata, "
-                "changed_at) VALUES (?, ?, ?, ?, ?)",
-                [
-                    (
-                        v.episode_id,
-                        v.version,
-                        v.content,
-                        json.dumps(v.metadata),
-                        to_epoch(v.changed_at),
-                    )
-                    for v in versions
-                ],
+            self._insert_hot(conn, episodes, vectors, versions)
+
+    @staticmethod
+    def _insert_hot(
+        conn: sqlite3.Connection,
+        episodes: Sequence[Episode],
+        vectors: np.ndarray,
+        versions: Sequence[EpisodeVersion] = (),
+    ) -> None:
+        """Insert episodes with their vectors, time mentions and prior versions, inside
+        the caller's transaction."""
+        vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+        for episode, vector in zip(episodes, vectors, strict=True):
+            cursor = conn.execute(
+                """INSERT INTO episodes (id, user_id, agent_id, session_id, turn_index,
+                     role, speaker, content, modality, event_time, recorded_at, metadata,
+                     content_hash, version, scope_terms)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                (
+                    episode.id,
+                    episode.user_id,
+                    episode.agent_id,
+                    episode.session_id,
+                    episode.turn_index,
+                    episode.role,
+                    episode.speaker,
+                    episode.content,
+                    episode.modality,
+                    to_epoch(episode.event_time),
+                    to_epoch(episode.recorded_at),
+                    json.dumps(episode.metadata, ensure_ascii=False),
+                    episode.content_hash,
+                    episode.version,
+                    scope_terms(episode.user_id, episode.agent_id, episode.session_id),
+                ),
             )
+            conn.execute(
+                "INSERT INTO vectors (episode_rowid, embedding) VALUES (?, ?)",
+                (cursor.lastrowid, vector.tobytes()),
+            )
+            conn.executemany(
+                INSERT_TIMES,
+                time_rows(
+                    cursor.lastrowid,  # type: ignore[arg-type]
+                    episode.user_id,
+                    episode.content,
+                    to_epoch(episode.event_time),
+                ),
+            )
+        conn.executemany(
+            "INSERT INTO episode_versions (episode_id, version, content, metadata, "
+            "changed_at) VALUES (?, ?, ?, ?, ?)",
+            [
+                (
+                    v.episode_id,
+                    v.version,
+                    v.content,
+                    json.dumps(v.metadata),
+                    to_epoch(v.changed_at),
+                )
+                for v in versions
+            ],
+        )
 
     def existing_ids(self, episode_ids: Sequence[str]) -> set[str]:
         """Which of these ids are already stored (in any scope)."""
@@ -411,8 +425,11 @@ class SQLiteStore(SQLiteReads, SQLiteFacts, SQLiteLifecycle, SQLiteArchive, SQLi
     def next_turn_index(self, user_id: str, session_id: str) -> int:
         """The position the next turn of a session takes."""
         rows = self._read(
-            "SELECT MAX(turn_index) FROM episodes WHERE user_id = ? AND session_id = ?",
-            (user_id, session_id),
+            """SELECT MAX(turn_index) FROM (
+                 SELECT turn_index FROM episodes WHERE user_id = ? AND session_id = ?
+                 UNION ALL
+                 SELECT turn_index FROM archived_episodes WHERE user_id = ? AND session_id = ?)""",
+            (user_id, session_id, user_id, session_id),
         )
         return 0 if rows[0][0] is None else rows[0][0] + 1
 

@@ -88,6 +88,7 @@ class SQLiteLifecycle(DeleteVerbs):
             id_list = SQLITE_SELECTION.ids_param(tuple(ids))
             versions = conn.execute(f"DELETE FROM episode_versions WHERE {by_id}", [id_list])
             usage = conn.execute(f"DELETE FROM episode_usage WHERE {by_id}", [id_list])
+            gate = conn.execute(f"DELETE FROM gate_decisions WHERE {by_id}", [id_list])
             # Delete triggers remove each episode's FTS entry, vector row and time mentions.
             episodes = conn.execute(f"DELETE FROM episodes AS e WHERE {where}", params)
             gone = conn.execute(f"DELETE FROM archived_episodes AS e WHERE {where}", params)
@@ -98,6 +99,7 @@ class SQLiteLifecycle(DeleteVerbs):
                 times=times,
                 archived=gone.rowcount,
                 usage=usage.rowcount,
+                gate_decisions=gate.rowcount,
             )
         counts += DeleteCounts(
             sessions=drop_sessions(

@@ -220,10 +220,27 @@ MIGRATIONS: dict[int, list[Step]] = {
             last_read_at      REAL
         )""",
     ],
+    # The encoding gate (anamnesis.ingest.gate): one decision per gated episode, hot or
+    # archived, with its three signals; it leaves with the episode.
+    5: [
+        """CREATE TABLE gate_decisions (
+            episode_id       TEXT PRIMARY KEY,
+            user_id          TEXT NOT NULL,
+            admitted         INTEGER NOT NULL,
+            novelty          REAL NOT NULL,
+            salience         REAL NOT NULL,
+            prediction_error REAL NOT NULL,
+            score            REAL NOT NULL,
+            threshold        REAL NOT NULL,
+            category         TEXT NOT NULL,
+            reason           TEXT NOT NULL,
+            gate             TEXT NOT NULL,
+            decided_at       REAL NOT NULL
+        )""",
+    ],
     # Session summaries and profiles (anamnesis.consolidate): rebuilt from the episodes
     # and facts, never exported; provenance in derived_sources. No FTS5 table: a scope
     # holds few items, matched in Python, so no index segment keeps a forgotten word.
-    # (5 is the encoding gate's, on another branch.)
     6: [
         """CREATE TABLE derived_items (
             rowid       INTEGER PRIMARY KEY AUTOINCREMENT,
