@@ -17,7 +17,9 @@ The model is fitted by ``scripts/ranker_train.py`` on the first half of each
 benchmark's cases (LoCoMo, BEAM, LongMemEval) and judged on the second half
 (BENCHMARKS.md, "Learned ranker"). Held out by case, not by kind of data: a model
 learns the chats it was fitted on (one fitted on the user–assistant benchmarks alone
-ranked LoCoMo worse than fusion did); ``ranker_fit`` fits one on your own labelled
+ranked LoCoMo worse than fusion did, and fitted on two data sets the bundled one lost
+recall on the third, so it is the ``ranker`` preset, not the default: BENCHMARKS.md,
+"Leave one data set out"); ``ranker_fit`` fits one on your own labelled
 questions. It is trained on the output of the ``full-priors``
 pipeline, so it belongs after that pipeline's stages: the features of a channel a
 configuration does not run are zero. Features are scale-free where they can be (ranks,
