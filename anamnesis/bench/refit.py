@@ -31,7 +31,7 @@ from __future__ import annotations
 import gzip
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -109,7 +109,6 @@ class Candidates:
     asks: np.ndarray
     relevant: np.ndarray
     evidence: np.ndarray
-    fused: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
     @classmethod
     def from_records(cls, name: str, records: Sequence[Mapping[str, Any]]) -> Candidates:
@@ -137,7 +136,6 @@ class Candidates:
             asks=(x[:, :, _COLUMN["asks"]] > 0.5) & no_role & present,
             relevant=relevant,
             evidence=np.asarray([len(set(r["evidence"])) for r in records], dtype=np.float64),
-            fused=np.broadcast_to(np.arange(depth, dtype=np.float64), (n, depth)).copy(),
         )
 
     def scores(self, numbers: Numbers, k: float = DEFAULT_RRF_K) -> np.ndarray:
@@ -170,7 +168,8 @@ class Candidates:
 
     def pipeline(self) -> dict[str, np.ndarray]:
         """``measure`` of the dumped pipeline's own order."""
-        return self.measure(self.fused.astype(np.int64))
+        n, depth = self.relevant.shape
+        return self.measure(np.broadcast_to(np.arange(depth), (n, depth)))
 
 
 def load_dumps(paths: Iterable[Path]) -> dict[str, Candidates]:

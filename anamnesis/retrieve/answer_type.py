@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 
-from .fusion import Fused
+from .fusion import Fused, by_score
 from .request import SearchRequest
 
 #: Multiplier for a candidate that names a place, on a "where" question: the same
@@ -68,4 +68,4 @@ def place_prior(request: SearchRequest, fused: list[Fused]) -> list[Fused]:
         episode = episodes.get(candidate.episode_id)
         if episode is not None and names_place(episode.content):
             candidate.score *= PLACE_BOOST
-    return sorted(fused, key=lambda f: f.score, reverse=True)
+    return by_score(fused)

@@ -66,6 +66,12 @@ def weighted_rrf(
     return sorted(fused.values(), key=lambda f: f.score, reverse=True)
 
 
+def by_score(fused: list[Fused]) -> list[Fused]:
+    """``fused`` best score first (a stable sort: ties keep their order), after a stage
+    has changed some scores."""
+    return sorted(fused, key=lambda f: f.score, reverse=True)
+
+
 def check_score_mix(score_mix: float) -> None:
     """Refuse a ``score_mix`` outside [0, 1] (``InvalidInputError``)."""
     if not 0.0 <= score_mix <= 1.0:

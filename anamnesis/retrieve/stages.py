@@ -43,7 +43,7 @@ from .crossencoder import cross_encoder_stage
 from .ensemble import ensemble_e5
 from .exact import exact_match
 from .filters import abstain, dedup
-from .fusion import Fused
+from .fusion import Fused, by_score
 from .ranker import edge_view, learned_rerank, ranker_settings
 from .request import SearchRequest
 from .rerank import memx, surprise_stage
@@ -64,10 +64,6 @@ TIME_MATCH_BOOST = 1.3
 #: match boost because a mention is weaker evidence than a matching date; chosen by
 #: hand (half of TIME_MATCH_BOOST's lift) and not tuned per question.
 DATED_BOOST = 1.15
-
-
-def _rescored(fused: list[Fused]) -> list[Fused]:
-    return sorted(fused, key=lambda f: f.score, reverse=True)
 
 
 def time_match(request: SearchRequest, fused: list[Fused]) -> list[Fused]:
@@ -96,7 +92,7 @@ def time_match(request: SearchRequest, fused: list[Fused]) -> list[Fused]:
             candidate.score *= TIME_MATCH_BOOST
             if exact and exact_boost != 1.0 and found.overlaps(exact):
                 candidate.score *= exact_boost
-    return _rescored(fused)
+    return by_score(fused)
 
 
 def dated(request: SearchRequest, fused: list[Fused]) -> list[Fused]:
@@ -108,7 +104,7 @@ def dated(request: SearchRequest, fused: list[Fused]) -> list[Fused]:
         found = times.get(candidate.episode_id)
         if found is not None and found.mentions:
             candidate.score *= DATED_BOOST
-    return _rescored(fused)
+    return by_score(fused)
 
 
 #: For "in what order" questions, each further candidate from the same day as
@@ -140,7 +136,7 @@ def spread(request: SearchRequest, fused: list[Fused]) -> list[Fused]:
         earlier = seen.get(day, 0)
         candidate.score *= SPREAD_DECAY**earlier
         seen[day] = earlier + 1
-    return _rescored(fused)
+    return by_score(fused)
 
 
 #: Multiplier for candidates that state a fact matching the question (``fact_boost``):
@@ -167,7 +163,7 @@ def fact_boost(request: SearchRequest, fused: list[Fused]) -> list[Fused]:
         stated = request.facts.get(candidate.episode_id, ())
         if any(history or current_at(fact, as_of) for fact in stated):
             candidate.score *= FACT_BOOST
-    return _rescored(fused)
+    return by_score(fused)
 
 
 #: Default multiplier of the ``role_prior`` stage for turns of the other chat role.
@@ -192,7 +188,7 @@ def role_prior(request: SearchRequest, fused: list[Fused]) -> list[Fused]:
     for candidate in fused:
         if roles.get(candidate.episode_id) == other:
             candidate.score *= factor
-    return _rescored(fused)
+    return by_score(fused)
 
 
 #: Default multiplier of the ``question_prior`` stage for turns that only ask.
@@ -237,7 +233,7 @@ def question_prior(request: SearchRequest, fused: list[Fused]) -> list[Fused]:
         episode = episodes.get(candidate.episode_id)
         if episode is not None and only_asks(episode.content, words):
             candidate.score *= factor
-    return _rescored(fused)
+    return by_score(fused)
 
 
 def _spread_applies(request: SearchRequest, when: str) -> bool:
