@@ -168,6 +168,14 @@ CANDIDATES: tuple[tuple[str, str], ...] = (
     ("equal weights, no mix", "default-equal"),
     ("the default before issue 22 without its ranker", "full-priors"),
 )
+#: Issue 23's derived channel, judged the same way (run with ``--configs``): its items
+#: are built by ``consolidate``, which the harness runs for these configurations.
+SUMMARY_CANDIDATES: tuple[tuple[str, str], ...] = (
+    ("summaries and profiles", "default-summaries"),
+    ("summaries only", "default-summaries-only"),
+    ("profiles only", "default-profiles"),
+    ("summaries and profiles instead of the session channel", "default-summaries-no-session"),
+)
 #: Every configuration a data set's run holds.
 CONFIGS: tuple[str, ...] = (
     "hybrid",
@@ -262,7 +270,10 @@ def stage_table(runs: dict[str, Records], rows: Sequence[StageRow] = STAGE_ROWS)
         f"{name} {label}" for name in names for label, _ in METRICS[name][:3]
     ]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    ran = {config for records in runs.values() for config in records}
     for row in rows:
+        if row.without not in ran:
+            continue
         cells = [row.name, row.acts_on]
         for name in names:
             role = _role(row, name)
@@ -270,7 +281,9 @@ def stage_table(runs: dict[str, Records], rows: Sequence[StageRow] = STAGE_ROWS)
                 cell = difference(runs[name], "default", row.without, metric)
                 cells.append(f"{cell} ({role})" if i == 0 else cell)
         lines.append("| " + " | ".join(cells) + " |")
-    for label, config in CANDIDATES:
+    for label, config in (*CANDIDATES, *SUMMARY_CANDIDATES):
+        if config not in ran:
+            continue
         cells = [f"*{label}* (candidate: it − default)", "–"]
         for name in names:
             for _, metric in METRICS[name][:3]:
@@ -324,13 +337,17 @@ def run(
     only: Sequence[str] = (),
     embedder: str = "minilm",
     cache_dir: Path | None = None,
+    configs: Sequence[str] = CONFIGS,
 ) -> None:
-    """Run every data set (or ``only`` these) with ``CONFIGS``, one results folder each
-    under ``out``; a data set whose records are there already is not run again."""
+    """Run every data set (or ``only`` these) with ``configs`` (default ``CONFIGS``),
+    one results folder each under ``out``; a data set whose records are there already
+    is not run again. ``hybrid`` and ``default`` are always run: every table compares
+    with them."""
     from .api import run_benchmark
     from .runner import BenchOptions
 
-    options = BenchOptions(configs=CONFIGS, embedder=embedder, embedding_cache_dir=cache_dir)
+    wanted = tuple(dict.fromkeys(("hybrid", "default", *configs)))
+    options = BenchOptions(configs=wanted, embedder=embedder, embedding_cache_dir=cache_dir)
     for name, file in DATASETS.items():
         if (only and name not in only) or (out / name / "records.jsonl").exists():
             continue
@@ -347,6 +364,11 @@ def run(
 @click.option("--only", multiple=True, type=click.Choice(sorted(DATASETS)), help="Repeatable.")
 @click.option("--embedder", default="minilm", show_default=True)
 @click.option("--embedding-cache-dir", type=click.Path(file_okay=False, path_type=Path))
+@click.option(
+    "--configs",
+    help="Comma-separated configurations to run (default: every stage's row and the "
+    "candidates; hybrid and default are always run), e.g. default-summaries.",
+)
 @click.option(
     "--dumps",
     multiple=True,
@@ -366,6 +388,7 @@ def lodo_command(
     only: tuple[str, ...],
     embedder: str,
     embedding_cache_dir: Path | None,
+    configs: str | None,
     dumps: tuple[Path, ...],
     dumped_with: str,
 ) -> None:
@@ -374,7 +397,15 @@ def lodo_command(
 
     with handled():
         if data_dir is not None:
-            run(data_dir, out, only=only, embedder=embedder, cache_dir=embedding_cache_dir)
+            chosen = [c.strip() for c in configs.split(",") if c.strip()] if configs else CONFIGS
+            run(
+                data_dir,
+                out,
+                only=only,
+                embedder=embedder,
+                cache_dir=embedding_cache_dir,
+                configs=chosen,
+            )
         click.echo(tables(out))
         if dumps:
             from . import refit

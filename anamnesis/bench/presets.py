@@ -294,3 +294,15 @@ BENCH_PRESETS.update(
 #: ``consolidate``) at weight 1, untuned: the measurement of issue 23 (study
 #: "Session summaries and profiles"). Not in the default.
 BENCH_PRESETS["default-summaries"] = plus(_DEFAULT, "summaries", 1.0)
+#: The same channel over one kind of item: the sessions' summaries, or the profiles.
+BENCH_PRESETS["default-summaries-only"] = BENCH_PRESETS["default-summaries"].with_options(
+    "summaries", kinds=("summary",)
+)
+BENCH_PRESETS["default-profiles"] = BENCH_PRESETS["default-summaries"].with_options(
+    "summaries", kinds=("profile",)
+)
+#: The summaries channel in place of the session channel (both propose the turns of
+#: the sessions that match; the summaries only their salient turns).
+BENCH_PRESETS["default-summaries-no-session"] = without(
+    BENCH_PRESETS["default-summaries"], channel="session"
+)

@@ -46,6 +46,10 @@ def bm25_scores(terms: Sequence[str], texts: Sequence[str]) -> list[float]:
     if not docs:
         return []
     query = list(dict.fromkeys(_stem(t) for t in terms))
+    idf = {}
+    for term in query:
+        df = sum(1 for d in docs if term in d)
+        idf[term] = math.log(1 + (len(docs) - df + 0.5) / (df + 0.5))
     average = sum(sum(d.values()) for d in docs) / len(docs) or 1.0
     scores = []
     for doc in docs:
@@ -53,21 +57,27 @@ def bm25_scores(terms: Sequence[str], texts: Sequence[str]) -> list[float]:
         score = 0.0
         for term in query:
             tf = doc.get(term, 0)
-            if not tf:
-                continue
-            df = sum(1 for d in docs if term in d)
-            idf = math.log(1 + (len(docs) - df + 0.5) / (df + 0.5))
-            norm = tf + BM25_K1 * (1 - BM25_B + BM25_B * length / average)
-            score += idf * tf * (BM25_K1 + 1) / norm
+            if tf:
+                norm = tf + BM25_K1 * (1 - BM25_B + BM25_B * length / average)
+                score += idf[term] * tf * (BM25_K1 + 1) / norm
         scores.append(score)
     return scores
 
 
 def matching_items(
-    store: Store, scope: Scope, terms: Sequence[str], vector: np.ndarray
+    store: Store,
+    scope: Scope,
+    terms: Sequence[str],
+    vector: np.ndarray,
+    kinds: Sequence[str] | None = None,
 ) -> list[tuple[DerivedRow, float]]:
-    """The scope's derived items, best match first, each with its cosine to ``vector``."""
-    found = [(row, v) for row, v in store.find_derived(scope) if v is not None]
+    """The scope's derived items (of ``kinds``, default every kind), best match first,
+    each with its cosine to ``vector``."""
+    found = [
+        (row, v)
+        for row, v in store.find_derived(scope)
+        if v is not None and (kinds is None or row.kind in kinds)
+    ]
     if not found:
         return []
     cosines = np.stack([v for _, v in found]) @ np.asarray(vector, dtype=np.float32)
@@ -83,9 +93,13 @@ def matching_items(
 
 
 def summaries(request: SearchRequest, limit: int) -> list[Candidate]:
-    """Episodes behind the best-matching summaries and profiles (module docstring)."""
+    """Episodes behind the best-matching summaries and profiles (module docstring).
+
+    ``stage_options["summaries"]["kinds"]`` limits it to some kinds of item (for
+    example ``("summary",)``: the sessions' summaries without the profiles)."""
+    kinds = request.options("summaries").get("kinds")
     ranked = matching_items(
-        request.store, request.scope, request.analysis.terms, request.query_vector
+        request.store, request.scope, request.analysis.terms, request.query_vector, kinds
     )[:TOP_ITEMS]
     if not ranked:
         return []
