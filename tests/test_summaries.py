@@ -167,6 +167,31 @@ def test_the_summaries_channel_proposes_the_episodes_behind_a_summary(slice_memo
     assert {h.episode.id for h in from_summaries} <= behind
 
 
+def test_the_channel_reads_only_the_kinds_it_is_given(slice_memory: Memory) -> None:
+    slice_memory.consolidate(user_id=USER)
+    behind_summaries = {
+        e for s in slice_memory.derived.summaries(user_id=USER) for e in s.provenance
+    }
+    question = "Which adoption agencies was Caroline looking into?"
+    for preset, kind in (("default-summaries-only", "summary"), ("default-profiles", "profile")):
+        searcher = Memory(
+            path=slice_memory.store.path,  # type: ignore[attr-defined]
+            embedder=slice_memory.embedder,
+            config=BENCH_PRESETS[preset],
+        )
+        with searcher:
+            hits = searcher.search(question, user_id=USER, explain=True, limit=50)
+        proposed = {h.episode.id for h in hits if "summaries" in h.channels}
+        assert proposed, preset
+        if kind == "summary":
+            assert proposed <= behind_summaries
+        else:  # a profile proposes its facts' turns, not a summary's sentences'
+            behind_profiles = {
+                e for p in slice_memory.derived.profiles(user_id=USER) for e in p.provenance
+            }
+            assert proposed <= behind_profiles
+
+
 def test_a_failure_between_batches_leaves_whole_items_and_resumes(
     slice_memory: Memory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
