@@ -22,6 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import IO, Any, TypeVar
 
+from .async_derived import AsyncDerivedView
 from .async_lifecycle import AsyncLifecycleVerbs
 from .config import DEFAULT_USER, SearchConfig
 from .embed import Embedder
@@ -109,6 +110,12 @@ class AsyncMemory(AsyncLifecycleVerbs):
     def embedder(self) -> Embedder:
         """``Memory.embedder``."""
         return self._memory.embedder
+
+    @property
+    def derived(self) -> AsyncDerivedView:
+        """``Memory.derived`` as coroutines: ``await memory.derived.summaries(...)``,
+        ``.profiles()``, ``.profile("user")``."""
+        return AsyncDerivedView(self._memory.derived, self._read)
 
     async def __aenter__(self) -> AsyncMemory:
         return self

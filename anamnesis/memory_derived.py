@@ -1,9 +1,10 @@
 """``Memory.derived``: the session summaries and profiles that ``consolidate`` builds.
 
-Read-only views, scoped like every verb (``Memory._scope``, enforced in SQL). Local
-to the process holding the store, like ``Memory.store``: AsyncMemory, the REST
-clients and MCP do not offer them (``Memory.context(..., profile=True)`` does reach
-every surface).
+Read-only views, scoped like every verb (``Memory._scope``, enforced in SQL). Every
+surface offers them as thin calls on this view: ``AsyncMemory.derived``
+(``async_derived``), the REST routes ``/v1/derived/...`` and ``RemoteMemory.derived`` /
+``AsyncRemoteMemory.derived`` (``server/client_derived``), the MCP tools ``summaries``
+and ``profile``.
 """
 
 from __future__ import annotations

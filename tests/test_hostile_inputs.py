@@ -235,12 +235,12 @@ async def _open_async(path: object) -> object:
 
 TOOLS = (
     "remember", "recall", "get_context", "get_memory", "update_memory", "forget_memory",
-    "memory_history", "facts", "forget_all_memories",
+    "memory_history", "facts", "forget_all_memories", "summaries", "profile", "gate_decisions",
 )  # fmt: skip
 TOOL_ARGUMENTS = (
     "content", "speaker", "role", "session_id", "event_time", "query", "limit", "question",
     "budget_tokens", "memory_id", "subject", "predicate", "as_of", "include_history",
-    "confirm", "user_id",
+    "confirm", "user_id", "profile", "memory_ids",
 )  # fmt: skip
 
 

@@ -31,6 +31,9 @@ TOOLS = {
     "forget_memory",
     "memory_history",
     "facts",
+    "summaries",
+    "profile",
+    "gate_decisions",
 }
 
 

@@ -9,6 +9,7 @@ are text for a model, is held to the same answers in tests/test_mcp.py.
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +20,7 @@ from store_fixtures import postgres_schema_url_fixture  # noqa: F401  (a fixture
 
 from anamnesis import AsyncMemory, InvalidInputError, Memory, NotFoundError, ScopeError
 from anamnesis.embed import get_embedder
+from anamnesis.memory_derived import DerivedView
 
 EDGE = get_embedder("edge")
 #: What only the process holding the store can offer: the clients leave them out.
@@ -58,6 +60,29 @@ def test_the_rest_clients_have_every_verb_with_the_same_signature() -> None:
         assert not any(hasattr(client, name) for name in LOCAL_ONLY)
 
 
+def test_every_surface_offers_the_derived_views_with_the_same_signatures() -> None:
+    from anamnesis.async_derived import AsyncDerivedView
+    from anamnesis.server.async_client import AsyncRemoteMemory
+    from anamnesis.server.client import RemoteMemory
+    from anamnesis.server.client_derived import AsyncRemoteDerivedView, RemoteDerivedView
+
+    views = _public_methods(DerivedView)
+    assert set(views) == {"summaries", "profiles", "profile"}
+    for surface, view, is_async in (
+        (AsyncMemory, AsyncDerivedView, True),
+        (RemoteMemory, RemoteDerivedView, False),
+        (AsyncRemoteMemory, AsyncRemoteDerivedView, True),
+    ):
+        derived = inspect.getattr_static(surface, "derived")
+        assert isinstance(derived, property), surface.__name__
+        assert inspect.get_annotations(derived.fget, eval_str=True)["return"] is view
+        methods = _public_methods(view)
+        assert set(methods) == set(views), view.__name__
+        for name, method in views.items():
+            assert inspect.iscoroutinefunction(methods[name]) == is_async, name
+            assert inspect.signature(methods[name]) == inspect.signature(method), name
+
+
 class Surface:
     """Calls a verb by name on one surface and returns its plain result."""
 
@@ -89,7 +114,8 @@ class Surface:
         return await AsyncRemoteMemory(self.server.url).__aenter__()
 
     def __call__(self, verb: str, *args: Any, **kwargs: Any) -> Any:
-        result = getattr(self.target, verb)(*args, **kwargs)
+        """``verb`` by name; a dotted name reaches a view (``derived.summaries``)."""
+        result = functools.reduce(getattr, verb.split("."), self.target)(*args, **kwargs)
         if self.runner is not None:
             return self.runner.run(result)
         return result
@@ -152,6 +178,26 @@ def test_facts_after_consolidation(surface: Surface) -> None:
     assert [f.object for f in surface("fact_history", predicate="works_at", user_id="maya")] == [
         "Acme"
     ]
+
+
+def test_summaries_and_profiles_after_consolidation(surface: Surface) -> None:
+    added = surface("add", CHAT, user_id="maya", session_id="s1", event_time="2024-03-02T09:15:00Z")
+    surface("add", "I live in Porto", user_id="maya", session_id="s2")
+    assert surface("derived.summaries", user_id="maya") == []
+    assert surface("derived.profile", "user", user_id="maya") is None
+    report = surface("consolidate", user_id="maya")
+    assert report.summaries == 2 and report.profiles >= 1
+    summaries = surface("derived.summaries", user_id="maya")
+    assert [s.session_id for s in summaries] == ["s1", "s2"]
+    assert set(summaries[0].provenance) <= {e.id for e in added}
+    assert surface("derived.summaries", user_id="maya", session_id="s2") == summaries[1:]
+    profile = surface("derived.profile", "user", user_id="maya")
+    assert profile is not None and "Porto" in profile.text
+    assert profile in surface("derived.profiles", user_id="maya")
+    assert surface("derived.summaries", user_id="bob") == []
+    assert surface("derived.profiles", user_id="bob") == []
+    with pytest.raises(InvalidInputError, match="subject is empty"):
+        surface("derived.profile", "  ", user_id="maya")
 
 
 def test_pages_cover_every_episode_once(surface: Surface) -> None:

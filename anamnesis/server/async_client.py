@@ -42,6 +42,7 @@ from ..types import (
     Usage,
 )
 from .client import DEFAULT_TIMEOUT, _json, _json_or_text, headers_for, unreachable
+from .client_derived import AsyncRemoteDerivedView
 from .wire import decode, export_count, import_body, raise_error, request_for
 
 
@@ -85,6 +86,12 @@ class AsyncRemoteMemory:
         if self._capabilities is None:
             raise InvalidInputError("open the client with `async with` to read capabilities")
         return self._capabilities
+
+    @property
+    def derived(self) -> AsyncRemoteDerivedView:
+        """The server's ``Memory.derived``: ``await remote.derived.summaries(...)``,
+        ``.profiles()``, ``.profile("user")``."""
+        return AsyncRemoteDerivedView(self._call)
 
     async def _send(self, method: str, path: str, **request: Any) -> httpx.Response:
         try:

@@ -45,6 +45,7 @@ from ..types import (
     Usage,
 )
 from ..version import __version__
+from .client_derived import RemoteDerivedView
 from .wire import decode, export_count, import_body, raise_error, request_for
 
 #: Environment variable read for the API key when none is passed.
@@ -117,6 +118,12 @@ class RemoteMemory:
     def capabilities(self) -> dict[str, Any]:
         """The server's ``Memory.capabilities``."""
         return self._call("capabilities", {})
+
+    @property
+    def derived(self) -> RemoteDerivedView:
+        """The server's ``Memory.derived``: ``remote.derived.summaries(...)``,
+        ``.profiles()``, ``.profile("user")``."""
+        return RemoteDerivedView(self._call)
 
     def _send(self, method: str, path: str, **request: Any) -> httpx.Response:
         try:

@@ -29,9 +29,10 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 
 from ..async_memory import AsyncMemory
+from ..consolidate.types import ProfileEntry, SessionSummary
 from ..errors import AnamnesisError
 from ..tokens import TokenCounter
-from ..types import Episode, Fact
+from ..types import Episode, Fact, GateDecision
 from . import DEFAULT_BUDGET_TOKENS, MAX_BUDGET_TOKENS
 from .auth import authenticate
 from .keys import KeyStore
@@ -46,7 +47,8 @@ Use `recall` to find what was said before (it returns short previews with ids), 
 `get_memory` for the full text of a hit, or `get_context` for a ready-to-read,
 dated summary of everything relevant to a question. Use `remember` to store
 something worth keeping (a preference, a decision, a fact about the user). `facts`
-lists what is currently known about the user, with `as_of` for the past."""
+lists what is currently known about the user, with `as_of` for the past; `profile`
+gathers it for one person, and `summaries` recounts past conversations briefly."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,9 +104,31 @@ def _preview(text: str) -> str:
 
 
 def _fact_line(fact: Fact) -> str:
+    return f"- {fact.subject} {fact.predicate} {fact.object}{_span(fact)} [{fact.id}]"
+
+
+def _span(fact: Fact | ProfileEntry) -> str:
     since = f" since {fact.valid_from.date().isoformat()}" if fact.valid_from else ""
     until = f" until {fact.valid_to.date().isoformat()}" if fact.valid_to else ""
-    return f"- {fact.subject} {fact.predicate} {fact.object}{since}{until} [{fact.id}]"
+    return since + until
+
+
+def _entry_line(entry: ProfileEntry) -> str:
+    return f"- {entry.text}{_span(entry)} [{entry.fact_id}]"
+
+
+def _summary_line(summary: SessionSummary) -> str:
+    return f"- session {summary.session_id}: {summary.text}"
+
+
+def _decision_line(decision: GateDecision) -> str:
+    verdict = "admitted" if decision.admitted else "archived"
+    return (
+        f"[{decision.episode_id}] {verdict} ({decision.reason}): score {decision.score:.3f}, "
+        f"threshold {decision.threshold:.3f}; novelty {decision.novelty:.3f}, salience "
+        f"{decision.salience:.3f} ({decision.category}), prediction error "
+        f"{decision.prediction_error:.3f}"
+    )
 
 
 async def _tool(call: Awaitable[T]) -> T:
@@ -187,12 +211,17 @@ def build_server(
         return answers.fit(lines, "... {left} more hits left out (token budget)")
 
     @server.tool(annotations=read_only)
-    async def get_context(ctx: Context, question: str, budget_tokens: int | None = None) -> str:
+    async def get_context(
+        ctx: Context, question: str, budget_tokens: int | None = None, profile: bool = False
+    ) -> str:
         """A dated, provenance-tagged digest of the memories relevant to `question`,
         ready to read before answering it, within `budget_tokens` (at most the
-        server's limit)."""
+        server's limit). `profile` starts it with what is known about the people the
+        question is about."""
         budget = min(budget_tokens or answers.budget, answers.budget)
-        context = await _tool(memory.context(question, budget_tokens=max(budget, 1), **whose(ctx)))
+        context = await _tool(
+            memory.context(question, budget_tokens=max(budget, 1), profile=profile, **whose(ctx))
+        )
         return context.text or "nothing relevant found in memory"
 
     @server.tool(annotations=read_only)
@@ -250,6 +279,41 @@ def build_server(
         if not found:
             return "no facts known yet"
         return answers.fit([_fact_line(f) for f in found], "... {left} more facts left out")
+
+    @server.tool(annotations=read_only)
+    async def summaries(ctx: Context, session_id: str | None = None) -> str:
+        """Short summaries of past conversations, oldest first: each session's dates and
+        most salient sentences (`session_id` for one session). Summaries come from
+        `consolidate`, run by the memory's owner."""
+        found = await _tool(memory.derived.summaries(session_id=session_id, **whose(ctx)))
+        if not found:
+            return "no session summaries yet"
+        lines = [_summary_line(s) for s in found]
+        return answers.fit(lines, "... {left} more sessions left out (token budget)")
+
+    @server.tool(annotations=read_only)
+    async def profile(ctx: Context, subject: str = "user") -> str:
+        """What is known about one person: `subject` is "user" or a name as the
+        speakers go by. Current values first, then what they replaced and when, each
+        with its fact id. Profiles come from `consolidate`, run by the memory's owner."""
+        found = await _tool(memory.derived.profile(subject, **whose(ctx)))
+        if found is None:
+            known = await _tool(memory.derived.profiles(**whose(ctx)))
+            names = ", ".join(p.subject for p in known) or "nobody yet"
+            return f"no profile of {subject!r}; profiles known: {names}"
+        lines = [f"Profile of {found.subject}:", *(_entry_line(e) for e in found.entries)]
+        return answers.fit(lines, "... {left} more entries left out (token budget)")
+
+    @server.tool(annotations=read_only)
+    async def gate_decisions(ctx: Context, memory_ids: list[str]) -> str:
+        """Why each memory went where it did when it was stored: admitted to search or
+        archived by the encoding gate, with its score, threshold and signals. Memories
+        stored without a gate are left out."""
+        found = await _tool(memory.gate_decisions(memory_ids, **whose(ctx)))
+        if not found:
+            return "no gate decisions for those memories (stored without a gate, or not found)"
+        lines = [_decision_line(d) for d in found.values()]
+        return answers.fit(lines, "... {left} more decisions left out (token budget)")
 
     if forget_all:
 

@@ -38,6 +38,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.exceptions import HTTPException
 
 from ..async_memory import AsyncMemory
+from ..consolidate.types import Profile, SessionSummary
 from ..errors import AnamnesisError, InvalidInputError, PermissionDeniedError
 from ..facts.types import ConsolidationReport
 from ..ingest.normalise import as_text
@@ -71,9 +72,12 @@ from .rest_models import (
     Health,
     ImportArguments,
     ListArguments,
+    ProfileArguments,
+    ProfilesArguments,
     SearchArguments,
     Selected,
     StrengthArguments,
+    SummariesArguments,
     UpdateArguments,
     UserArguments,
 )
@@ -251,6 +255,23 @@ def build_app(
     ) -> list[Fact]:
         """Every value a slot has held, oldest first."""
         return await memory.fact_history(**who.scoped(arguments.arguments()))
+
+    @app.get(ROUTES["derived.summaries"].path, tags=["derived"])
+    async def summaries(
+        arguments: Annotated[SummariesArguments, Query()], who: Who
+    ) -> list[SessionSummary]:
+        """The scope's session summaries (``consolidate`` builds them), oldest first."""
+        return await memory.derived.summaries(**who.scoped(arguments.arguments()))
+
+    @app.get(ROUTES["derived.profiles"].path, tags=["derived"])
+    async def profiles(arguments: Annotated[ProfilesArguments, Query()], who: Who) -> list[Profile]:
+        """Every profile of the scope: the user's, and each named speaker's."""
+        return await memory.derived.profiles(**who.scoped(arguments.arguments()))
+
+    @app.get(ROUTES["derived.profile"].path, tags=["derived"])
+    async def profile(arguments: Annotated[ProfileArguments, Query()], who: Who) -> Profile | None:
+        """The profile of one person (``user`` or a speaker's name), or null."""
+        return await memory.derived.profile(**who.scoped(arguments.arguments()))
 
     @app.get(ROUTES["stats"].path, tags=["server"])
     async def stats(arguments: Annotated[UserArguments, Query()], who: Who) -> dict[str, Any]:

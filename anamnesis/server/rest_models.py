@@ -193,6 +193,20 @@ class FactHistoryArguments(UserScope, QueryArguments):
     as_of: str | None = None
 
 
+class SummariesArguments(Scoped, QueryArguments):
+    """``Memory.derived.summaries``: the session summaries of a scope."""
+
+
+class ProfilesArguments(UserScope, QueryArguments):
+    """``Memory.derived.profiles``: every profile of a scope."""
+
+
+class ProfileArguments(UserScope, QueryArguments):
+    """``Memory.derived.profile``: one person's profile (``user`` or a speaker's name)."""
+
+    subject: str = "user"
+
+
 class UserArguments(QueryArguments):
     """``stats`` and ``export_jsonl``: one user (a user key's own), or the whole store
     (an admin key, naming no user)."""

@@ -17,6 +17,7 @@ from urllib.parse import quote
 from pydantic import TypeAdapter
 
 from .. import errors
+from ..consolidate.types import Profile, SessionSummary
 from ..errors import AnamnesisError
 from ..facts.types import ConsolidationReport
 from ..ingest.normalise import check_episode_id
@@ -48,6 +49,7 @@ class Route:
     body: bool = False
 
 
+#: Each verb's route; ``derived.*`` are ``Memory.derived``'s views.
 ROUTES: dict[str, Route] = {
     "add": Route("POST", f"{PREFIX}/episodes", body=True),
     "add_many": Route("POST", f"{PREFIX}/episodes/batch", body=True),
@@ -75,6 +77,9 @@ ROUTES: dict[str, Route] = {
     "decay": Route("POST", f"{PREFIX}/decay", body=True),
     "check": Route("POST", f"{PREFIX}/check"),
     "reindex": Route("POST", f"{PREFIX}/reindex"),
+    "derived.summaries": Route("GET", f"{PREFIX}/derived/summaries"),
+    "derived.profiles": Route("GET", f"{PREFIX}/derived/profiles"),
+    "derived.profile": Route("GET", f"{PREFIX}/derived/profile"),
 }
 HEALTH_PATH = "/health"
 
@@ -197,6 +202,9 @@ RESULTS: dict[str, Any] = {
     "check": list[str],
     "reindex": int,
     "import_jsonl": int,
+    "derived.summaries": list[SessionSummary],
+    "derived.profiles": list[Profile],
+    "derived.profile": Profile | None,
 }
 _ADAPTERS: dict[str, TypeAdapter[Any]] = {}
 #: Arguments that stay with the caller: the method's own object, progress callbacks.
