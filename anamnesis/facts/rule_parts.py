@@ -33,16 +33,18 @@ _TIME = (
     r"any more|again|already|soon|right now|these days|every|each|daily|weekly|nightly|"
     r"twice|once|on weekends|on weekdays|on (?:mon|tues|wednes|thurs|fri|satur|sun)days?|"
     r"at night|in the (?:morning|evening|afternoon)|before bed|"
+    r"the (?:day|night) (?:before|after)(?: yesterday| tomorrow)?|the other (?:day|night)|"
     r"(?:by|in|until|since) (?:january|february|march|april|may|june|july|august|"
     r"september|october|november|december|spring|summer|fall|autumn|winter|\d{4})|"
     r"(?:a|one|two|three|four|five|six|a few|few|several|\d+)\s+"
     r"(?:days?|weeks?|months?|years?|times?)"
 )
-# Where an object ends. A clause word or a time expression ends every object; a
-# preposition also ends a name-like object (a place, an employer: "Denver for work").
+# Where an object ends. A clause word, a time expression or a degree adverbial ("a
+# lot", "so much": how much, not what) ends every object; a preposition also ends a
+# name-like object (a place, an employer: "Denver for work").
 _CLAUSE = (
     rf"and|but|because|so|which|who|that|since|while|when|where|if|though|although|or|than|"
-    rf"rather|instead|too|as well|either|"
+    rf"rather|instead|too|as well|either|a lot|so much|very much|the most|the least|"
     rf"I|I'm|I've|I'd|I'll|{_TIME}"
 )
 PREPOSITION = r"as|for|with|from|by|at|on|in|to|during|after|before|until|around|about|like|over"
@@ -70,7 +72,11 @@ _REACTION = re.compile(
 )
 NAME = r"(?P<name>[A-Z][a-zA-Z'’-]+(?:\s[A-Z][a-zA-Z'’-]+)?)"
 OBJ = r"(?P<obj>[^,.;:!?()\"\n]+)"
-LEAD = r"(?:just|recently|finally|actually|also|now|currently|really|even|already|still)\s+"
+#: Adverbs between the subject and the verb; they stack ("I actually already bought").
+LEAD = (
+    r"(?:(?:just|recently|finally|actually|also|now|currently|really|even|already|still)\s+)"
+    r"{1,2}"
+)
 I = r"\b(?:I|i)"  # noqa: E741 - the pronoun
 IM = rf"{I}(?:'m|’m| am)"
 #: "I" or "we": household facts (home, pets, possessions) are the speaker's either way.
@@ -208,6 +214,28 @@ def employer(predicate: str) -> Build:
         first = built[1].split()[0]
         ok = first[:1].isupper() or first.lower() in ("a", "an", "the", "my", "our")
         return built if ok else None
+
+    return build
+
+
+# A quantity before a possession is not part of it ("some new storage bins").
+_QUANTITY = re.compile(
+    r"^(?:some|a few|lots of|a lot of|a couple of|a bunch of|several|plenty of)\s+", re.IGNORECASE
+)
+
+
+def possession(predicate: str) -> Build:
+    """A thing had: the cleaned ``obj`` group without a quantity before it ("some new
+    storage bins" -> "new storage bins"; "a pair of shoes" stays whole)."""
+    inner = simple(predicate)
+
+    def build(match: re.Match[str]) -> tuple[str, str] | None:
+        obj = match.group("obj").strip()
+        unquantified = _QUANTITY.sub("", obj)
+        if unquantified == obj:
+            return inner(match)
+        value = clean(unquantified)
+        return (predicate, value) if value else None
 
     return build
 

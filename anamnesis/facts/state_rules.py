@@ -32,6 +32,7 @@ from .rule_parts import (
     phrase,
     place,
     plan,
+    possession,
     relation,
     rule,
     simple,
@@ -216,7 +217,7 @@ STATE_RULES: tuple[Rule, ...] = (
     rule(
         rf"{WE}\s+(?i:{LEAD})?(?i:bought|purchased|ordered|picked up|own)\s+"
         rf"(?i:myself\s+)?(?P<obj>(?i:a|an|my|the|some)\s+[^,.;:!?()\"\n]+)",
-        simple("owns"),
+        possession("owns"),
     ),
     rule(
         rf"{I}\s+(?i:{LEAD})?(?i:got)\s+(?i:myself\s+)?"
