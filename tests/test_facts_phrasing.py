@@ -40,3 +40,34 @@ def test_how_much_is_not_what() -> None:
 def test_a_time_phrase_is_no_object() -> None:
     assert read("These are the candles I bought the day before yesterday.") == set()
     assert read("I bought a lamp the other day.") == {("add", "owns", "a lamp")}
+
+
+def test_a_capped_object_ends_at_a_phrase_boundary() -> None:
+    # Eight words of object: the cap keeps six ("... by the old"), then drops the
+    # half-said phrase.
+    assert read("I love walking my dog by the old stone bridge.") == {
+        ("add", "likes", "walking my dog")
+    }
+
+
+def test_a_routine_said_with_an_adverb_of_frequency() -> None:
+    assert read("I often doodle in the margins of my notebook.") == {
+        ("add", "habit", "doodle in the margins")
+    }
+    assert read("I usually spend my evenings reading history books.") == {
+        ("add", "habit", "spend my evenings reading history books")
+    }
+
+
+def test_an_activity_begun_with_a_frequency_is_a_routine() -> None:
+    assert read("I started swimming at the lake every Sunday.") == {
+        ("add", "habit", "swimming at the lake")
+    }
+    assert read("I started swimming at the lake.") == {("add", "started", "swimming at the lake")}
+
+
+def test_an_activity_begun_with_have_and_a_how_to() -> None:
+    assert read("I've started learning how to knit.") == {
+        ("add", "started", "learning how to knit")
+    }
+    assert read("I've started running to clear my head.") == {("add", "started", "running")}

@@ -19,12 +19,14 @@ from .rule_parts import (
     CLAUSE_END,
     IM,
     LEAD,
+    MAX_OBJECT_WORDS,
     NAME,
     OBJ,
     PETS,
     WE,
     I,
     Rule,
+    capped,
     clean,
     employer,
     fixed,
@@ -83,7 +85,7 @@ def _habit(match: re.Match[str]) -> tuple[str, str] | None:
     """A habit that stopped ("smoking", "going to the gym"): a verb phrase cut at a
     clause word or a time expression."""
     cut = CLAUSE_END.sub("", " " + match.group("obj").strip()).strip()
-    words = cut.split()[:6]
+    words = capped(cut.split(), MAX_OBJECT_WORDS)
     while words and re.fullmatch(r"for|with|to|at|on|in|of|my|the|a|an|all", words[-1], re.I):
         words.pop()
     if not words or (len(words) == 1 and words[0].lower() in _LIGHT_VERBS):

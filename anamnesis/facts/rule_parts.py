@@ -115,7 +115,7 @@ def clean(value: str, end: re.Pattern[str] = NAME_END) -> str | None:
     or deictic."""
     value = re.split(r"\s[-–—]\s", value)[0]
     value = end.sub("", " " + value.strip()).strip()
-    words = value.split()[:MAX_OBJECT_WORDS]
+    words = capped(value.split(), MAX_OBJECT_WORDS)
     while words and re.fullmatch(PREPOSITION + "|the|a|an|my|of", words[-1], re.IGNORECASE):
         words.pop()
     if not words:
@@ -126,6 +126,19 @@ def clean(value: str, end: re.Pattern[str] = NAME_END) -> str | None:
     if _ENDS_IN_PRONOUN.search(value) or _REACTION.match(value):
         return None
     return value
+
+
+def capped(words: list[str], limit: int) -> list[str]:
+    """At most ``limit`` words; when the cap falls inside a phrase, the object ends
+    before the last preposition kept ("play tennis in high | school" -> "play
+    tennis"), so no phrase is left half said."""
+    if len(words) <= limit:
+        return words
+    kept = words[:limit]
+    for index in range(limit - 1, 1, -1):
+        if re.fullmatch(PREPOSITION, kept[index], re.IGNORECASE):
+            return kept[:index]
+    return kept
 
 
 def name_of(value: str) -> str | None:
@@ -160,14 +173,16 @@ def activity(predicate: str) -> Build:
 
 
 def begun(predicate: str) -> Build:
-    """An activity begun ("playing chess"), without its purpose ("... to get better")."""
+    """An activity begun ("playing chess"), without its purpose ("... to get better");
+    "learning how to swim" keeps its "how to"."""
     inner = phrase(predicate)
 
     def build(match: re.Match[str]) -> tuple[str, str] | None:
         built = inner(match)
         if built is None:
             return None
-        return predicate, re.split(r"\s+(?:to|in order to)\s+", built[1], maxsplit=1)[0]
+        purpose = r"(?<!\bhow)(?<!\bwhat)(?<!\bwhere)\s+(?:to|in order to)\s+"
+        return predicate, re.split(purpose, built[1], maxsplit=1)[0]
 
     return build
 
@@ -291,7 +306,7 @@ def clean_plan(value: str) -> str | None:
     """A plan's verb phrase, cut at a clause word or a time expression."""
     cut = CLAUSE_END.sub("", " " + value.strip())
     cut = re.sub(r"\s+during\b.*$", "", cut, flags=re.IGNORECASE)
-    words = cut.split()[:MAX_PLAN_WORDS]
+    words = capped(cut.split(), MAX_PLAN_WORDS)
     while words and re.fullmatch(PREPOSITION + "|the|a|an|my|of", words[-1], re.IGNORECASE):
         words.pop()
     text = " ".join(words).strip()

@@ -105,6 +105,18 @@ def _routine(match: re.Match[str]) -> tuple[str, str] | None:
     return "habit", obj
 
 
+_STARTED = begun("started")
+
+
+def _begun(match: re.Match[str]) -> tuple[str, str] | None:
+    """An activity begun ("started playing chess"); begun with a frequency it is a
+    routine ("started volunteering once a month": a habit, not an event)."""
+    built = _STARTED(match)
+    if built is None or not re.search(_OFTEN, match.group("obj")):
+        return built
+    return "habit", built[1]
+
+
 def _allergy(match: re.Match[str]) -> tuple[str, str] | None:
     obj = clean(match.group("obj"))
     if not obj:
@@ -304,8 +316,8 @@ STATE_RULES: tuple[Rule, ...] = (
         _routine,
     ),
     rule(
-        rf"{I}\s+(?i:usually|always|regularly|normally|typically)\s+"
-        rf"(?P<obj>{_NOT_ROUTINE}[a-z]+(?:\s+[A-Za-z'-]+){{1,4}})",
+        rf"{I}\s+(?i:usually|always|often|regularly|normally|typically)\s+"
+        rf"(?P<obj>{_NOT_ROUTINE}[a-z]+(?:\s+[A-Za-z'-]+){{1,9}})",
         _routine,
     ),
     rule(rf"{I}\s+(?i:{LEAD})?(?i:smoke)\b", fixed("habit", "smoking")),
@@ -323,9 +335,9 @@ STATE_RULES: tuple[Rule, ...] = (
         simple("started"),
     ),
     rule(
-        rf"{I}\s+(?i:{LEAD})?(?i:started|began|took up)\s+"
+        rf"{I}(?:'ve|’ve| have)?\s+(?i:{LEAD})?(?i:started|began|took up)\s+"
         rf"(?!(?i:working|going|doing|getting|dating)\b)(?P<obj>[a-z]+ing\b[^,.;:!?()\"\n]*)",
-        begun("started"),
+        _begun,
     ),
     rule(
         rf"{I}\s+(?i:{LEAD})?(?i:finished|completed|graduated from|ran)\s+{OBJ}",
