@@ -71,3 +71,23 @@ def test_an_activity_begun_with_have_and_a_how_to() -> None:
         ("add", "started", "learning how to knit")
     }
     assert read("I've started running to clear my head.") == {("add", "started", "running")}
+
+
+def test_and_or_between_two_nouns_is_one_object() -> None:
+    assert read("I love jazz and blues records.") == {("add", "likes", "jazz and blues records")}
+    assert read("I usually eat an apple or nuts at my desk.") == {
+        ("add", "habit", "eat an apple or nuts")
+    }
+
+
+def test_and_or_before_a_clause_or_a_verb_phrase_ends_the_object() -> None:
+    assert read("I love jazz and I play the sax.") == {("add", "likes", "jazz")}
+    assert read("I love hiking and swimming in lakes.") == {("add", "likes", "hiking")}
+    assert read("I love coastal towns and the cliffs are huge.") == {
+        ("add", "likes", "coastal towns")
+    }
+
+
+def test_a_dash_with_a_space_on_one_side_ends_a_clause() -> None:
+    assert read("We moved to Lisbon- we love it.") == {("add", "lives_in", "Lisbon")}
+    assert read("I love sci-fi.") == {("add", "likes", "sci-fi")}

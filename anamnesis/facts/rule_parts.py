@@ -110,11 +110,48 @@ def rule(pattern: str, build: Build, ends: bool = False) -> Rule:
     return Rule(re.compile(pattern), build, ends)
 
 
+# A dash with a space on either side ends a clause ("Rio de Janeiro- we ..."); a
+# hyphen has none ("sci-fi").
+_DASH = re.compile(r"\s[-–—]\s?|\s?[-–—]\s")
+# Words that open a clause or a verb phrase, not a noun joined by "and" / "or".
+_NOT_CONJUNCT = re.compile(
+    r"^(?:I|I'm|I've|I'd|I'll|we|you|he|she|it|they|this|that|these|those|there|then|now|so|"
+    r"also|still|just|really|not|more|even|is|are|was|were|am|be|been|has|have|had|do|does|"
+    r"did|will|can|could|would|should|get|got|make|made|\w+ing)$",
+    re.IGNORECASE,
+)
+_ENDS_PHRASE = re.compile(rf"^(?:{PREPOSITION}|{_TIME})\b", re.IGNORECASE)
+_JOINED = "\x00"
+#: Longest conjunct kept after "and" / "or", in words.
+MAX_CONJUNCT_WORDS = 3
+
+
+def joined(value: str) -> str:
+    """``value`` with the "and" / "or" that join two nouns protected from the clause cut:
+    "fantasy and sci-fi movies", "a Slim Jim or pretzels on my way home". A conjunct is
+    kept when it is one to three words that end the object (or run into a preposition
+    or a time phrase) and none of them opens a clause or a verb phrase ("and I ...",
+    "or scrolling through ...", "and lakes were ...")."""
+    words = value.split(" ")
+    for index, word in enumerate(words):
+        if word.lower() not in ("and", "or") or index == 0:
+            continue
+        for size in range(1, MAX_CONJUNCT_WORDS + 1):
+            conjunct = words[index + 1 : index + 1 + size]
+            rest = " ".join(words[index + 1 + size :])
+            if len(conjunct) < size or any(_NOT_CONJUNCT.match(w) for w in conjunct):
+                break
+            if not rest or _ENDS_PHRASE.match(rest):
+                words[index] = _JOINED + word  # marked: no longer a clause word
+                break
+    return " ".join(words)
+
+
 def clean(value: str, end: re.Pattern[str] = NAME_END) -> str | None:
-    """The object of a match: cut where ``end`` matches, trimmed, capped; None if empty
-    or deictic."""
-    value = re.split(r"\s[-–—]\s", value)[0]
-    value = end.sub("", " " + value.strip()).strip()
+    """The object of a match: cut where ``end`` matches (but not between two nouns
+    joined by "and" / "or"), trimmed, capped; None if empty or deictic."""
+    value = _DASH.split(value)[0]
+    value = end.sub("", " " + joined(value.strip())).replace(_JOINED, "").strip()
     words = capped(value.split(), MAX_OBJECT_WORDS)
     while words and re.fullmatch(PREPOSITION + "|the|a|an|my|of", words[-1], re.IGNORECASE):
         words.pop()
