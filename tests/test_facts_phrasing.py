@@ -91,3 +91,64 @@ def test_and_or_before_a_clause_or_a_verb_phrase_ends_the_object() -> None:
 def test_a_dash_with_a_space_on_one_side_ends_a_clause() -> None:
     assert read("We moved to Lisbon- we love it.") == {("add", "lives_in", "Lisbon")}
     assert read("I love sci-fi.") == {("add", "likes", "sci-fi")}
+
+
+def test_liking_the_thing_just_shown_is_a_reaction_not_a_taste() -> None:
+    assert read("I like the layout.") == set()
+    assert read("I love the colours in this one.") == set()
+    assert read("I love the outdoors.") == {("add", "likes", "the outdoors")}
+
+
+def test_a_liking_said_as_a_fan_a_love_or_a_favourite() -> None:
+    assert read("I'm a huge Beatles fan!") == {("add", "likes", "Beatles")}
+    assert read("I'm a big fan of opera.") == {("add", "likes", "opera")}
+    assert read("I've always had a love for old trains.") == {("add", "likes", "old trains")}
+    assert read("Baking bread and cakes is my favorite!") == {
+        ("add", "likes", "Baking bread and cakes")
+    }
+    assert read("This one is my favorite.") == set()
+
+
+def test_a_relative_clause_is_about_the_thing_before_it() -> None:
+    assert read("Those are the colours that I love in my garden.") == set()
+
+
+def test_a_plan_said_by_booking_or_by_we() -> None:
+    assert read("I booked a trip to Iceland for next month!") == {
+        ("add", "plans", "a trip to Iceland")
+    }
+    assert read("We're planning a family reunion this summer.") == {
+        ("add", "plans", "a family reunion")
+    }
+    assert read("We are planning to paint the kitchen.") == {("add", "plans", "paint the kitchen")}
+
+
+def test_a_planned_thing_drops_its_purpose_and_a_vague_plan_is_none() -> None:
+    assert read("I'm planning a road trip to clear my head.") == {("add", "plans", "a road trip")}
+    assert read("I'm hoping to do something fun this weekend.") == set()
+
+
+def test_what_was_done_or_planned_together_is_the_speakers_too() -> None:
+    assert read("My brother and I went to Kyoto last spring.") == {("add", "visited", "Kyoto")}
+    assert read("My wife and I love sushi.") == set()  # a taste is each person's own
+
+
+def test_coming_back_from_a_place_is_a_visit() -> None:
+    assert read("I just got back from a week-long trip to Norway- it was great.") == {
+        ("add", "visited", "Norway")
+    }
+    assert read("Yesterday I came back from Boston with new ideas.") == {
+        ("add", "visited", "Boston")
+    }
+
+
+def test_a_pet_named_in_apposition() -> None:
+    assert read("We got a new pet, a tabby kitten named Miso.") == {
+        ("add", "pet", "kitten named Miso")
+    }
+
+
+def test_a_quoted_title_is_part_of_the_object() -> None:
+    assert read('I love "Hotel California" by the Eagles.') == {
+        ("add", "likes", "Hotel California by the Eagles")
+    }

@@ -21,6 +21,7 @@ from .rule_parts import (
     LEAD,
     MAX_OBJECT_WORDS,
     NAME,
+    NOT_RELATIVE,
     OBJ,
     PETS,
     WE,
@@ -62,9 +63,6 @@ _NOT_HABIT = (
 )
 
 
-# "... which I used to make a baguette", "shoes that I no longer wear": the clause
-# is about the thing, not a habit of the speaker.
-_NOT_RELATIVE = r"(?<!\bwhich\s)(?<!\bthat\s)(?<!\bthan\s)(?<!\bwhat\s)"
 # A verb alone says no habit ("than I used to take").
 _LIGHT_VERBS = frozenset({"take", "do", "get", "make", "have", "go", "use", "wear", "play"})
 
@@ -202,9 +200,9 @@ CHANGE_RULES: tuple[Rule, ...] = tuple(
             rf"{IM}\s+{_NOT_ANYMORE}\s+(?i:into|a fan of|interested in)\s+{OBJ}",
             phrase("likes"),
         ),
-        (rf"{_NOT_RELATIVE}{I}\s+{_NO_LONGER}\s+(?i:like|love|enjoy)\s+{OBJ}", phrase("likes")),
+        (rf"{NOT_RELATIVE}{I}\s+{_NO_LONGER}\s+(?i:like|love|enjoy)\s+{OBJ}", phrase("likes")),
         (
-            rf"{_NOT_RELATIVE}{I}\s+(?i:used to)\s+(?i:love|like|enjoy|be into)\s+{OBJ}",
+            rf"{NOT_RELATIVE}{I}\s+(?i:used to)\s+(?i:love|like|enjoy|be into)\s+{OBJ}",
             phrase("likes"),
         ),
         # plans
@@ -220,11 +218,11 @@ CHANGE_RULES: tuple[Rule, ...] = tuple(
             _habit,
         ),
         (
-            rf"{_NOT_RELATIVE}{I}\s+{_NO_LONGER}\s+(?P<obj>{_NOT_HABIT}[a-z]+\b[^,.;:!?()\"\n]*)",
+            rf"{NOT_RELATIVE}{I}\s+{_NO_LONGER}\s+(?P<obj>{_NOT_HABIT}[a-z]+\b[^,.;:!?()\"\n]*)",
             _habit,
         ),
         (
-            rf"{_NOT_RELATIVE}{I}\s+(?i:used to)\s+(?P<obj>{_NOT_HABIT}[a-z]+\b[^,.;:!?()\"\n]*)",
+            rf"{NOT_RELATIVE}{I}\s+(?i:used to)\s+(?P<obj>{_NOT_HABIT}[a-z]+\b[^,.;:!?()\"\n]*)",
             _habit,
         ),
     )

@@ -77,6 +77,9 @@ LEAD = (
     r"(?:(?:just|recently|finally|actually|also|now|currently|really|even|already|still)\s+)"
     r"{1,2}"
 )
+# "... which I used to make a baguette", "the tones that I love": a relative clause
+# is about the thing before it, not a statement of the speaker's.
+NOT_RELATIVE = r"(?<!\bwhich\s)(?<!\bthat\s)(?<!\bthan\s)(?<!\bwhat\s)"
 I = r"\b(?:I|i)"  # noqa: E741 - the pronoun
 IM = rf"{I}(?:'m|’m| am)"
 #: "I" or "we": household facts (home, pets, possessions) are the speaker's either way.
@@ -278,11 +281,14 @@ _QUANTITY = re.compile(
 
 def possession(predicate: str) -> Build:
     """A thing had: the cleaned ``obj`` group without a quantity before it ("some new
-    storage bins" -> "new storage bins"; "a pair of shoes" stays whole)."""
+    storage bins" -> "new storage bins"; "a pair of shoes" stays whole); an animal is
+    no possession."""
     inner = simple(predicate)
 
     def build(match: re.Match[str]) -> tuple[str, str] | None:
         obj = match.group("obj").strip()
+        if re.search(rf"\b(?:{PETS}|pet)s?$", clean(obj) or "", re.IGNORECASE):
+            return None  # "I got a new puppy": a pet, read by the pet rules
         unquantified = _QUANTITY.sub("", obj)
         if unquantified == obj:
             return inner(match)
@@ -336,7 +342,18 @@ def plan(match: re.Match[str]) -> tuple[str, str] | None:
     """A plan keeps its verb phrase ("move to Lisbon"); clause words and time
     expressions cut it."""
     obj = clean_plan(match.group("obj"))
+    if obj and re.match(r"(?:a|an)\s", obj, re.IGNORECASE):
+        obj = _PURPOSE.sub("", obj)  # "a camping trip to connect with nature"
     return ("plans", obj) if obj else None
+
+
+# "to" and a verb after a planned thing is its purpose; "to" and a place is where.
+_PURPOSE = re.compile(
+    r"\s+to\s+(?!(?:the|a|an|my|our|his|her|their|this|that|see|visit)\b)[a-z].*$"
+)
+# A plan whose verb takes "something" / "anything" says nothing yet ("do something
+# similar").
+_VAGUE_PLAN = re.compile(r"^\w+\s+(?:something|anything)\b", re.IGNORECASE)
 
 
 def clean_plan(value: str) -> str | None:
@@ -347,6 +364,6 @@ def clean_plan(value: str) -> str | None:
     while words and re.fullmatch(PREPOSITION + "|the|a|an|my|of", words[-1], re.IGNORECASE):
         words.pop()
     text = " ".join(words).strip()
-    if not text or _DEICTIC.match(text):
+    if not text or _DEICTIC.match(text) or _VAGUE_PLAN.match(text):
         return None
     return text
