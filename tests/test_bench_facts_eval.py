@@ -83,10 +83,14 @@ def test_the_command_prints_each_part_and_family() -> None:
         # The labelled set (tuned on, two thirds of it): at least the issue's target.
         ("fact_statements.jsonl", 0.8, 0.6),
         # Dev-data turns drawn after tuning: the rules must not fall back to the old ones'
-        # level there (fresh 0.69 / 0.37, final 0.45 / 0.21, blind 0.47 / 0.28).
-        ("fact_statements_fresh.jsonl", 0.7, 0.5),
-        ("fact_statements_final.jsonl", 0.7, 0.5),
-        ("fact_statements_blind.jsonl", 0.55, 0.4),
+        # level there (fresh 0.69 / 0.37, final 0.45 / 0.21, blind 0.47 / 0.28, blind2
+        # 0.67 / 0.22), nor below what the second round reached on the samples it read
+        # (fresh 0.96 / 0.73, final 0.94 / 0.79, blind 0.90 / 0.81; blind2 0.86 / 0.33
+        # at its one reading).
+        ("fact_statements_fresh.jsonl", 0.85, 0.65),
+        ("fact_statements_final.jsonl", 0.85, 0.7),
+        ("fact_statements_blind.jsonl", 0.8, 0.7),
+        ("fact_statements_blind2.jsonl", 0.75, 0.3),
     ],
 )
 def test_the_rules_keep_their_floor_on_the_labelled_sets(

@@ -48,7 +48,7 @@ REAL_SENTENCES: list[tuple[str, str | None, date, str, list[tuple[str, str]]]] =
         "Nate",
         date(2022, 2, 7),
         "I love coconut milk, but I also enjoy chocolate and mixed berry flavors.",
-        [("likes", "coconut milk"), ("likes", "chocolate")],
+        [("likes", "coconut milk"), ("likes", "chocolate and mixed berry flavors")],
     ),
     (
         "LoCoMo conv-47 D21:16",

@@ -19,12 +19,15 @@ from .rule_parts import (
     CLAUSE_END,
     IM,
     LEAD,
+    MAX_OBJECT_WORDS,
     NAME,
+    NOT_RELATIVE,
     OBJ,
     PETS,
     WE,
     I,
     Rule,
+    capped,
     clean,
     employer,
     fixed,
@@ -60,9 +63,6 @@ _NOT_HABIT = (
 )
 
 
-# "... which I used to make a baguette", "shoes that I no longer wear": the clause
-# is about the thing, not a habit of the speaker.
-_NOT_RELATIVE = r"(?<!\bwhich\s)(?<!\bthat\s)(?<!\bthan\s)(?<!\bwhat\s)"
 # A verb alone says no habit ("than I used to take").
 _LIGHT_VERBS = frozenset({"take", "do", "get", "make", "have", "go", "use", "wear", "play"})
 
@@ -83,7 +83,7 @@ def _habit(match: re.Match[str]) -> tuple[str, str] | None:
     """A habit that stopped ("smoking", "going to the gym"): a verb phrase cut at a
     clause word or a time expression."""
     cut = CLAUSE_END.sub("", " " + match.group("obj").strip()).strip()
-    words = cut.split()[:6]
+    words = capped(cut.split(), MAX_OBJECT_WORDS)
     while words and re.fullmatch(r"for|with|to|at|on|in|of|my|the|a|an|all", words[-1], re.I):
         words.pop()
     if not words or (len(words) == 1 and words[0].lower() in _LIGHT_VERBS):
@@ -200,9 +200,9 @@ CHANGE_RULES: tuple[Rule, ...] = tuple(
             rf"{IM}\s+{_NOT_ANYMORE}\s+(?i:into|a fan of|interested in)\s+{OBJ}",
             phrase("likes"),
         ),
-        (rf"{_NOT_RELATIVE}{I}\s+{_NO_LONGER}\s+(?i:like|love|enjoy)\s+{OBJ}", phrase("likes")),
+        (rf"{NOT_RELATIVE}{I}\s+{_NO_LONGER}\s+(?i:like|love|enjoy)\s+{OBJ}", phrase("likes")),
         (
-            rf"{_NOT_RELATIVE}{I}\s+(?i:used to)\s+(?i:love|like|enjoy|be into)\s+{OBJ}",
+            rf"{NOT_RELATIVE}{I}\s+(?i:used to)\s+(?i:love|like|enjoy|be into)\s+{OBJ}",
             phrase("likes"),
         ),
         # plans
@@ -218,11 +218,11 @@ CHANGE_RULES: tuple[Rule, ...] = tuple(
             _habit,
         ),
         (
-            rf"{_NOT_RELATIVE}{I}\s+{_NO_LONGER}\s+(?P<obj>{_NOT_HABIT}[a-z]+\b[^,.;:!?()\"\n]*)",
+            rf"{NOT_RELATIVE}{I}\s+{_NO_LONGER}\s+(?P<obj>{_NOT_HABIT}[a-z]+\b[^,.;:!?()\"\n]*)",
             _habit,
         ),
         (
-            rf"{_NOT_RELATIVE}{I}\s+(?i:used to)\s+(?P<obj>{_NOT_HABIT}[a-z]+\b[^,.;:!?()\"\n]*)",
+            rf"{NOT_RELATIVE}{I}\s+(?i:used to)\s+(?P<obj>{_NOT_HABIT}[a-z]+\b[^,.;:!?()\"\n]*)",
             _habit,
         ),
     )

@@ -33,16 +33,18 @@ _TIME = (
     r"any more|again|already|soon|right now|these days|every|each|daily|weekly|nightly|"
     r"twice|once|on weekends|on weekdays|on (?:mon|tues|wednes|thurs|fri|satur|sun)days?|"
     r"at night|in the (?:morning|evening|afternoon)|before bed|"
+    r"the (?:day|night) (?:before|after)(?: yesterday| tomorrow)?|the other (?:day|night)|"
     r"(?:by|in|until|since) (?:january|february|march|april|may|june|july|august|"
     r"september|october|november|december|spring|summer|fall|autumn|winter|\d{4})|"
     r"(?:a|one|two|three|four|five|six|a few|few|several|\d+)\s+"
     r"(?:days?|weeks?|months?|years?|times?)"
 )
-# Where an object ends. A clause word or a time expression ends every object; a
-# preposition also ends a name-like object (a place, an employer: "Denver for work").
+# Where an object ends. A clause word, a time expression or a degree adverbial ("a
+# lot", "so much": how much, not what) ends every object; a preposition also ends a
+# name-like object (a place, an employer: "Denver for work").
 _CLAUSE = (
     rf"and|but|because|so|which|who|that|since|while|when|where|if|though|although|or|than|"
-    rf"rather|instead|too|as well|either|"
+    rf"rather|instead|too|as well|either|a lot|so much|very much|the most|the least|"
     rf"I|I'm|I've|I'd|I'll|{_TIME}"
 )
 PREPOSITION = r"as|for|with|from|by|at|on|in|to|during|after|before|until|around|about|like|over"
@@ -70,7 +72,14 @@ _REACTION = re.compile(
 )
 NAME = r"(?P<name>[A-Z][a-zA-Z'’-]+(?:\s[A-Z][a-zA-Z'’-]+)?)"
 OBJ = r"(?P<obj>[^,.;:!?()\"\n]+)"
-LEAD = r"(?:just|recently|finally|actually|also|now|currently|really|even|already|still)\s+"
+#: Adverbs between the subject and the verb; they stack ("I actually already bought").
+LEAD = (
+    r"(?:(?:just|recently|finally|actually|also|now|currently|really|even|already|still)\s+)"
+    r"{1,2}"
+)
+# "... which I used to make a baguette", "the tones that I love": a relative clause
+# is about the thing before it, not a statement of the speaker's.
+NOT_RELATIVE = r"(?<!\bwhich\s)(?<!\bthat\s)(?<!\bthan\s)(?<!\bwhat\s)"
 I = r"\b(?:I|i)"  # noqa: E741 - the pronoun
 IM = rf"{I}(?:'m|’m| am)"
 #: "I" or "we": household facts (home, pets, possessions) are the speaker's either way.
@@ -104,12 +113,49 @@ def rule(pattern: str, build: Build, ends: bool = False) -> Rule:
     return Rule(re.compile(pattern), build, ends)
 
 
+# A dash with a space on either side ends a clause ("Rio de Janeiro- we ..."); a
+# hyphen has none ("sci-fi").
+_DASH = re.compile(r"\s[-–—]\s?|\s?[-–—]\s")
+# Words that open a clause or a verb phrase, not a noun joined by "and" / "or".
+_NOT_CONJUNCT = re.compile(
+    r"^(?:I|I'm|I've|I'd|I'll|we|you|he|she|it|they|this|that|these|those|there|then|now|so|"
+    r"also|still|just|really|not|more|even|is|are|was|were|am|be|been|has|have|had|do|does|"
+    r"did|will|can|could|would|should|get|got|make|made|\w+ing)$",
+    re.IGNORECASE,
+)
+_ENDS_PHRASE = re.compile(rf"^(?:{PREPOSITION}|{_TIME})\b", re.IGNORECASE)
+_JOINED = "\x00"
+#: Longest conjunct kept after "and" / "or", in words.
+MAX_CONJUNCT_WORDS = 3
+
+
+def joined(value: str) -> str:
+    """``value`` with the "and" / "or" that join two nouns protected from the clause cut:
+    "fantasy and sci-fi movies", "a Slim Jim or pretzels on my way home". A conjunct is
+    kept when it is one to three words that end the object (or run into a preposition
+    or a time phrase) and none of them opens a clause or a verb phrase ("and I ...",
+    "or scrolling through ...", "and lakes were ...")."""
+    words = value.split(" ")
+    for index, word in enumerate(words):
+        if word.lower() not in ("and", "or") or index == 0:
+            continue
+        for size in range(1, MAX_CONJUNCT_WORDS + 1):
+            conjunct = words[index + 1 : index + 1 + size]
+            rest = " ".join(words[index + 1 + size :])
+            if len(conjunct) < size or any(_NOT_CONJUNCT.match(w) for w in conjunct):
+                break
+            if not rest or _ENDS_PHRASE.match(rest):
+                words[index] = _JOINED + word  # marked: no longer a clause word
+                break
+    return " ".join(words)
+
+
 def clean(value: str, end: re.Pattern[str] = NAME_END) -> str | None:
-    """The object of a match: cut where ``end`` matches, trimmed, capped; None if empty
-    or deictic."""
-    value = re.split(r"\s[-–—]\s", value)[0]
-    value = end.sub("", " " + value.strip()).strip()
-    words = value.split()[:MAX_OBJECT_WORDS]
+    """The object of a match: cut where ``end`` matches (but not between two nouns
+    joined by "and" / "or"), trimmed, capped; None if empty or deictic."""
+    value = _DASH.split(value)[0]
+    value = end.sub("", " " + joined(value.strip())).replace(_JOINED, "").strip()
+    words = capped(value.split(), MAX_OBJECT_WORDS)
     while words and re.fullmatch(PREPOSITION + "|the|a|an|my|of", words[-1], re.IGNORECASE):
         words.pop()
     if not words:
@@ -120,6 +166,19 @@ def clean(value: str, end: re.Pattern[str] = NAME_END) -> str | None:
     if _ENDS_IN_PRONOUN.search(value) or _REACTION.match(value):
         return None
     return value
+
+
+def capped(words: list[str], limit: int) -> list[str]:
+    """At most ``limit`` words; when the cap falls inside a phrase, the object ends
+    before the last preposition kept ("play tennis in high | school" -> "play
+    tennis"), so no phrase is left half said."""
+    if len(words) <= limit:
+        return words
+    kept = words[:limit]
+    for index in range(limit - 1, 1, -1):
+        if re.fullmatch(PREPOSITION, kept[index], re.IGNORECASE):
+            return kept[:index]
+    return kept
 
 
 def name_of(value: str) -> str | None:
@@ -154,14 +213,16 @@ def activity(predicate: str) -> Build:
 
 
 def begun(predicate: str) -> Build:
-    """An activity begun ("playing chess"), without its purpose ("... to get better")."""
+    """An activity begun ("playing chess"), without its purpose ("... to get better");
+    "learning how to swim" keeps its "how to"."""
     inner = phrase(predicate)
 
     def build(match: re.Match[str]) -> tuple[str, str] | None:
         built = inner(match)
         if built is None:
             return None
-        return predicate, re.split(r"\s+(?:to|in order to)\s+", built[1], maxsplit=1)[0]
+        purpose = r"(?<!\bhow)(?<!\bwhat)(?<!\bwhere)\s+(?:to|in order to)\s+"
+        return predicate, re.split(purpose, built[1], maxsplit=1)[0]
 
     return build
 
@@ -212,6 +273,31 @@ def employer(predicate: str) -> Build:
     return build
 
 
+# A quantity before a possession is not part of it ("some new storage bins").
+_QUANTITY = re.compile(
+    r"^(?:some|a few|lots of|a lot of|a couple of|a bunch of|several|plenty of)\s+", re.IGNORECASE
+)
+
+
+def possession(predicate: str) -> Build:
+    """A thing had: the cleaned ``obj`` group without a quantity before it ("some new
+    storage bins" -> "new storage bins"; "a pair of shoes" stays whole); an animal is
+    no possession."""
+    inner = simple(predicate)
+
+    def build(match: re.Match[str]) -> tuple[str, str] | None:
+        obj = match.group("obj").strip()
+        if re.search(rf"\b(?:{PETS}|pet)s?$", clean(obj) or "", re.IGNORECASE):
+            return None  # "I got a new puppy": a pet, read by the pet rules
+        unquantified = _QUANTITY.sub("", obj)
+        if unquantified == obj:
+            return inner(match)
+        value = clean(unquantified)
+        return (predicate, value) if value else None
+
+    return build
+
+
 def fixed(predicate: str, obj: str) -> Build:
     """A builder with a fixed object ("I smoke" -> habit "smoking")."""
     return lambda match: (predicate, obj)
@@ -256,17 +342,28 @@ def plan(match: re.Match[str]) -> tuple[str, str] | None:
     """A plan keeps its verb phrase ("move to Lisbon"); clause words and time
     expressions cut it."""
     obj = clean_plan(match.group("obj"))
+    if obj and re.match(r"(?:a|an)\s", obj, re.IGNORECASE):
+        obj = _PURPOSE.sub("", obj)  # "a camping trip to connect with nature"
     return ("plans", obj) if obj else None
+
+
+# "to" and a verb after a planned thing is its purpose; "to" and a place is where.
+_PURPOSE = re.compile(
+    r"\s+to\s+(?!(?:the|a|an|my|our|his|her|their|this|that|see|visit)\b)[a-z].*$"
+)
+# A plan whose verb takes "something" / "anything" says nothing yet ("do something
+# similar").
+_VAGUE_PLAN = re.compile(r"^\w+\s+(?:something|anything)\b", re.IGNORECASE)
 
 
 def clean_plan(value: str) -> str | None:
     """A plan's verb phrase, cut at a clause word or a time expression."""
     cut = CLAUSE_END.sub("", " " + value.strip())
     cut = re.sub(r"\s+during\b.*$", "", cut, flags=re.IGNORECASE)
-    words = cut.split()[:MAX_PLAN_WORDS]
+    words = capped(cut.split(), MAX_PLAN_WORDS)
     while words and re.fullmatch(PREPOSITION + "|the|a|an|my|of", words[-1], re.IGNORECASE):
         words.pop()
     text = " ".join(words).strip()
-    if not text or _DEICTIC.match(text):
+    if not text or _DEICTIC.match(text) or _VAGUE_PLAN.match(text):
         return None
     return text

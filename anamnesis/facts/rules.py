@@ -65,11 +65,16 @@ _SHARED_VERB = re.compile(
     re.IGNORECASE,
 )
 #: Predicates a statement shared with someone ("my wife and I ...") still states of
-#: the speaker: the household's home, pets and possessions.
-_HOUSEHOLD = frozenset({"lives_in", "pet", "owns"})
+#: the speaker: the household's home, pets and possessions, and what was done or is
+#: planned together ("my partner and I went to Lisbon"); not a taste or a job.
+_SHARED = frozenset({"lives_in", "pet", "owns", "visited", "attended", "plans"})
 #: Predicates whose date is the event's, so a time expression in the sentence dates it.
 _DATED = frozenset({"visited", "attended", "started", "finished", "owns", "pet", "lives_in",
                     "works_at", "job", "partner", "habit", "diet"})  # fmt: skip
+
+
+# A short quoted title is part of the sentence's words ('I love "Brave" by ...').
+_QUOTED = re.compile(r"[\"“”]([^\"“”\n]{1,60})[\"“”]")
 
 
 def _shared_subject(sentence: str, start: int) -> bool:
@@ -99,8 +104,8 @@ def sentences(text: str) -> list[str]:
 def first_person(sentence: str) -> str:
     """``sentence`` with the speaker's implied "I" written out: at the start of a
     sentence that opens with a verb, and after "and" / "but" in "I left X and now
-    work at Y"."""
-    sentence = _NO_SUBJECT.sub("I ", sentence)
+    work at Y"; quoted titles lose their quotes."""
+    sentence = _QUOTED.sub(r"\1", _NO_SUBJECT.sub("I ", sentence))
     if re.search(r"\b(?:I|[Ww]e)\b", sentence):
         sentence = _SHARED_VERB.sub(r"\1 I ", sentence)
     return sentence
@@ -159,7 +164,7 @@ class RuleExtractor:
                 if built is None:
                     continue
                 predicate, obj = built
-                if predicate not in _HOUSEHOLD and _shared_subject(sentence, match.start()):
+                if predicate not in _SHARED and _shared_subject(sentence, match.start()):
                     continue
                 valid_from = episode.event_time
                 if predicate in _DATED or rule.ends:

@@ -14,6 +14,7 @@ from .rule_parts import (
     IM,
     LEAD,
     NAME,
+    NOT_RELATIVE,
     OBJ,
     PETS,
     RELATION_WORDS,
@@ -32,6 +33,7 @@ from .rule_parts import (
     phrase,
     place,
     plan,
+    possession,
     relation,
     rule,
     simple,
@@ -88,6 +90,12 @@ _OFTEN_END = r"(?=\s*(?:[,.;:!?)]|$)|\s+(?:and|but|to|so|because|for|with|at|in|
 _ROUTINE = rf"(?P<obj>{_NOT_ROUTINE}[a-z]+(?:\s+[A-Za-z'-]+){{0,5}}?)\s+(?:{_OFTEN}){_OFTEN_END}"
 
 
+#: Outings and gatherings one plans or books ("a trip to Lisbon", "a family dinner").
+_PLANNED = (
+    r"trip|vacation|holiday|getaway|cruise|tour|flight|party|visit|wedding|dinner|picnic|"
+    r"reunion|celebration|camping trip|road trip"
+)
+
 # Nouns after a pet word that make it a thing, not a pet ("a fish tank").
 _PET_THINGS = r"(?i:tank|food|bed|toy|sitter|walker|house|cage|bowl|park|show|treats?|hair)\b"
 
@@ -102,6 +110,55 @@ def _routine(match: re.Match[str]) -> tuple[str, str] | None:
     if not obj or obj.lower() in ("take", "do", "get", "make", "have", "go", "use"):
         return None  # a light verb alone says nothing ("like I usually do")
     return "habit", obj
+
+
+_STARTED = begun("started")
+
+
+def _begun(match: re.Match[str]) -> tuple[str, str] | None:
+    """An activity begun ("started playing chess"); begun with a frequency it is a
+    routine ("started volunteering once a month": a habit, not an event)."""
+    built = _STARTED(match)
+    if built is None or not re.search(_OFTEN, match.group("obj")):
+        return built
+    return "habit", built[1]
+
+
+#: Degree words before "fan" ("a huge fan"), not what the speaker is a fan of.
+_FAN_DEGREE = r"big|huge|total|massive|die-hard|diehard|lifelong|longtime|great|true|real"
+#: Things "the" names in general, not one just shown ("I love the outdoors").
+_GENERIC_THE = re.compile(
+    r"^the\s+(?:outdoors|beach|ocean|sea|mountains|countryside|rain|snow|sun|water|theatre|"
+    r"theater|opera|ballet|cinema|movies|city|woods|forest)\b",
+    re.IGNORECASE,
+)
+_LIKES = activity("likes")
+
+
+def _taste(match: re.Match[str]) -> tuple[str, str] | None:
+    """A liking said with a verb: "the X" after it is a reaction to something just
+    shown or said ("I like the template", "I love the connection to nature"), not a
+    taste, unless it names a thing in general ("I love the outdoors")."""
+    obj = match.group("obj").strip()
+    if re.match(r"the\s", obj, re.IGNORECASE) and not _GENERIC_THE.match(obj):
+        return None
+    return _LIKES(match)
+
+
+def _said_favourite(match: re.Match[str]) -> tuple[str, str] | None:
+    """ "Painting landscapes is my favorite!": the whole subject is the liking."""
+    obj = match.group("obj").strip()
+    if _DEICTIC_SUBJECT.match(obj):
+        return None
+    return "likes", obj
+
+
+# Subjects that point at something said before ("This one is my favorite").
+_DEICTIC_SUBJECT = re.compile(
+    r"^(?:it|this|that|these|those|mine|which|what|one|he|she|they|the|his|her|their|"
+    r"your|so|and|but|oh|yes|well)\b",
+    re.IGNORECASE,
+)
 
 
 def _allergy(match: re.Match[str]) -> tuple[str, str] | None:
@@ -206,6 +263,11 @@ STATE_RULES: tuple[Rule, ...] = (
         pet,
     ),
     rule(rf"(?i:\b(?:my|our)\s+(?:new\s+)?){PETS}(?:,)?\s+{NAME}\b", pet),
+    rule(
+        rf"(?i:\b(?:I|we)\s+(?:{LEAD})?(?:have|had|got|adopted|rescued|'ve got|’ve got)\b)"
+        rf"[^.!?]*?,\s+(?i:an?\s+(?:[\w-]+\s+){{0,3}}?){PETS}(?i:,?\s+(?:named|called))\s+{NAME}",
+        pet,
+    ),
     rule(rf"(?i:\bmy\s+){PETS}(?i:(?:'s|’s)\s+name\s+is)\s+{NAME}", pet),
     rule(
         rf"(?i:\b(?:I|we)\s+(?:just\s+)?(?:have|got|adopted|'ve got|’ve got)\s+"
@@ -216,7 +278,7 @@ STATE_RULES: tuple[Rule, ...] = (
     rule(
         rf"{WE}\s+(?i:{LEAD})?(?i:bought|purchased|ordered|picked up|own)\s+"
         rf"(?i:myself\s+)?(?P<obj>(?i:a|an|my|the|some)\s+[^,.;:!?()\"\n]+)",
-        simple("owns"),
+        possession("owns"),
     ),
     rule(
         rf"{I}\s+(?i:{LEAD})?(?i:got)\s+(?i:myself\s+)?"
@@ -235,9 +297,26 @@ STATE_RULES: tuple[Rule, ...] = (
         favourite,
     ),
     rule(
-        rf"{I}\s+(?i:really\s+|absolutely\s+|totally\s+|also\s+|just\s+)?(?i:love|like|enjoy|adore)"
+        rf"{NOT_RELATIVE}{I}\s+(?i:really\s+|absolutely\s+|totally\s+|also\s+|just\s+)?"
+        rf"(?i:love|like|enjoy|adore)"
         rf"\s+{OBJ}",
+        _taste,
+    ),
+    rule(
+        rf"{IM}\s+(?i:{LEAD})?(?i:an?)\s+(?:(?i:{_FAN_DEGREE})\s+)?"
+        rf"(?P<obj>(?!(?i:{_FAN_DEGREE})\b)[\w'’-]+(?:\s+[A-Z][\w'’-]+)?)\s+(?i:fan)\b(?!\s+(?i:of)\b)",
+        simple("likes"),
+    ),
+    rule(
+        rf"{I}(?:'ve|’ve| have)?\s+(?i:always\s+)?(?i:had|have|got)\s+(?i:a)\s+"
+        rf"(?:(?i:real|deep|great|huge|special)\s+)?(?i:love|passion)\s+(?i:for|of)\s+"
+        rf"{OBJ}",
         activity("likes"),
+    ),
+    rule(
+        r"^(?P<obj>(?:[\w'’-]+\s+){0,5}?[\w'’-]+)\s+(?i:is|are)\s+(?i:my)\s+"
+        r"(?:(?i:absolute|all-time)\s+)?(?i:fav(?:ou|o)rite)\s*[.!]*$",
+        _said_favourite,
     ),
     rule(
         rf"{IM}\s+(?i:{LEAD})?(?i:obsessed with|into|hooked on|keen on|passionate about|"
@@ -258,9 +337,10 @@ STATE_RULES: tuple[Rule, ...] = (
         plan,
     ),
     rule(rf"{I}\s+(?i:{LEAD})?(?i:plan|intend|decided)\s+to\s+{OBJ}", plan),
+    rule(rf"{WERE}\s+(?i:{LEAD})?(?i:planning)\s+to\s+{OBJ}", plan),
     rule(
-        rf"{IM}\s+(?i:{LEAD})?(?:(?i:trying to plan|planning)\s+)"
-        rf"(?P<obj>(?i:a|an)\s+(?:\w+\s+){{0,3}}?(?i:trip|vacation|holiday|party|visit|wedding)"
+        rf"(?:{WERE}\s+(?i:{LEAD})?(?i:trying to plan|planning)|{WE}\s+(?i:{LEAD})?(?i:plan|booked|"
+        rf"reserved))\s+(?P<obj>(?i:a|an)\s+(?:[\w-]+\s+){{0,3}}?(?i:{_PLANNED})"
         rf"\b[^,.;:!?()\"\n]*)",
         plan,
     ),
@@ -303,8 +383,8 @@ STATE_RULES: tuple[Rule, ...] = (
         _routine,
     ),
     rule(
-        rf"{I}\s+(?i:usually|always|regularly|normally|typically)\s+"
-        rf"(?P<obj>{_NOT_ROUTINE}[a-z]+(?:\s+[A-Za-z'-]+){{1,4}})",
+        rf"{I}\s+(?i:usually|always|often|regularly|normally|typically)\s+"
+        rf"(?P<obj>{_NOT_ROUTINE}[a-z]+(?:\s+[A-Za-z'-]+){{1,9}})",
         _routine,
     ),
     rule(rf"{I}\s+(?i:{LEAD})?(?i:smoke)\b", fixed("habit", "smoking")),
@@ -318,13 +398,19 @@ STATE_RULES: tuple[Rule, ...] = (
         simple("attended"),
     ),
     rule(
+        rf"{WE}\s+(?i:{LEAD})?(?i:got back|came back|returned|came home)\s+from\s+"
+        rf"(?:(?i:a|an|my|our)\s+(?:[\w-]+\s+){{0,2}}?(?i:trip|vacation|holiday|visit|journey)\s+"
+        rf"(?i:to)\s+)?{OBJ}",
+        place("visited"),
+    ),
+    rule(
         rf"{I}\s+(?i:{LEAD})?(?i:joined|rejoined|signed up for|enrolled in)\s+{OBJ}",
         simple("started"),
     ),
     rule(
-        rf"{I}\s+(?i:{LEAD})?(?i:started|began|took up)\s+"
+        rf"{I}(?:'ve|’ve| have)?\s+(?i:{LEAD})?(?i:started|began|took up)\s+"
         rf"(?!(?i:working|going|doing|getting|dating)\b)(?P<obj>[a-z]+ing\b[^,.;:!?()\"\n]*)",
-        begun("started"),
+        _begun,
     ),
     rule(
         rf"{I}\s+(?i:{LEAD})?(?i:finished|completed|graduated from|ran)\s+{OBJ}",
