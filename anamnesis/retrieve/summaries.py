@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Sequence
+from functools import lru_cache
 
 import numpy as np
 
@@ -40,9 +41,19 @@ def _stem(word: str) -> str:
     return base[:-1] if len(base) > 3 and base.endswith("s") else base
 
 
+@lru_cache(maxsize=8192)
+def _terms_of(text: str) -> tuple[Counter[str], int]:
+    """An item's stemmed word counts and its length in words (cached: an item's text
+    only changes when it is rebuilt, and every search of its scope reads it; the
+    counts are read-only)."""
+    counts = Counter(_stem(w) for w in words(text))
+    return counts, sum(counts.values())
+
+
 def bm25_scores(terms: Sequence[str], texts: Sequence[str]) -> list[float]:
     """Okapi BM25 of each text for ``terms`` (light plural stemming on both sides)."""
-    docs = [Counter(_stem(w) for w in words(t)) for t in texts]
+    parsed = [_terms_of(t) for t in texts]
+    docs = [counts for counts, _ in parsed]
     if not docs:
         return []
     query = list(dict.fromkeys(_stem(t) for t in terms))
@@ -50,10 +61,9 @@ def bm25_scores(terms: Sequence[str], texts: Sequence[str]) -> list[float]:
     for term in query:
         df = sum(1 for d in docs if term in d)
         idf[term] = math.log(1 + (len(docs) - df + 0.5) / (df + 0.5))
-    average = sum(sum(d.values()) for d in docs) / len(docs) or 1.0
+    average = sum(length for _, length in parsed) / len(docs) or 1.0
     scores = []
-    for doc in docs:
-        length = sum(doc.values())
+    for doc, length in parsed:
         score = 0.0
         for term in query:
             tf = doc.get(term, 0)
@@ -75,7 +85,7 @@ def matching_items(
     each with its cosine to ``vector``."""
     found = [
         (row, v)
-        for row, v in store.find_derived(scope)
+        for row, v in store.find_derived(scope, whole=False)
         if v is not None and (kinds is None or row.kind in kinds)
     ]
     if not found:

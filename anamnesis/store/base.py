@@ -572,10 +572,11 @@ class Store(Protocol):
         ...
 
     def find_derived(
-        self, scope: Scope, kind: str | None = None
+        self, scope: Scope, kind: str | None = None, *, whole: bool = True
     ) -> list[tuple[DerivedRow, np.ndarray | None]]:
         """The derived items of ``scope`` (of one ``kind``, or all), with their vectors.
-        A scope with a session sees that session's summaries only."""
+        A scope with a session sees that session's summaries only. Not ``whole``: no
+        provenance and an empty body (what matching an item against a question reads)."""
         ...
 
     def derived_episodes(

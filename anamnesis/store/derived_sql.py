@@ -108,9 +108,10 @@ class DerivedSQL:
         return deleted
 
     def find(
-        self, conn: Conn, scope: Scope, kind: str | None
+        self, conn: Conn, scope: Scope, kind: str | None, whole: bool = True
     ) -> list[tuple[DerivedRow, np.ndarray | None]]:
-        """The items of ``scope`` (and of its session, if it names one), with vectors."""
+        """The items of ``scope`` (and of its session, if it names one), with vectors;
+        without their provenance and body (``{}``) unless ``whole``."""
         where, params = self._where(scope, with_session=True)
         if kind is not None:
             where += f" AND d.kind = {self.d.mark}"
@@ -121,7 +122,7 @@ class DerivedSQL:
             params,
         ).fetchall()
         sources: dict[str, list[str]] = {}
-        ids = [r[0] for r in rows]
+        ids = [r[0] for r in rows] if whole else []
         for start in range(0, len(ids), 500):
             sql, values = self.d.in_list("s.item_id", ids[start : start + 500])
             for item_id, episode_id in conn.execute(
@@ -131,9 +132,9 @@ class DerivedSQL:
                 values,
             ).fetchall():
                 sources.setdefault(item_id, []).append(episode_id)
-        return [(self._row(r, sources.get(r[0], ())), _vector(r[12])) for r in rows]
+        return [(self._row(r, sources.get(r[0], ()), whole), _vector(r[12])) for r in rows]
 
-    def _row(self, row: Sequence[Any], provenance: Sequence[str]) -> DerivedRow:
+    def _row(self, row: Sequence[Any], provenance: Sequence[str], body: bool = True) -> DerivedRow:
         t = self.d.time_out
         return DerivedRow(
             id=row[0],
@@ -143,7 +144,7 @@ class DerivedSQL:
             session_id=row[4],
             subject=row[5],
             text=row[6],
-            body=self.d.json_out(row[7]),
+            body=self.d.json_out(row[7]) if body else {},
             provenance=tuple(provenance),
             start_time=None if row[8] is None else t(row[8]),
             end_time=None if row[9] is None else t(row[9]),
@@ -245,10 +246,10 @@ class DerivedReads:
         raise NotImplementedError
 
     def find_derived(
-        self, scope: Scope, kind: str | None = None
+        self, scope: Scope, kind: str | None = None, *, whole: bool = True
     ) -> list[tuple[DerivedRow, np.ndarray | None]]:
         with self._fact_snapshot() as conn:
-            return self._derived.find(conn, scope, kind)
+            return self._derived.find(conn, scope, kind, whole)
 
     def derived_episodes(
         self, item_ids: Sequence[str], scope: Scope, filters: Filters
