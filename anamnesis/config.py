@@ -99,7 +99,9 @@ class SearchConfig:
 #: on data it was not tuned on (BENCHMARKS.md, "Leave one data set out"). Candidates
 #: from BM25 and MiniLM, the named speaker's own turns, the turns of the role a question
 #: addresses, pseudo-relevance feedback, the best sessions' turns, the reply after a
-#: best hit that asks, and the times the question names; fused by score-aware RRF
+#: best hit that asks, the times the question names, and the turns behind the session
+#: summaries and profiles that match (once ``consolidate`` has built them; untuned,
+#: weight 1; without them the channel proposes nothing); fused by score-aware RRF
 #: (weights from a documented sweep on LoCoMo and BEAM: refitted on all three dev data
 #: sets they did no better on chats none of them holds); then a boost for turns dated
 #: in the named time, a prior against short asking turns, a boost for turns that name a
@@ -119,6 +121,7 @@ DEFAULT = SearchConfig(
         "role_lexical",
         "role_dense",
         "replies",
+        "summaries",
     ),
     weights={
         "lexical": 0.25,
@@ -130,6 +133,7 @@ DEFAULT = SearchConfig(
         "role_lexical": 2.0,
         "role_dense": 2.0,
         "replies": 2.0,
+        "summaries": 1.0,
     },
     stages=("time_match", "question_prior", "place_prior", "exact_match"),
     stage_options={"time_match": {"exact": 3.0}, "question_prior": {"factor": 0.6}},

@@ -24,7 +24,8 @@ ROOT = Path(__file__).parent.parent
 #: Each configuration as it was before the presets moved (their repr at 70d979f), but
 #: ``default``: since issue 22 it is ``full-priors-guards`` (the learned ranker did not
 #: transfer to data it was not fitted on; two guards written away from the benchmarks
-#: joined), and ``no-ranker`` is gone with it.
+#: joined), and ``no-ranker`` is gone with it; since issue 23 it also reads the session
+#: summaries and profiles (``full-priors-guards-summaries``).
 BEFORE = json.loads((Path(__file__).parent / "fixtures" / "bench_presets.json").read_text())
 #: Stages that need something this machine has not: an LLM endpoint, a cross-encoder.
 NEEDS_A_MODEL = {"hyde", "decompose-llm", "cross-encoder"}
@@ -53,7 +54,7 @@ def test_users_see_a_handful_of_presets_each_explained() -> None:
 
 
 def test_the_public_presets_are_the_measured_ones_under_plain_names() -> None:
-    assert PRESETS["default"] == BENCH_PRESETS["full-priors-guards"]
+    assert PRESETS["default"] == BENCH_PRESETS["full-priors-guards-summaries"]
     # The learned ranker runs where it was fitted to (after fusion and the priors); the
     # guards keep acting last.
     assert PRESETS["ranker"].stages == (

@@ -154,6 +154,16 @@ STAGE_ROWS: tuple[StageRow, ...] = (
         "written for a store of templated turns, nothing tuned",
     ),
     StageRow(
+        "summaries and profiles",
+        "default-no-summaries",
+        _sets("locomo"),
+        _sets(),
+        "every chat, once consolidate has run",
+        "a session's salient sentences and a person's facts say in few words what many "
+        "turns say; matching them finds the turns behind them (two salience cues were "
+        "read off one LoCoMo conversation; the weight was never tuned)",
+    ),
+    StageRow(
         "score mix",
         "default-no-score-mix",
         _sets(),
@@ -168,13 +178,11 @@ CANDIDATES: tuple[tuple[str, str], ...] = (
     ("equal weights, no mix", "default-equal"),
     ("the default before issue 22 without its ranker", "full-priors"),
 )
-#: Issue 23's derived channel, judged the same way (run with ``--configs``): its items
-#: are built by ``consolidate``, which the harness runs for these configurations.
+#: Variants of the default's summaries channel (issue 23), run with ``--configs``.
 SUMMARY_CANDIDATES: tuple[tuple[str, str], ...] = (
-    ("summaries and profiles", "default-summaries"),
-    ("summaries only", "default-summaries-only"),
-    ("profiles only", "default-profiles"),
-    ("summaries and profiles instead of the session channel", "default-summaries-no-session"),
+    ("summaries without the profiles", "default-summaries-only"),
+    ("profiles without the summaries", "default-profiles"),
+    ("without the session channel", "default-summaries-no-session"),
 )
 #: Every configuration a data set's run holds.
 CONFIGS: tuple[str, ...] = (

@@ -257,6 +257,11 @@ BENCH_PRESETS["full-refit-guards"] = then(
     then(BENCH_PRESETS["full-refit"], "place_prior"), "exact_match"
 )
 BENCH_PRESETS["full-priors-guards"] = then(then(_PRIORS, "place_prior"), "exact_match")
+#: ... and the summaries channel (issue 23), untuned at weight 1: the default since it
+#: gained held out on LoCoMo and LongMemEval and lost nowhere (BENCHMARKS.md).
+BENCH_PRESETS["full-priors-guards-summaries"] = plus(
+    BENCH_PRESETS["full-priors-guards"], "summaries", 1.0
+)
 BENCH_PRESETS["full-ranker-speakers-guards"] = then(
     then(BENCH_PRESETS["full-ranker-speakers"], "place_prior"), "exact_match"
 )
@@ -273,6 +278,7 @@ BENCH_PRESETS["default-next"] = BENCH_PRESETS["full-refit-guards"]
 _DEFAULT = PRESETS["default"]
 BENCH_PRESETS.update(
     {
+        "default-no-summaries": without(_DEFAULT, channel="summaries"),
         "default-no-speakers": without(_DEFAULT, channel="speaker_lexical", query="speakers"),
         "default-no-prf": without(_DEFAULT, channel="prf"),
         "default-no-session": without(_DEFAULT, channel="session"),
@@ -290,19 +296,12 @@ BENCH_PRESETS.update(
         "default-session-role": _DEFAULT.with_options("session", role="addressed"),
     }
 )
-#: The default plus the ``summaries`` channel (session summaries and profiles, built by
-#: ``consolidate``) at weight 1, untuned: the measurement of issue 23 (study
-#: "Session summaries and profiles"). Not in the default.
-BENCH_PRESETS["default-summaries"] = plus(_DEFAULT, "summaries", 1.0)
-#: The same channel over one kind of item: the sessions' summaries, or the profiles.
-BENCH_PRESETS["default-summaries-only"] = BENCH_PRESETS["default-summaries"].with_options(
-    "summaries", kinds=("summary",)
-)
-BENCH_PRESETS["default-profiles"] = BENCH_PRESETS["default-summaries"].with_options(
-    "summaries", kinds=("profile",)
-)
-#: The summaries channel in place of the session channel (both propose the turns of
-#: the sessions that match; the summaries only their salient turns).
-BENCH_PRESETS["default-summaries-no-session"] = without(
-    BENCH_PRESETS["default-summaries"], channel="session"
-)
+#: The summaries channel (session summaries and profiles, built by ``consolidate``) as
+#: it was measured before it joined the default (study "Session summaries and
+#: profiles"): ``default-summaries`` is now the default itself; over one kind of item
+#: only (the sessions' summaries, or the profiles); and in place of the session channel
+#: (both propose the turns of the sessions that match; it lost, BENCHMARKS.md).
+BENCH_PRESETS["default-summaries"] = _DEFAULT
+BENCH_PRESETS["default-summaries-only"] = _DEFAULT.with_options("summaries", kinds=("summary",))
+BENCH_PRESETS["default-profiles"] = _DEFAULT.with_options("summaries", kinds=("profile",))
+BENCH_PRESETS["default-summaries-no-session"] = without(_DEFAULT, channel="session")
