@@ -26,7 +26,8 @@ STOPWORDS = frozenset(
 
 def words(text: str) -> list[str]:
     """Lower-cased word tokens of ``text``, apostrophes normalised."""
-    return [w.replace("’", "'") for w in _WORD.findall(text.lower())]
+    found: list[str] = _WORD.findall(text.lower().replace("’", "'"))
+    return found
 
 
 def search_terms(text: str) -> list[str]:

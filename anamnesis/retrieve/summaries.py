@@ -46,8 +46,11 @@ def _terms_of(text: str) -> tuple[Counter[str], int]:
     """An item's stemmed word counts and its length in words (cached: an item's text
     only changes when it is rebuilt, and every search of its scope reads it; the
     counts are read-only)."""
-    counts = Counter(_stem(w) for w in words(text))
-    return counts, sum(counts.values())
+    raw = Counter(words(text))  # stem each distinct word once, not each occurrence
+    counts: Counter[str] = Counter()
+    for word, n in raw.items():
+        counts[_stem(word)] += n
+    return counts, sum(raw.values())
 
 
 def bm25_scores(terms: Sequence[str], texts: Sequence[str]) -> list[float]:
