@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from llm_fixtures import FakeLLM
 
 from anamnesis import Memory
 from anamnesis.embed.minilm import MiniLMEmbedder
@@ -27,3 +28,11 @@ def memory(db_path: Path, embedder: MiniLMEmbedder) -> Iterator[Memory]:
     """A fresh, empty SQLite memory."""
     with Memory(path=db_path, embedder=embedder) as mem:
         yield mem
+
+
+@pytest.fixture
+def fake_llm() -> Iterator[FakeLLM]:
+    """A fake OpenAI-compatible chat server on loopback (``llm_fixtures.FakeLLM``)."""
+    fake = FakeLLM()
+    yield fake
+    fake.close()

@@ -1,14 +1,12 @@
 """The LLM extractor and the escalation of ambiguous conflicts, against a fake
-OpenAI-compatible server on loopback (real HTTP, scripted replies)."""
+OpenAI-compatible server on loopback (real HTTP, scripted replies: the ``fake_llm``
+fixture, ``llm_fixtures.FakeLLM``)."""
 
 from __future__ import annotations
 
 import json
 import re
-import threading
-from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -16,54 +14,9 @@ from anamnesis import Memory
 from anamnesis.facts.llm_extract import LLMJudge
 from anamnesis.facts.resolve import AMBIGUOUS_SIMILARITY, SAME_ATTRIBUTE_SIMILARITY, Resolver
 from anamnesis.facts.types import ConsolidationReport, Draft
-from anamnesis.llm import ChatClient, LLMError
+from anamnesis.llm import LLMError
 from anamnesis.store.base import FactQuery
 from anamnesis.types import Episode, Scope
-
-Script = Callable[[str], str]
-
-
-class FakeLLM:
-    """A loopback chat-completions server; ``script`` maps a prompt to a reply."""
-
-    def __init__(self) -> None:
-        self.prompts: list[str] = []
-        self.script: Script = lambda prompt: '{"facts": []}'
-        fake = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                prompt = body["messages"][-1]["content"]
-                fake.prompts.append(prompt)
-                reply = {
-                    "choices": [{"message": {"content": fake.script(prompt)}}],
-                    "usage": {"prompt_tokens": 10, "completion_tokens": 5},
-                }
-                data = json.dumps(reply).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args: object) -> None:
-                return
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def client(self) -> ChatClient:
-        port = self.server.server_address[1]
-        return ChatClient(f"http://127.0.0.1:{port}/v1", "fake-model", attempts=1, backoff=0.0)
-
-
-@pytest.fixture
-def fake_llm() -> Iterator[FakeLLM]:
-    fake = FakeLLM()
-    yield fake
-    fake.server.shutdown()
-    fake.server.server_close()
 
 
 def message_of(prompt: str) -> str:
