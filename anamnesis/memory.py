@@ -113,8 +113,8 @@ class Memory(ReadVerbs, FactVerbs, LifecycleVerbs, GateVerbs):
     so the first search is fast; pass False for short-lived processes that only write.
     ``create=False`` raises NotFoundError instead of creating a missing SQLite store
     (for tools that only read).
-    ``llm`` is an optional OpenAI-compatible client for fact extraction and ambiguous
-    conflicts (``"env"``: configured from ``ANAMNESIS_LLM_*``); None uses rules only.
+    ``llm`` is an optional OpenAI-compatible client for fact extraction, ambiguous
+    conflicts and session summaries (``"env"``: from ``ANAMNESIS_LLM_*``); None: no model.
     ``gate`` is the encoding gate: None or ``"off"`` (the default) stores every episode
     in the hot indexes; a preset name (``"lenient"``, ``"truememory"`` = ``"default"``,
     ``"strict"``; ``anamnesis.ingest.gate.GATE_PRESETS``) or a ``GateConfig`` judges
@@ -227,11 +227,10 @@ class Memory(ReadVerbs, FactVerbs, LifecycleVerbs, GateVerbs):
 
     @property
     def capabilities(self) -> dict[str, Any]:
-        """What is active: backend, embedder, vector search, lexical search, LLM, and
-        whether third-party telemetry is off (``"off"``, or why it may not be), and
-        whether the store is healthy (``"ok"``, or the damage found: writes refused),
-        and whether usage counters are being written (``"ok"``, or why not), and the
-        encoding gate's settings (``"off"``, a preset name, or ``"custom"``)."""
+        """What is active: backend, embedder, search, LLM, summaries (``"extractive"``,
+        ``"abstractive"``, or why they fell back), telemetry (``"off"``, or why not), store
+        health (``"ok"``, or the damage: writes refused), usage counters (``"ok"``, or why
+        not), the encoding gate (``"off"``, a preset name, or ``"custom"``)."""
         damage = self._store.damage
         return {
             "backend": self._store.backend,
@@ -243,6 +242,7 @@ class Memory(ReadVerbs, FactVerbs, LifecycleVerbs, GateVerbs):
             "search_stages": list(self.config.stages),
             "llm": self.llm.model if self.llm is not None else None,
             "fact_extractor": "llm" if self.llm is not None else "rules",
+            "summaries": self._summaries_state(),
             "consolidation": self._worker.state if self._worker is not None else "manual",
             "usage_counters": self._usage.state,
             "telemetry": offline.telemetry(),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from .consolidate.abstractive import ABSTRACTIVE, EXTRACTIVE, Summarizer
 from .embed.base import Embedder
 from .errors import InvalidInputError
 from .facts.types import ConsolidationReport
@@ -25,6 +26,7 @@ class FactVerbs:
     _embedder: Embedder
     llm: ChatClient | None
     _worker: ConsolidationWorker | None = None
+    _summarizer: Summarizer | None = None
 
     def _scope(self, user_id: str | None, agent_id: str | None, session_id: str | None) -> Scope:
         raise NotImplementedError  # pragma: no cover - provided by Memory
@@ -37,6 +39,7 @@ class FactVerbs:
         session_id: str | None = None,
         limit: int | None = None,
         extractor: str | None = None,
+        summaries: str | None = None,
     ) -> ConsolidationReport:
         """Extract facts from the scope's episodes that no consolidation has read yet,
         then rebuild the summaries of the sessions and the profiles of the people that
@@ -45,6 +48,10 @@ class FactVerbs:
         Runs the LLM extractor when the Memory has an LLM, else the rule extractor
         (``extractor="rules"`` or ``"llm"`` chooses). A new value of a single-valued
         fact supersedes the old one, which is kept. ``limit`` caps the episodes read.
+        Session summaries are written by the LLM when there is one, else extractive
+        (``summaries="extractive"`` or ``"abstractive"`` chooses); a summary of the
+        other kind is rebuilt. A failing endpoint leaves extractive summaries, warns
+        once and shows in ``capabilities["summaries"]``.
         """
         from .consolidate.build import refresh
         from .facts.consolidate import consolidate
@@ -52,6 +59,7 @@ class FactVerbs:
         if limit is not None and (not isinstance(limit, int) or limit < 1):
             raise InvalidInputError("limit must be a positive integer or None")
         scope = self._scope(user_id, agent_id, session_id)
+        summarizer = self._summarizer_for(summaries)
         report = consolidate(
             self._store,
             self._embedder,
@@ -60,14 +68,48 @@ class FactVerbs:
             extractor=extractor,  # type: ignore[arg-type]
             limit=limit,
         )
-        derived = refresh(self._store, self._embedder, scope)
+        derived = refresh(self._store, self._embedder, scope, summarizer=summarizer)
         report.summaries = derived.summaries
+        report.abstractive_summaries = derived.abstractive
+        report.summary_fallbacks = derived.fallbacks
         report.profiles = derived.profiles
         report.derived_dropped = derived.dropped
         return report
 
+    def _summarizer_for(self, summaries: str | None) -> Summarizer | None:
+        """The summarizer a consolidation uses: None for extractive summaries."""
+        chosen = summaries or (ABSTRACTIVE if self.llm is not None else EXTRACTIVE)
+        if chosen not in (ABSTRACTIVE, EXTRACTIVE):
+            raise InvalidInputError(
+                f"unknown summaries {chosen!r}; choose 'extractive' or 'abstractive'"
+            )
+        if chosen == EXTRACTIVE:
+            return None
+        if self.llm is None:
+            raise InvalidInputError(
+                "summaries='abstractive' needs an LLM: pass llm=ChatClient(...) to Memory, "
+                "or set ANAMNESIS_LLM_BASE_URL and ANAMNESIS_LLM_MODEL and pass llm='env'"
+            )
+        if self._summarizer is None or self._summarizer.client is not self.llm:
+            self._summarizer = Summarizer(self.llm)
+        return self._summarizer
+
+    def _summaries_state(self) -> str:
+        """``capabilities["summaries"]``: ``"extractive"`` without an LLM, else
+        ``"abstractive"`` or why the last summary fell back to extractive."""
+        if self.llm is None:
+            return EXTRACTIVE
+        summarizer = self._summarizer
+        if summarizer is None or summarizer.client is not self.llm:
+            return ABSTRACTIVE
+        return summarizer.state
+
     def start_consolidation(
-        self, *, interval: float = 60.0, extractor: str | None = None
+        self,
+        *,
+        interval: float = 60.0,
+        extractor: str | None = None,
+        summaries: str | None = None,
     ) -> ConsolidationWorker:
         """Consolidate in the background: every ``interval`` seconds, a thread runs
         ``consolidate`` on each user/agent scope that received episodes since (and, on
@@ -81,9 +123,13 @@ class FactVerbs:
             raise InvalidInputError("a background consolidation is already running")
         if not isinstance(interval, (int, float)) or interval <= 0:
             raise InvalidInputError("interval must be a positive number of seconds")
+        self._summarizer_for(summaries)  # a bad choice fails here, not in the thread
         self._worker = ConsolidationWorker(
             lambda scope: self.consolidate(
-                user_id=scope.user_id, agent_id=scope.agent_id, extractor=extractor
+                user_id=scope.user_id,
+                agent_id=scope.agent_id,
+                extractor=extractor,
+                summaries=summaries,
             ),
             interval=float(interval),
             scopes=self._store.unconsolidated_scopes(),

@@ -8,6 +8,11 @@ when its person's facts changed. Items whose session or facts are gone are dropp
 Writes go in batches of ``BATCH_SIZE`` items, each batch one transaction: a run cut
 anywhere leaves every stored item whole and consistent with its fingerprint, and the
 next run builds what is still due, to the same result.
+
+Given a ``Summarizer`` (``anamnesis.consolidate.abstractive``), sessions get the
+model's summary instead of the extractive one; a summary is then due when it is not
+the model's (its fingerprint holds the mode and the model), so turning the model on,
+off or changing it rebuilds every summary at the next run.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from ..embed.base import Embedder
 from ..store.base import DerivedRow, FactQuery, SessionPrint, Store, fact_scope
 from ..types import Episode, Fact, Scope
 from . import profiles, summaries
+from .abstractive import Summarizer
 
 #: Items written per transaction.
 BATCH_SIZE = 20
@@ -40,14 +46,24 @@ class RefreshReport:
     summaries: int = 0
     profiles: int = 0
     dropped: int = 0
+    #: Of ``summaries``: written by the model / extractive because the model failed.
+    abstractive: int = 0
+    fallbacks: int = 0
 
 
 def refresh(
-    store: Store, embedder: Embedder, scope: Scope, *, batch_size: int | None = None
+    store: Store,
+    embedder: Embedder,
+    scope: Scope,
+    *,
+    batch_size: int | None = None,
+    summarizer: Summarizer | None = None,
 ) -> RefreshReport:
     """Rebuild the summaries and profiles of ``scope`` that are out of date, in
-    transactions of ``batch_size`` items (default ``BATCH_SIZE``)."""
+    transactions of ``batch_size`` items (default ``BATCH_SIZE``); with a
+    ``summarizer``, the summaries are the model's (module docstring)."""
     batch_size = batch_size or BATCH_SIZE
+    run = summarizer.start() if summarizer is not None else None
     report = RefreshReport()
     home = fact_scope(scope)
     now = datetime.now(UTC)
@@ -62,7 +78,7 @@ def refresh(
         for p in prints
         if (p.agent_id, p.session_id) not in pending
         and _fingerprint(stored, summaries.summary_id(home.user_id, p.agent_id, p.session_id))
-        != p.fingerprint
+        != (summarizer.fingerprint(p) if summarizer is not None else p.fingerprint)
     ]
     alive = {summaries.summary_id(home.user_id, p.agent_id, p.session_id) for p in prints}
     stale = [
@@ -74,14 +90,15 @@ def refresh(
     ]
     objects = _fact_objects(facts)
     for agent_id, batch in _batches(due, batch_size):
+        build = summaries.build_summary if run is None else run.build
         rows = [
-            summaries.build_summary(
-                home.user_id, p, _session_episodes(store, home.user_id, p), objects, now
-            )
+            build(home.user_id, p, _session_episodes(store, home.user_id, p), objects, now)
             for p in batch
         ]
         _write(store, embedder, Scope(home.user_id, agent_id), rows, ())
         report.summaries += len(rows)
+    if run is not None:
+        report.abstractive, report.fallbacks = run.abstractive, run.fallbacks
     by_person = _by_person(facts)
     profile_rows = [
         (agent_id, subject, items)

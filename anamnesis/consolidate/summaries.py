@@ -1,4 +1,5 @@
-"""Session summaries: the salient sentences of a session, with their provenance.
+"""Session summaries: the salient sentences of a session, with their provenance
+(``abstractive`` builds the LLM's kind from the same row).
 
 One summary per session (and agent), stored as a derived item of kind ``summary``
 whose ``fingerprint`` is the session's (``Store.session_prints``): a summary is
@@ -83,4 +84,6 @@ def to_summary(row: DerivedRow) -> SessionSummary:
         started_at=row.start_time,
         ended_at=row.end_time,
         built_at=row.built_at,
+        method=row.body.get("method", "extractive"),
+        model=row.body.get("model"),
     )

@@ -20,10 +20,15 @@ class SummaryLine:
 
 @dataclass(frozen=True, slots=True)
 class SessionSummary:
-    """An extractive summary of one session: its most salient sentences in order.
+    """A summary of one session.
 
-    ``provenance`` holds the ids of the episodes its lines were drawn from;
-    ``started_at`` / ``ended_at`` the event times of the session's first and last turn.
+    ``method`` says how it was made: ``"extractive"`` (``text`` is the session's most
+    salient sentences in order, ``lines``) or ``"abstractive"`` (``text`` is what
+    ``model`` wrote from the session's turns; ``lines`` still holds the extractive
+    sentences it was shown as the important ones). ``provenance`` holds the ids of the
+    episodes the lines were drawn from (extractive) or of every turn shown to the
+    model (abstractive); ``started_at`` / ``ended_at`` the event times of the
+    session's first and last turn.
     """
 
     id: str
@@ -36,6 +41,8 @@ class SessionSummary:
     started_at: datetime | None
     ended_at: datetime | None
     built_at: datetime
+    method: str = "extractive"
+    model: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -58,3 +58,7 @@ class ConsolidationReport:
     summaries: int = 0
     profiles: int = 0
     derived_dropped: int = 0
+    #: Of ``summaries``: written by the LLM / extractive because the LLM failed
+    #: (``anamnesis.consolidate.abstractive``).
+    abstractive_summaries: int = 0
+    summary_fallbacks: int = 0
