@@ -381,6 +381,7 @@ class AsyncMemory(AsyncLifecycleVerbs):
         session_id: str | None = None,
         limit: int | None = None,
         extractor: str | None = None,
+        summaries: str | None = None,
     ) -> ConsolidationReport:
         """``Memory.consolidate``, run on the writer thread."""
         return await self._write(
@@ -390,14 +391,22 @@ class AsyncMemory(AsyncLifecycleVerbs):
             session_id=session_id,
             limit=limit,
             extractor=extractor,
+            summaries=summaries,
         )
 
     async def start_consolidation(
-        self, *, interval: float = 60.0, extractor: str | None = None
+        self,
+        *,
+        interval: float = 60.0,
+        extractor: str | None = None,
+        summaries: str | None = None,
     ) -> ConsolidationWorker:
         """``Memory.start_consolidation``, run on the writer thread."""
         return await self._write(
-            self._memory.start_consolidation, interval=interval, extractor=extractor
+            self._memory.start_consolidation,
+            interval=interval,
+            extractor=extractor,
+            summaries=summaries,
         )
 
     async def facts(

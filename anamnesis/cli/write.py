@@ -200,6 +200,13 @@ def delete(
     show_default=True,
     help="llm needs ANAMNESIS_LLM_BASE_URL and ANAMNESIS_LLM_MODEL.",
 )
+@click.option(
+    "--summaries",
+    type=click.Choice(["extractive", "abstractive"]),
+    default=None,
+    help="abstractive: session summaries written by the LLM (ANAMNESIS_LLM_*); "
+    "default: abstractive with --extractor llm, else extractive.",
+)
 @click.pass_context
 def consolidate(
     ctx: click.Context,
@@ -208,9 +215,10 @@ def consolidate(
     session_id: str | None,
     limit: int | None,
     extractor: str,
+    summaries: str | None,
 ) -> None:
     """Extract facts from episodes not yet consolidated; print what changed as JSON."""
-    if extractor == "llm":
+    if extractor == "llm" or summaries == "abstractive":
         ctx.obj["llm"] = "env"
     with handled():
         memory = open_memory(ctx)
@@ -220,6 +228,7 @@ def consolidate(
             session_id=session_id,
             limit=limit,
             extractor=extractor,
+            summaries=summaries,
         )
     click.echo(json.dumps(asdict(report)))
 

@@ -294,12 +294,17 @@ class RemoteMemory:
         session_id: str | None = None,
         limit: int | None = None,
         extractor: str | None = None,
+        summaries: str | None = None,
     ) -> ConsolidationReport:
         """``Memory.consolidate``, over HTTP."""
         return self._call("consolidate", locals())
 
     def start_consolidation(
-        self, *, interval: float = 60.0, extractor: str | None = None
+        self,
+        *,
+        interval: float = 60.0,
+        extractor: str | None = None,
+        summaries: str | None = None,
     ) -> ConsolidationWorker:
         """Not over HTTP: background consolidation runs in the process that holds the
         store. Call ``consolidate`` (it runs on the server), or start the worker there."""

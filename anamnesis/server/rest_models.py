@@ -117,6 +117,7 @@ class ConsolidateArguments(Scoped):
 
     limit: int | None = None
     extractor: str | None = None
+    summaries: str | None = None
 
 
 class Selected(Scoped):
