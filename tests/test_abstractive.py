@@ -299,3 +299,37 @@ def test_a_failure_between_batches_leaves_whole_abstractive_items(
     assert len(rows) == 2 and all(row.body["method"] == "abstractive" for row in rows)
     monkeypatch.setattr(store, "write_derived", real_write)
     assert llm_memory.consolidate(user_id=USER, extractor="rules").abstractive_summaries == 2
+
+
+def test_an_abstractive_summary_reads_the_same_on_every_surface(tmp_path, fake_llm):
+    from dataclasses import asdict
+
+    from rest_fixtures import EDGE, RestServer
+
+    from anamnesis.server.client import RemoteMemory
+    from anamnesis.server.wire import decode
+
+    path = tmp_path / "m.db"
+    fake_llm.script = lambda prompt: "Maya signed a lease in Porto and works at Tencent."
+    with Memory(path=path, embedder=EDGE, warm=False, llm=fake_llm.client()) as memory:
+        memory.add(
+            [
+                {"role": "user", "speaker": "Maya", "content": "I signed a lease in Porto."},
+                {"role": "user", "speaker": "Maya", "content": "I work at Tencent now."},
+            ],
+            user_id="maya",
+            session_id="s1",
+        )
+        memory.consolidate(user_id="maya", extractor="rules")
+    with Memory(path=path, embedder=EDGE, warm=False) as reader:  # no LLM needed to read
+        local = reader.derived.summaries(user_id="maya")
+    assert [(s.method, s.model) for s in local] == [("abstractive", "fake-model")]
+    server = RestServer({"path": path})
+    try:
+        with RemoteMemory(server.url) as remote:
+            assert remote.derived.summaries(user_id="maya") == local
+    finally:
+        server.stop()
+    # A payload from a server that predates the fields reads as extractive.
+    old = {k: v for k, v in asdict(local[0]).items() if k not in ("method", "model")}
+    assert decode("derived.summaries", [old])[0].method == "extractive"
