@@ -11,6 +11,7 @@ mode) are rebuilt; forget drops the summary with the turn's words."""
 
 from __future__ import annotations
 
+import json
 import re
 import warnings
 from pathlib import Path
@@ -333,3 +334,29 @@ def test_an_abstractive_summary_reads_the_same_on_every_surface(tmp_path, fake_l
     # A payload from a server that predates the fields reads as extractive.
     old = {k: v for k, v in asdict(local[0]).items() if k not in ("method", "model")}
     assert decode("derived.summaries", [old])[0].method == "extractive"
+
+
+def test_the_cli_writes_abstractive_summaries_when_asked(tmp_path, fake_llm, monkeypatch):
+    from click.testing import CliRunner
+
+    from anamnesis.cli import main
+
+    port = fake_llm.server.server_address[1]
+    monkeypatch.setenv("ANAMNESIS_LLM_BASE_URL", f"http://127.0.0.1:{port}/v1")
+    monkeypatch.setenv("ANAMNESIS_LLM_MODEL", "fake-model")
+    fake_llm.script = lambda prompt: "Ana keeps bees on her roof."
+    path = str(tmp_path / "cli.db")
+
+    def cli(*args: str) -> str:
+        result = CliRunner().invoke(main, ["--path", path, "--embedder", "edge", *args])
+        assert result.exit_code == 0, result.output
+        return result.output
+
+    cli("add", "I keep bees on the roof of my flat.", "--user", "ana", "--session", "s1")
+    assert json.loads(cli("consolidate", "--user", "ana"))["abstractive_summaries"] == 0
+    assert fake_llm.prompts == []  # no flag, no model: the CLI stays offline
+    report = json.loads(cli("consolidate", "--user", "ana", "--summaries", "abstractive"))
+    assert (report["summaries"], report["abstractive_summaries"]) == (1, 1)
+    shown = json.loads(cli("facts", "--summaries", "--user", "ana", "--json"))
+    assert shown["text"].endswith(": Ana keeps bees on her roof.")
+    assert (shown["method"], shown["model"]) == ("abstractive", "fake-model")
