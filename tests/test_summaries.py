@@ -192,6 +192,13 @@ def test_the_channel_reads_only_the_kinds_it_is_given(slice_memory: Memory) -> N
             assert proposed <= behind_profiles
 
 
+def test_an_extractive_summary_proposes_every_turn_it_kept() -> None:
+    from anamnesis.consolidate.salience import MAX_LINES
+    from anamnesis.retrieve.summaries import ITEM_EPISODES
+
+    assert ITEM_EPISODES >= MAX_LINES  # the cap on an item's episodes is for the long ones
+
+
 def test_a_failure_between_batches_leaves_whole_items_and_resumes(
     slice_memory: Memory, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -6,8 +6,9 @@ the question and each item's vector, and BM25 over the items' words (a scope hol
 few hundred items at most, so both run in numpy over the scope's items), fused by
 reciprocal rank. The best ``TOP_ITEMS`` items then propose their provenance episodes
 that pass the scope and filters (in SQL), each scored by the mean of its item's
-cosine and its own cosine to the question. A profile proposes at most
-``PROFILE_EPISODES`` of its episodes. Off by default; ``consolidate`` builds the items.
+cosine and its own cosine to the question. An item proposes at most
+``ITEM_EPISODES`` of its episodes. In the default pipeline; ``consolidate`` builds the
+items, and until it has the channel proposes nothing.
 The constants are first guesses, not tuned (docs/experiments/2026-11-25-summaries-and-profiles.md).
 """
 
@@ -20,7 +21,6 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..consolidate.profiles import KIND as PROFILE
 from ..store.base import Candidate, DerivedRow, Store
 from ..types import Scope
 from .query import words
@@ -28,8 +28,10 @@ from .request import SearchRequest
 
 #: Items (summaries and profiles together) whose episodes are proposed.
 TOP_ITEMS = 4
-#: A profile's episodes proposed, the closest to the question first.
-PROFILE_EPISODES = 8
+#: An item's episodes proposed, the closest to the question first: a profile's facts
+#: and an abstractive summary's turns can be many (an extractive summary keeps at most
+#: ``consolidate.salience.MAX_LINES`` sentences, fewer than this: the cap never cuts one).
+ITEM_EPISODES = 8
 #: RRF constant fusing the dense and BM25 rankings of the items.
 ITEM_RRF_K = 10.0
 #: BM25 parameters (the usual Okapi defaults, as FTS5's).
@@ -128,8 +130,7 @@ def summaries(request: SearchRequest, limit: int) -> list[Candidate]:
             for episode_id in sources.get(row.id, [])
         ]
         scored.sort(key=lambda pair: -pair[1])
-        if row.kind == PROFILE:
-            scored = scored[:PROFILE_EPISODES]
+        scored = scored[:ITEM_EPISODES]
         for episode_id, cosine in scored:
             score = 0.5 * item_cosine + 0.5 * cosine
             if score > best.get(episode_id, -math.inf):
