@@ -21,7 +21,7 @@ import numpy as np
 from ..errors import InvalidInputError
 from ..types import DeleteCounts, Scope
 from .base import DerivedRow, Filters, SessionPrint, fact_scope, scope_clauses
-from .facts_sql import Conn, Dialect
+from .facts_sql import Conn, Dialect, source_episodes
 
 DERIVED_COLUMNS = (
     "d.id, d.kind, d.user_id, d.agent_id, d.session_id, d.subject, d.text, d.body, "
@@ -156,23 +156,13 @@ class DerivedSQL:
         self, conn: Conn, item_ids: Sequence[str], scope: Scope, filters: Filters
     ) -> dict[str, list[str]]:
         """Each item's source episodes in ``scope`` that pass ``filters``, oldest first."""
-        if not item_ids:
-            return {}
-        where, params = scope_clauses(scope, "e", self.d.mark)
-        extra, extra_params = self.d.filters_sql(filters)
-        items_where, items_params = self._where(scope, with_session=False)
-        ids_sql, ids_params = self.d.in_list("s.item_id", item_ids)
-        out: dict[str, list[str]] = {}
-        for item_id, episode_id in conn.execute(
-            f"""SELECT s.item_id, e.id FROM derived_sources s
-                JOIN derived_items d ON d.id = s.item_id
-                JOIN episodes e ON e.id = s.episode_id
-                WHERE {ids_sql} AND {items_where} AND {where} AND {extra}
-                ORDER BY e.event_time, e.id""",
-            [*ids_params, *items_params, *params, *extra_params],
-        ).fetchall():
-            out.setdefault(item_id, []).append(episode_id)
-        return out
+        owners = (
+            "derived_sources",
+            "item_id",
+            "derived_items d",
+            self._where(scope, with_session=False),
+        )
+        return source_episodes(conn, self.d, owners, item_ids, scope, filters)
 
     def session_prints(self, conn: Conn, scope: Scope) -> list[SessionPrint]:
         """Each session's fingerprint (count, sum of versions, newest row) and span."""

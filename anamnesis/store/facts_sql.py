@@ -244,23 +244,8 @@ class FactSQL:
         self, conn: Conn, fact_ids: Sequence[str], scope: Scope, filters: Filters
     ) -> dict[str, list[str]]:
         """Each fact's source episodes in ``scope`` that pass ``filters``, oldest first."""
-        if not fact_ids:
-            return {}
-        where, params = scope_clauses(scope, "e", self.d.mark)
-        extra, extra_params = self.d.filters_sql(filters)
-        facts_where, facts_params = self._scope(scope)
-        ids_sql, ids_params = self.d.in_list("s.fact_id", fact_ids)
-        out: dict[str, list[str]] = {}
-        for fact_id, episode_id in conn.execute(
-            f"""SELECT s.fact_id, e.id FROM fact_sources s
-                JOIN facts f ON f.id = s.fact_id
-                JOIN episodes e ON e.id = s.episode_id
-                WHERE {ids_sql} AND {facts_where} AND {where} AND {extra}
-                ORDER BY e.event_time, e.id""",
-            [*ids_params, *facts_params, *params, *extra_params],
-        ).fetchall():
-            out.setdefault(fact_id, []).append(episode_id)
-        return out
+        owners = ("fact_sources", "fact_id", "facts f", self._scope(scope))
+        return source_episodes(conn, self.d, owners, fact_ids, scope, filters)
 
     def unconsolidated(self, conn: Conn, scope: Scope, limit: int) -> list[Episode]:
         """Episodes of ``scope`` no consolidation has read, in event-time order."""
@@ -409,3 +394,38 @@ class FactReads:
     def existing_fact_ids(self, fact_ids: Sequence[str]) -> set[str]:
         with self._fact_snapshot() as conn:
             return self._facts.existing_ids(conn, list(fact_ids))
+
+
+#: Where an owner's sources live: the sources table (alias ``s``), its owner-id column,
+#: the owners' table with its alias, and the SQL (with parameters) that scopes owners.
+Owners = tuple[str, str, str, tuple[str, list[Any]]]
+
+
+def source_episodes(
+    conn: Conn,
+    d: Dialect,
+    owners: Owners,
+    ids: Sequence[str],
+    scope: Scope,
+    filters: Filters,
+) -> dict[str, list[str]]:
+    """Each owner's (a fact's, a derived item's) source episodes in ``scope`` that pass
+    ``filters``, oldest first: one statement, scope enforced on owners and episodes."""
+    if not ids:
+        return {}
+    sources, key, owner_table, (owner_where, owner_params) = owners
+    alias = owner_table.split()[-1]
+    where, params = scope_clauses(scope, "e", d.mark)
+    extra, extra_params = d.filters_sql(filters)
+    ids_sql, ids_params = d.in_list(f"s.{key}", ids)
+    out: dict[str, list[str]] = {}
+    for owner_id, episode_id in conn.execute(
+        f"""SELECT s.{key}, e.id FROM {sources} s
+            JOIN {owner_table} ON {alias}.id = s.{key}
+            JOIN episodes e ON e.id = s.episode_id
+            WHERE {ids_sql} AND {owner_where} AND {where} AND {extra}
+            ORDER BY e.event_time, e.id""",
+        [*ids_params, *owner_params, *params, *extra_params],
+    ).fetchall():
+        out.setdefault(owner_id, []).append(episode_id)
+    return out
