@@ -17,6 +17,7 @@ import warnings
 from pathlib import Path
 
 import pytest
+from failures import cut_power_on_write
 from llm_fixtures import FakeLLM
 from locomo_slice import load_slice
 
@@ -284,16 +285,7 @@ def test_a_failure_between_batches_leaves_whole_abstractive_items(
 ):
     monkeypatch.setattr(build, "BATCH_SIZE", 1)
     store = llm_memory.store
-    real_write = store.write_derived
-    calls = {"n": 0}
-
-    def failing_write(*args, **kwargs):
-        calls["n"] += 1
-        if calls["n"] == 3:
-            raise RuntimeError("power cut")
-        return real_write(*args, **kwargs)
-
-    monkeypatch.setattr(store, "write_derived", failing_write)
+    real_write = cut_power_on_write(monkeypatch, store)
     with pytest.raises(RuntimeError, match="power cut"):
         llm_memory.consolidate(user_id=USER, extractor="rules")
     rows = [row for row, _ in store.find_derived(Scope(USER), "summary")]

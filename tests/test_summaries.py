@@ -14,6 +14,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from failures import cut_power_on_write
 from locomo_slice import load_slice
 
 from anamnesis import Memory
@@ -204,16 +205,7 @@ def test_a_failure_between_batches_leaves_whole_items_and_resumes(
 ) -> None:
     monkeypatch.setattr(build, "BATCH_SIZE", 1)
     store = slice_memory.store
-    real_write = store.write_derived
-    calls = {"n": 0}
-
-    def failing_write(*args, **kwargs):
-        calls["n"] += 1
-        if calls["n"] == 3:
-            raise RuntimeError("power cut")
-        return real_write(*args, **kwargs)
-
-    monkeypatch.setattr(store, "write_derived", failing_write)
+    real_write = cut_power_on_write(monkeypatch, store)
     with pytest.raises(RuntimeError, match="power cut"):
         slice_memory.consolidate(user_id=USER)
     partial = _snapshot(slice_memory)
