@@ -88,9 +88,10 @@ def matching_items(
 ) -> list[tuple[DerivedRow, float]]:
     """The scope's derived items (of ``kinds``, default every kind), best match first,
     each with its cosine to ``vector``."""
+    one_kind = kinds[0] if kinds is not None and len(kinds) == 1 else None  # asked in SQL
     found = [
         (row, v)
-        for row, v in store.find_derived(scope, whole=False)
+        for row, v in store.find_derived(scope, one_kind, whole=False)
         if v is not None and (kinds is None or row.kind in kinds)
     ]
     if not found:
