@@ -456,6 +456,47 @@ def test_session_channel_returns_turns_of_the_best_sessions_only(open_memory):
     assert request.channel("session", 50) == []
 
 
+def test_session_channel_can_open_the_other_sides_turns_at_a_share_of_their_score(
+    tmp_path, embedder
+):
+    chat = [
+        {"role": "user", "content": "My sister recommended a hotel called the Grand Lisboa."},
+        {"role": "assistant", "content": "For Lisbon I recommend the Hotel Avenida Palace."},
+        {"role": "user", "content": "Thanks, which hotel has a pool?"},
+        {"role": "assistant", "content": "The Avenida Palace has an indoor pool."},
+    ]
+    question = "Which hotel did my sister recommend?"  # addresses the user's turns
+    with Memory(path=tmp_path / "chat.db", embedder=embedder) as memory:
+        memory.add_many(chat, user_id=USER.user_id, session_id="s1")
+        listed, _ = memory.store.list_episodes(USER, limit=10, offset=0)
+        roles = {e.id: e.role for e in listed}
+
+        def session(**options):
+            config = BENCH_PRESETS["full"].with_options("session", **options)
+            return {
+                c.episode_id: c.score
+                for c in _request(memory, config, question)[1].channel("session", 10)
+            }
+
+        every = session()
+        assert set(every) == set(roles)
+        for share in (0.25, 0.5):
+            scaled = session(other_role=share)
+            for episode_id, score in every.items():
+                factor = share if roles[episode_id] == "assistant" else 1.0
+                assert scaled[episode_id] == pytest.approx(factor * score)
+        assert {roles[i] for i in session(other_role=0.0)} == {"user"}
+        # A chat without sides, or a question that addresses both, is left as it was.
+        _, request = _request(
+            memory,
+            BENCH_PRESETS["full"].with_options("session", other_role=0.5),
+            "Can you summarise what we said about hotels?",
+        )
+        assert request.channel("session", 10) == []  # a summary: the channel is silent
+        with pytest.raises(InvalidInputError, match="other_role"):
+            session(other_role=1.5)
+
+
 def test_prf_expands_the_query_with_terms_from_the_best_lexical_hits(open_memory):
     _, request = _request(open_memory, BENCH_PRESETS["full"], "What did Melanie paint?")
     expanded = request.channel("prf", 50)

@@ -184,6 +184,13 @@ SUMMARY_CANDIDATES: tuple[tuple[str, str], ...] = (
     ("profiles without the summaries", "default-profiles"),
     ("without the session channel", "default-summaries-no-session"),
 )
+#: Variants of the session channel in chats with two sides (session 15), run with
+#: ``--configs``: the other side's turns left out, or opened at a share of their score.
+SESSION_CANDIDATES: tuple[tuple[str, str], ...] = (
+    ("session channel, the addressed side only", "default-session-role"),
+    ("session channel, the other side at 1/4", "default-session-other-25"),
+    ("session channel, the other side at 1/2", "default-session-other-50"),
+)
 #: Every configuration a data set's run holds.
 CONFIGS: tuple[str, ...] = (
     "hybrid",
@@ -289,7 +296,7 @@ def stage_table(runs: dict[str, Records], rows: Sequence[StageRow] = STAGE_ROWS)
                 cell = difference(runs[name], "default", row.without, metric)
                 cells.append(f"{cell} ({role})" if i == 0 else cell)
         lines.append("| " + " | ".join(cells) + " |")
-    for label, config in (*CANDIDATES, *SUMMARY_CANDIDATES):
+    for label, config in (*CANDIDATES, *SUMMARY_CANDIDATES, *SESSION_CANDIDATES):
         if config not in ran:
             continue
         cells = [f"*{label}* (candidate: it − default)", "–"]

@@ -294,6 +294,9 @@ BENCH_PRESETS.update(
         "default-equal": _DEFAULT.with_(weights={}, score_mix=0.0),
         # The session channel opening only the addressed role's turns in a two-sided chat.
         "default-session-role": _DEFAULT.with_options("session", role="addressed"),
+        # ... or opening the other side's turns too, at a quarter or half their score.
+        "default-session-other-25": _DEFAULT.with_options("session", other_role=0.25),
+        "default-session-other-50": _DEFAULT.with_options("session", other_role=0.5),
     }
 )
 #: The summaries channel (session summaries and profiles, built by ``consolidate``) as

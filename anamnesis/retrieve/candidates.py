@@ -31,6 +31,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from ..errors import InvalidInputError
 from ..store.base import Candidate, Filters
 from ..types import Scope
 from .expansion import feedback_terms
@@ -397,7 +398,9 @@ def session(request: SearchRequest, limit: int) -> list[Candidate]:
 
     With ``stage_options["session"]["role"] = "addressed"``, in a chat with two sides
     the turns it opens are those of the role the question addresses, as the role
-    channels' are (default ``"all"``: every turn of the session)."""
+    channels' are (default ``"all"``: every turn of the session). With
+    ``stage_options["session"]["other_role"] = f`` the other side's turns score ``f``
+    times their score (default 1: as the addressed side's; 0 leaves them out)."""
     config = request.config
     if is_summary_request(request.analysis.text):
         return []  # a summary covers the whole conversation, not its best sessions
@@ -415,8 +418,9 @@ def session(request: SearchRequest, limit: int) -> list[Candidate]:
     totals = {s: sum(sorted(v, reverse=True)[:3]) for s, v in per_session.items()}
     best = sorted(totals, key=lambda s: (-totals[s], s))[: config.sessions]
     top = totals[best[0]]
+    options = request.options("session")
     filters = request.filters
-    if request.options("session").get("role", "all") == "addressed":
+    if options.get("role", "all") == "addressed":
         filters = _role_filters(request) or filters
     scored: dict[str, float] = {}
     for session_id in best:
@@ -425,8 +429,29 @@ def session(request: SearchRequest, limit: int) -> list[Candidate]:
             scored[c.episode_id] = max(
                 scored.get(c.episode_id, 0.0), totals[session_id] / top * c.score
             )
+    _discount_other_role(request, scored, float(options.get("other_role", 1.0)))
     order = sorted(scored, key=lambda i: -scored[i])[:limit]
     return [Candidate(i, scored[i]) for i in order]
+
+
+def _discount_other_role(request: SearchRequest, scored: dict[str, float], share: float) -> None:
+    """Scale by ``share`` the scores of the turns of the side the question does not
+    address (0: drop them), in a chat with two sides (``_role_filters``); nothing
+    otherwise."""
+    if not 0.0 <= share <= 1.0:
+        raise InvalidInputError(f"session other_role must be between 0 and 1, got {share}")
+    if share == 1.0 or not scored:
+        return
+    narrowed = _role_filters(request)
+    if narrowed is None:
+        return
+    info = turn_info(request, list(scored))
+    for episode_id in list(scored):
+        if info.get(episode_id, NO_TURN)[3] == narrowed.not_role:
+            if share == 0.0:
+                del scored[episode_id]
+            else:
+                scored[episode_id] *= share
 
 
 #: The channels this module adds to ``channels.CHANNELS``.
