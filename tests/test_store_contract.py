@@ -170,6 +170,19 @@ def test_vectors_for_hashes_returns_stored_vectors(store):
     assert store.vectors_for_hashes(["h1"], Scope("bob")) == {}
 
 
+def test_episode_vectors_are_each_episodes_own_and_stay_in_scope(store):
+    same_text = [make_episode("x", content_hash="h1"), make_episode("y", content_hash="h1")]
+    bobs = make_episode("z", scope=Scope("bob"))
+    vectors = add(store, [*same_text, bobs])
+    found = store.episode_vectors([e.id for e in [*same_text, bobs]] + ["missing"], ALICE)
+    assert set(found) == {same_text[0].id, same_text[1].id}
+    for episode, vector in zip(same_text, vectors, strict=False):
+        np.testing.assert_array_equal(found[episode.id], vector)
+        assert found[episode.id].dtype == np.float32
+    assert store.episode_vectors([], ALICE) == {}
+    assert store.episode_vectors([bobs.id], Scope("bob")).keys() == {bobs.id}
+
+
 # -- listing --------------------------------------------------------------------------------------
 def test_list_episodes_pages_in_event_time_order(store):
     episodes = [make_episode(f"e{i}", event_time=T0 + timedelta(hours=10 - i)) for i in range(7)]

@@ -51,7 +51,7 @@ def weighted_rrf(
     fused: dict[str, Fused] = {}
     for name, candidates in channels.items():
         weight = weights.get(name, 1.0)
-        z = _z_scores(candidates) if score_mix > 0.0 else None
+        z = _z_scores(candidates).tolist() if score_mix > 0.0 else None
         for rank, candidate in enumerate(candidates, start=1):
             entry = fused.get(candidate.episode_id)
             if entry is None:
@@ -60,9 +60,9 @@ def weighted_rrf(
             if z is not None:
                 # Never below zero: being proposed must not count against a candidate
                 # (and post-fusion boosts multiply scores, so they must stay positive).
-                vote = max((1.0 - score_mix) * vote + score_mix * float(z[rank - 1]) / k, 0.0)
+                vote = max((1.0 - score_mix) * vote + score_mix * z[rank - 1] / k, 0.0)
             entry.score += weight * vote
-            entry.channels[name] = ChannelScore(rank=rank, score=candidate.score)
+            entry.channels[name] = ChannelScore(rank, candidate.score)
     return sorted(fused.values(), key=lambda f: f.score, reverse=True)
 
 

@@ -83,19 +83,10 @@ class SearchRequest:
     def stored_vectors(self, episode_ids: Sequence[str]) -> dict[str, np.ndarray]:
         """The stored embeddings of these in-scope episodes (those that have one), by id,
         fetched once per search and shared."""
-        return self.lookup("vectors", episode_ids, self._get_vectors)
+        return self.lookup("vectors", episode_ids, self.store.episode_vectors)
 
     def _get_episodes(self, episode_ids: list[str], scope: Scope) -> dict[str, Episode]:
         return {e.id: e for e in self.store.get_episodes(episode_ids, scope)}
-
-    def _get_vectors(self, episode_ids: list[str], scope: Scope) -> dict[str, np.ndarray]:
-        episodes = self.episodes(episode_ids)
-        by_hash = self.store.vectors_for_hashes(
-            list({e.content_hash for e in episodes.values()}), scope
-        )
-        return {
-            i: by_hash[e.content_hash] for i, e in episodes.items() if e.content_hash in by_hash
-        }
 
     def options(self, stage: str) -> dict[str, Any]:
         """The configured options of one post-fusion stage (empty when none are set)."""

@@ -345,6 +345,10 @@ class Store(Protocol):
         must not become another's, nor tell them that a text exists."""
         ...
 
+    def episode_vectors(self, episode_ids: Sequence[str], scope: Scope) -> dict[str, np.ndarray]:
+        """Each in-scope episode's own stored vector, by id (others are left out)."""
+        ...
+
     def update_episode(
         self,
         episode_id: str,

@@ -124,6 +124,19 @@ class PostgresReads:
             ).fetchall()
         return {r[0]: (r[1], r[2], r[3], r[4]) for r in rows}
 
+    def episode_vectors(self, episode_ids: Sequence[str], scope: Scope) -> dict[str, np.ndarray]:
+        if not episode_ids:
+            return {}
+        where, params = scope_sql(scope)
+        with self._transaction() as conn:
+            rows = conn.execute(
+                f"SELECT e.id, e.embedding FROM episodes e "
+                f"WHERE e.id = ANY(%s) AND e.embedding IS NOT NULL AND {where}",
+                [list(dict.fromkeys(episode_ids)), *params],
+                binary=True,
+            ).fetchall()
+        return {episode_id: vector for episode_id, vector in rows}
+
     def adjacent_turns(
         self, episode_ids: Sequence[str], scope: Scope, filters: Filters, window: int
     ) -> dict[str, list[tuple[str, int]]]:

@@ -145,6 +145,21 @@ class SQLiteReads:
                 found[episode_id] = (session_id, turn, speaker, role)
         return found
 
+    def episode_vectors(self, episode_ids: Sequence[str], scope: Scope) -> dict[str, np.ndarray]:
+        where, params = scope_sql(scope, by_key=True)
+        found: dict[str, np.ndarray] = {}
+        unique = list(dict.fromkeys(episode_ids))
+        for start in range(0, len(unique), 500):
+            chunk = unique[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            for episode_id, blob in self._read(
+                f"SELECT e.id, v.embedding FROM episodes e "
+                f"JOIN vectors v ON v.episode_rowid = e.rowid WHERE e.id IN ({marks}) AND {where}",
+                [*chunk, *params],
+            ):
+                found[episode_id] = np.frombuffer(blob, dtype=np.float32)
+        return found
+
     def adjacent_turns(
         self, episode_ids: Sequence[str], scope: Scope, filters: Filters, window: int
     ) -> dict[str, list[tuple[str, int]]]:
