@@ -65,6 +65,12 @@ def test_items_round_trip_with_provenance_and_vectors(store) -> None:
     assert (row.start_time, row.fingerprint, row.session_id) == (T0, "f1", "s1")
     np.testing.assert_allclose(stored, vector, rtol=1e-6)
     assert store.find_derived(ALICE, "profile") == []
+    # What matching reads: id, kind, text and vector, without provenance or body.
+    [(item_id, kind, text, matched)] = store.derived_texts(ALICE)
+    assert (item_id, kind, text) == ("sum_a", row.kind, row.text)
+    np.testing.assert_allclose(matched, vector, rtol=1e-6)
+    assert store.derived_texts(ALICE, "profile") == []
+    assert store.derived_texts(BOB) == []
     assert store.derived_episodes(["sum_a"], ALICE, Filters()) == {"sum_a": ids}
 
 

@@ -21,7 +21,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..store.base import Candidate, DerivedRow, Store
+from ..store.base import Candidate, Store
 from ..types import Scope
 from .query import words
 from .request import SearchRequest
@@ -85,19 +85,19 @@ def matching_items(
     terms: Sequence[str],
     vector: np.ndarray,
     kinds: Sequence[str] | None = None,
-) -> list[tuple[DerivedRow, float]]:
-    """The scope's derived items (of ``kinds``, default every kind), best match first,
-    each with its cosine to ``vector``."""
+) -> list[tuple[str, float]]:
+    """The ids of the scope's derived items (of ``kinds``, default every kind), best
+    match first, each with its cosine to ``vector``."""
     one_kind = kinds[0] if kinds is not None and len(kinds) == 1 else None  # asked in SQL
     found = [
-        (row, v)
-        for row, v in store.find_derived(scope, one_kind, whole=False)
-        if v is not None and (kinds is None or row.kind in kinds)
+        (item_id, text, v)
+        for item_id, kind, text, v in store.derived_texts(scope, one_kind)
+        if kinds is None or kind in kinds
     ]
     if not found:
         return []
-    cosines = np.stack([v for _, v in found]) @ np.asarray(vector, dtype=np.float32)
-    lexical = bm25_scores(terms, [row.text for row, _ in found])
+    cosines = np.stack([v for _, _, v in found]) @ np.asarray(vector, dtype=np.float32)
+    lexical = bm25_scores(terms, [text for _, text, _ in found])
     fused = np.zeros(len(found))
     for rank, i in enumerate(np.argsort(-cosines, kind="stable"), start=1):
         fused[i] += 1.0 / (ITEM_RRF_K + rank)
@@ -120,15 +120,15 @@ def summaries(request: SearchRequest, limit: int) -> list[Candidate]:
     if not ranked:
         return []
     sources = request.store.derived_episodes(
-        [row.id for row, _ in ranked], request.scope, request.filters
+        [item_id for item_id, _ in ranked], request.scope, request.filters
     )
     vectors = request.stored_vectors([e for ids in sources.values() for e in ids])
     query = request.query_vector
     best: dict[str, float] = {}
-    for row, item_cosine in ranked:
+    for item_id, item_cosine in ranked:
         scored = [
             (episode_id, float(vectors[episode_id] @ query) if episode_id in vectors else 0.0)
-            for episode_id in sources.get(row.id, [])
+            for episode_id in sources.get(item_id, [])
         ]
         scored.sort(key=lambda pair: -pair[1])
         scored = scored[:ITEM_EPISODES]

@@ -576,11 +576,17 @@ class Store(Protocol):
         ...
 
     def find_derived(
-        self, scope: Scope, kind: str | None = None, *, whole: bool = True
+        self, scope: Scope, kind: str | None = None
     ) -> list[tuple[DerivedRow, np.ndarray | None]]:
         """The derived items of ``scope`` (of one ``kind``, or all), with their vectors.
-        A scope with a session sees that session's summaries only. Not ``whole``: no
-        provenance and an empty body (what matching an item against a question reads)."""
+        A scope with a session sees that session's summaries only."""
+        ...
+
+    def derived_texts(
+        self, scope: Scope, kind: str | None = None
+    ) -> list[tuple[str, str, str, np.ndarray]]:
+        """``(id, kind, text, vector)`` of those of ``find_derived``'s items that have a
+        vector, in its order: what matching items against a question reads."""
         ...
 
     def derived_episodes(

@@ -107,22 +107,28 @@ class DerivedSQL:
             deleted += conn.execute(f"DELETE FROM derived_items AS d WHERE {sql}", values).rowcount
         return deleted
 
-    def find(
-        self, conn: Conn, scope: Scope, kind: str | None, whole: bool = True
-    ) -> list[tuple[DerivedRow, np.ndarray | None]]:
-        """The items of ``scope`` (and of its session, if it names one), with vectors;
-        without their provenance and body (``{}``) unless ``whole``."""
+    def _select(
+        self, conn: Conn, columns: str, scope: Scope, kind: str | None
+    ) -> list[Sequence[Any]]:
+        """``columns`` of the items of ``scope`` (and of its session, if it names one),
+        of one ``kind`` or all, in a stable order."""
         where, params = self._where(scope, with_session=True)
         if kind is not None:
             where += f" AND d.kind = {self.d.mark}"
             params.append(kind)
-        rows = conn.execute(
-            f"SELECT {DERIVED_COLUMNS} FROM derived_items d WHERE {where} "
+        return conn.execute(
+            f"SELECT {columns} FROM derived_items d WHERE {where} "
             "ORDER BY d.kind, d.start_time, d.id",
             params,
         ).fetchall()
+
+    def find(
+        self, conn: Conn, scope: Scope, kind: str | None
+    ) -> list[tuple[DerivedRow, np.ndarray | None]]:
+        """The items of ``scope`` (and of its session, if it names one), with vectors."""
+        rows = self._select(conn, DERIVED_COLUMNS, scope, kind)
         sources: dict[str, list[str]] = {}
-        ids = [r[0] for r in rows] if whole else []
+        ids = [r[0] for r in rows]
         for start in range(0, len(ids), 500):
             sql, values = self.d.in_list("s.item_id", ids[start : start + 500])
             for item_id, episode_id in conn.execute(
@@ -132,9 +138,20 @@ class DerivedSQL:
                 values,
             ).fetchall():
                 sources.setdefault(item_id, []).append(episode_id)
-        return [(self._row(r, sources.get(r[0], ()), whole), _vector(r[12])) for r in rows]
+        return [(self._row(r, sources.get(r[0], ())), _vector(r[12])) for r in rows]
 
-    def _row(self, row: Sequence[Any], provenance: Sequence[str], body: bool = True) -> DerivedRow:
+    def texts(
+        self, conn: Conn, scope: Scope, kind: str | None
+    ) -> list[tuple[str, str, str, np.ndarray]]:
+        """``(id, kind, text, vector)`` of the items ``find`` returns that have a vector."""
+        rows = self._select(conn, "d.id, d.kind, d.text, d.embedding", scope, kind)
+        return [
+            (item_id, item_kind, text, np.frombuffer(bytes(blob), dtype=np.float32))
+            for item_id, item_kind, text, blob in rows
+            if blob is not None
+        ]
+
+    def _row(self, row: Sequence[Any], provenance: Sequence[str]) -> DerivedRow:
         t = self.d.time_out
         return DerivedRow(
             id=row[0],
@@ -144,7 +161,7 @@ class DerivedSQL:
             session_id=row[4],
             subject=row[5],
             text=row[6],
-            body=self.d.json_out(row[7]) if body else {},
+            body=self.d.json_out(row[7]),
             provenance=tuple(provenance),
             start_time=None if row[8] is None else t(row[8]),
             end_time=None if row[9] is None else t(row[9]),
@@ -236,10 +253,16 @@ class DerivedReads:
         raise NotImplementedError
 
     def find_derived(
-        self, scope: Scope, kind: str | None = None, *, whole: bool = True
+        self, scope: Scope, kind: str | None = None
     ) -> list[tuple[DerivedRow, np.ndarray | None]]:
         with self._fact_snapshot() as conn:
-            return self._derived.find(conn, scope, kind, whole)
+            return self._derived.find(conn, scope, kind)
+
+    def derived_texts(
+        self, scope: Scope, kind: str | None = None
+    ) -> list[tuple[str, str, str, np.ndarray]]:
+        with self._fact_snapshot() as conn:
+            return self._derived.texts(conn, scope, kind)
 
     def derived_episodes(
         self, item_ids: Sequence[str], scope: Scope, filters: Filters
