@@ -183,6 +183,28 @@ def test_episode_vectors_are_each_episodes_own_and_stay_in_scope(store):
     assert store.episode_vectors([bobs.id], Scope("bob")).keys() == {bobs.id}
 
 
+def test_dense_search_sessions_answers_as_dense_search_in_each_session(store):
+    episodes = [
+        make_episode(f"{session} turn {i}", scope=Scope("alice", None, session), turn_index=i)
+        for session in ("s1", "s2", "s3")
+        for i in range(4)
+    ]
+    bobs = [make_episode("bob turn", scope=Scope("bob", None, "s1"), turn_index=0)]
+    vectors = add(store, [*episodes, *bobs])
+    query = vectors[5]
+    for filters in (Filters(), Filters(event_before=episodes[2].event_time)):
+        found = store.dense_search_sessions(query, ALICE, ["s2", "s1", "s2"], filters, 3)
+        assert set(found) == {"s1", "s2"}
+        for session in ("s1", "s2"):
+            alone = store.dense_search(query, Scope("alice", None, session), filters, 3)
+            assert ids(found[session]) == ids(alone)
+            assert [c.score for c in found[session]] == pytest.approx([c.score for c in alone])
+    assert ids(store.dense_search_sessions(query, BOB, ["s1"], Filters(), 5)["s1"]) == [bobs[0].id]
+    # A search narrowed to one session finds nothing in another.
+    narrowed = store.dense_search_sessions(query, Scope("alice", None, "s1"), ["s2"], Filters(), 5)
+    assert narrowed == {"s2": []}
+
+
 # -- listing --------------------------------------------------------------------------------------
 def test_list_episodes_pages_in_event_time_order(store):
     episodes = [make_episode(f"e{i}", event_time=T0 + timedelta(hours=10 - i)) for i in range(7)]

@@ -33,7 +33,6 @@ import numpy as np
 
 from ..errors import InvalidInputError
 from ..store.base import Candidate, Filters
-from ..types import Scope
 from .expansion import feedback_terms
 from .fusion import weighted_rrf
 from .hyde import hyde
@@ -423,9 +422,11 @@ def session(request: SearchRequest, limit: int) -> list[Candidate]:
     if options.get("role", "all") == "addressed":
         filters = _role_filters(request) or filters
     scored: dict[str, float] = {}
+    turns = request.store.dense_search_sessions(
+        request.query_vector, request.scope, best, filters, limit
+    )
     for session_id in best:
-        scope = Scope(request.scope.user_id, request.scope.agent_id, session_id)
-        for c in request.store.dense_search(request.query_vector, scope, filters, limit):
+        for c in turns[session_id]:
             scored[c.episode_id] = max(
                 scored.get(c.episode_id, 0.0), totals[session_id] / top * c.score
             )

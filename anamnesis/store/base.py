@@ -25,6 +25,7 @@ from ..types import (
     Session,
     Usage,
 )
+from .derived_rows import DerivedRow, SessionPrint
 from .episode_times import EpisodeTimes, TimeRange
 
 #: The schema version this code writes. Migrations move older stores forward.
@@ -210,43 +211,6 @@ class FactChanges:
             or self.retractions
             or self.consolidated
         )
-
-
-@dataclass(frozen=True, slots=True)
-class DerivedRow:
-    """A stored derived item (a session summary or a person's profile), as the store
-    keeps it: its searchable ``text``, a JSON ``body`` that the builder reads back,
-    the episodes it was drawn from (``provenance``), the time span it covers, and the
-    ``fingerprint`` of its sources when it was built (a rebuild is due when it changes).
-
-    A summary has a ``session_id`` and no ``subject``; a profile has a ``subject``.
-    """
-
-    id: str
-    kind: str
-    user_id: str
-    agent_id: str | None
-    session_id: str | None
-    subject: str | None
-    text: str
-    body: dict[str, Any]
-    provenance: tuple[str, ...]
-    start_time: datetime | None
-    end_time: datetime | None
-    fingerprint: str
-    built_at: datetime
-
-
-@dataclass(frozen=True, slots=True)
-class SessionPrint:
-    """The current state of one session's episodes: ``fingerprint`` changes whenever an
-    episode is added, updated, removed or archived (count, sum of versions, newest row)."""
-
-    agent_id: str | None
-    session_id: str
-    fingerprint: str
-    start_time: datetime
-    end_time: datetime
 
 
 @dataclass(frozen=True, slots=True)
@@ -464,6 +428,18 @@ class Store(Protocol):
         self, vector: np.ndarray, scope: Scope, filters: Filters, limit: int
     ) -> list[Candidate]:
         """Episodes by cosine similarity to ``vector``, best first."""
+        ...
+
+    def dense_search_sessions(
+        self,
+        vector: np.ndarray,
+        scope: Scope,
+        session_ids: Sequence[str],
+        filters: Filters,
+        limit: int,
+    ) -> dict[str, list[Candidate]]:
+        """For each session, what ``dense_search`` answers with ``scope`` narrowed to it
+        (sessions outside ``scope`` find nothing), in one read."""
         ...
 
     def dense_neighbours(

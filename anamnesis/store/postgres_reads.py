@@ -183,6 +183,26 @@ class PostgresReads:
         with self._transaction() as conn:
             return postgres_search.dense_search(conn, vector, scope, filters, limit)
 
+    def dense_search_sessions(
+        self,
+        vector: np.ndarray,
+        scope: Scope,
+        session_ids: Sequence[str],
+        filters: Filters,
+        limit: int,
+    ) -> dict[str, list[Candidate]]:
+        found: dict[str, list[Candidate]] = {}
+        with self._transaction() as conn:
+            for session_id in dict.fromkeys(session_ids):
+                if scope.session_id not in (None, session_id):
+                    found[session_id] = []
+                    continue
+                narrowed = Scope(scope.user_id, scope.agent_id, session_id)
+                found[session_id] = postgres_search.dense_search(
+                    conn, vector, narrowed, filters, limit
+                )
+        return found
+
     def time_search(
         self,
         vector: np.ndarray,

@@ -330,6 +330,55 @@ class SQLiteReads:
             allowed = self._allowed_rowids(scope, filters)
             return self._dense_ranked(vector, scope, allowed, limit)
 
+    def dense_search_sessions(
+        self,
+        vector: np.ndarray,
+        scope: Scope,
+        session_ids: Sequence[str],
+        filters: Filters,
+        limit: int,
+    ) -> dict[str, list[Candidate]]:
+        wanted = [s for s in dict.fromkeys(session_ids) if scope.session_id in (None, s)]
+        with self._lock:
+            self._refresh_dense()
+            allowed = self._allowed_rowids(scope, filters)
+            ranked = {
+                session_id: self._dense.search(
+                    vector,
+                    user_id=scope.user_id,
+                    agent_id=scope.agent_id,
+                    session_id=session_id,
+                    allowed_rowids=allowed,
+                    limit=limit,
+                )
+                for session_id in wanted
+            }
+            # One statement maps every session's rowids to ids, re-checking the scope
+            # and each turn's session in SQL.
+            pairs = [pair for session_pairs in ranked.values() for pair in session_pairs]
+            where, params = scope_sql(scope, by_key=True)
+            marks = ",".join("?" * len(pairs))
+            known = {
+                rowid: (episode_id, session_id)
+                for rowid, episode_id, session_id in (
+                    self._conn.execute(
+                        f"SELECT e.rowid, e.id, e.session_id FROM episodes e "
+                        f"WHERE e.rowid IN ({marks}) AND {where}",
+                        [*(p[0] for p in pairs), *params],
+                    ).fetchall()
+                    if pairs
+                    else []
+                )
+            }
+        found: dict[str, list[Candidate]] = {s: [] for s in dict.fromkeys(session_ids)}
+        for session_id, session_pairs in ranked.items():
+            found[session_id] = [
+                Candidate(known[rowid][0], score)
+                for rowid, score in session_pairs
+                if known.get(rowid, (None, None))[1] == session_id
+            ]
+        return found
+
     def _rowids(self, sql: str, params: Sequence[Any]) -> np.ndarray:
         return np.fromiter((r[0] for r in self._conn.execute(sql, params)), dtype=np.int64)
 
