@@ -110,32 +110,32 @@ class PostgresReads:
             result[row[0]].append(episode(row[1:]))
         return {k: tuple(v) for k, v in result.items()}
 
+    def _by_id(
+        self, select: str, episode_ids: Sequence[str], scope: Scope, binary: bool = False
+    ) -> list[Any]:
+        """Rows of ``SELECT <select> FROM episodes e ...`` for the in-scope episodes
+        among ``episode_ids`` (binary transfer for vectors)."""
+        if not episode_ids:
+            return []
+        where, params = scope_sql(scope)
+        with self._transaction() as conn:
+            return conn.execute(
+                f"SELECT {select} FROM episodes e WHERE e.id = ANY(%s) AND {where}",
+                [list(dict.fromkeys(episode_ids)), *params],
+                binary=binary,
+            ).fetchall()
+
     def turn_info(
         self, episode_ids: Sequence[str], scope: Scope
     ) -> dict[str, tuple[str | None, int | None, str | None, str | None]]:
-        if not episode_ids:
-            return {}
-        where, params = scope_sql(scope)
-        with self._transaction() as conn:
-            rows = conn.execute(
-                f"SELECT e.id, e.session_id, e.turn_index, e.speaker, e.role FROM episodes e "
-                f"WHERE e.id = ANY(%s) AND {where}",
-                [list(dict.fromkeys(episode_ids)), *params],
-            ).fetchall()
+        rows = self._by_id(
+            "e.id, e.session_id, e.turn_index, e.speaker, e.role", episode_ids, scope
+        )
         return {r[0]: (r[1], r[2], r[3], r[4]) for r in rows}
 
     def episode_vectors(self, episode_ids: Sequence[str], scope: Scope) -> dict[str, np.ndarray]:
-        if not episode_ids:
-            return {}
-        where, params = scope_sql(scope)
-        with self._transaction() as conn:
-            rows = conn.execute(
-                f"SELECT e.id, e.embedding FROM episodes e "
-                f"WHERE e.id = ANY(%s) AND e.embedding IS NOT NULL AND {where}",
-                [list(dict.fromkeys(episode_ids)), *params],
-                binary=True,
-            ).fetchall()
-        return {episode_id: vector for episode_id, vector in rows}
+        rows = self._by_id("e.id, e.embedding", episode_ids, scope, binary=True)
+        return {episode_id: vector for episode_id, vector in rows if vector is not None}
 
     def adjacent_turns(
         self, episode_ids: Sequence[str], scope: Scope, filters: Filters, window: int

@@ -128,37 +128,37 @@ class SQLiteReads:
             )
         return result
 
+    def _by_id(self, select: str, episode_ids: Sequence[str], scope: Scope) -> list[tuple]:
+        """Rows of ``SELECT <select> FROM episodes e ...`` for the in-scope episodes
+        among ``episode_ids`` (each id once; 500 to a statement)."""
+        where, params = scope_sql(scope, by_key=True)
+        rows: list[tuple] = []
+        unique = list(dict.fromkeys(episode_ids))
+        for start in range(0, len(unique), 500):
+            chunk = unique[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            rows += self._read(
+                f"SELECT {select} WHERE e.id IN ({marks}) AND {where}", [*chunk, *params]
+            )
+        return rows
+
     def turn_info(
         self, episode_ids: Sequence[str], scope: Scope
     ) -> dict[str, tuple[str | None, int | None, str | None, str | None]]:
-        where, params = scope_sql(scope, by_key=True)
-        found: dict[str, tuple[str | None, int | None, str | None, str | None]] = {}
-        unique = list(dict.fromkeys(episode_ids))
-        for start in range(0, len(unique), 500):
-            chunk = unique[start : start + 500]
-            marks = ",".join("?" * len(chunk))
-            for episode_id, session_id, turn, speaker, role in self._read(
-                f"SELECT e.id, e.session_id, e.turn_index, e.speaker, e.role FROM episodes e "
-                f"WHERE e.id IN ({marks}) AND {where}",
-                [*chunk, *params],
-            ):
-                found[episode_id] = (session_id, turn, speaker, role)
-        return found
+        rows = self._by_id(
+            "e.id, e.session_id, e.turn_index, e.speaker, e.role FROM episodes e",
+            episode_ids,
+            scope,
+        )
+        return {r[0]: (r[1], r[2], r[3], r[4]) for r in rows}
 
     def episode_vectors(self, episode_ids: Sequence[str], scope: Scope) -> dict[str, np.ndarray]:
-        where, params = scope_sql(scope, by_key=True)
-        found: dict[str, np.ndarray] = {}
-        unique = list(dict.fromkeys(episode_ids))
-        for start in range(0, len(unique), 500):
-            chunk = unique[start : start + 500]
-            marks = ",".join("?" * len(chunk))
-            for episode_id, blob in self._read(
-                f"SELECT e.id, v.embedding FROM episodes e "
-                f"JOIN vectors v ON v.episode_rowid = e.rowid WHERE e.id IN ({marks}) AND {where}",
-                [*chunk, *params],
-            ):
-                found[episode_id] = np.frombuffer(blob, dtype=np.float32)
-        return found
+        rows = self._by_id(
+            "e.id, v.embedding FROM episodes e JOIN vectors v ON v.episode_rowid = e.rowid",
+            episode_ids,
+            scope,
+        )
+        return {episode_id: np.frombuffer(blob, dtype=np.float32) for episode_id, blob in rows}
 
     def adjacent_turns(
         self, episode_ids: Sequence[str], scope: Scope, filters: Filters, window: int
