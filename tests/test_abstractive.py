@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import re
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -187,13 +188,18 @@ def test_a_failing_endpoint_leaves_extractive_summaries_warns_once_and_says_so(
         assert memory.capabilities["summaries"] == "abstractive"
 
 
-def test_an_empty_reply_falls_back_for_that_session_only(llm_memory, fake_llm):
-    def script(prompt: str) -> str:
-        if is_summary_prompt(prompt) and "2023-05-08" in prompt:
-            return "   "
-        return model_summary(prompt)
+def replying(date: str, reply: str) -> Callable[[str], str]:
+    """A model that answers ``reply`` for the summary of the session that ran on
+    ``date`` and writes the usual summary for every other prompt."""
 
-    fake_llm.script = script
+    def script(prompt: str) -> str:
+        return reply if is_summary_prompt(prompt) and date in prompt else model_summary(prompt)
+
+    return script
+
+
+def test_an_empty_reply_falls_back_for_that_session_only(llm_memory, fake_llm):
+    fake_llm.script = replying("2023-05-08", "   ")
     with pytest.warns(RuntimeWarning, match="replied nothing"):
         report = llm_memory.consolidate(user_id=USER, extractor="rules")
     assert (report.abstractive_summaries, report.summary_fallbacks) == (3, 1)
@@ -254,12 +260,7 @@ def test_only_sessions_that_changed_are_summarised_again(llm_memory, fake_llm):
 
 
 def test_forget_of_a_shown_turn_drops_the_summary_and_its_words(llm_memory, fake_llm):
-    def script(prompt: str) -> str:
-        if is_summary_prompt(prompt) and "2023-05-25" in prompt:
-            return "Melanie mentioned the zebrafinch-7731 charity run."
-        return model_summary(prompt)
-
-    fake_llm.script = script
+    fake_llm.script = replying("2023-05-25", "Melanie mentioned the zebrafinch-7731 charity run.")
     llm_memory.consolidate(user_id=USER, extractor="rules")
     summary = next(s for s in llm_memory.derived.summaries(user_id=USER) if "zebrafinch" in s.text)
     # A turn the model read that is not one of the extractive lines.

@@ -255,17 +255,21 @@ class SQLiteReads:
 
     def _candidates(self, pairs: Sequence[tuple[int, float]], scope: Scope) -> list[Candidate]:
         """Map ranked ``(rowid, score)`` pairs to episode ids, re-checking scope in SQL."""
-        if not pairs:
-            return []
+        known = self._in_scope([rowid for rowid, _ in pairs], scope)
+        return [Candidate(known[r][0], score) for r, score in pairs if r in known]
+
+    def _in_scope(self, rowids: Sequence[int], scope: Scope) -> dict[int, tuple[str, str | None]]:
+        """``(id, session_id)`` of each of ``rowids`` that is in ``scope``, read in SQL."""
+        if not rowids:
+            return {}
         where, params = scope_sql(scope, by_key=True)
-        marks = ",".join("?" * len(pairs))
-        ids = dict(
-            self._conn.execute(
-                f"SELECT e.rowid, e.id FROM episodes e WHERE e.rowid IN ({marks}) AND {where}",
-                [*(p[0] for p in pairs), *params],
-            ).fetchall()
-        )
-        return [Candidate(ids[rowid], score) for rowid, score in pairs if rowid in ids]
+        marks = ",".join("?" * len(rowids))
+        rows = self._conn.execute(
+            f"SELECT e.rowid, e.id, e.session_id FROM episodes e "
+            f"WHERE e.rowid IN ({marks}) AND {where}",
+            [*rowids, *params],
+        ).fetchall()
+        return {rowid: (episode_id, session_id) for rowid, episode_id, session_id in rows}
 
     def _refresh_dense(self) -> None:
         """Bring the numpy matrix up to date with the file, incrementally when possible."""
@@ -355,21 +359,7 @@ class SQLiteReads:
             }
             # One statement maps every session's rowids to ids, re-checking the scope
             # and each turn's session in SQL.
-            pairs = [pair for session_pairs in ranked.values() for pair in session_pairs]
-            where, params = scope_sql(scope, by_key=True)
-            marks = ",".join("?" * len(pairs))
-            known = {
-                rowid: (episode_id, session_id)
-                for rowid, episode_id, session_id in (
-                    self._conn.execute(
-                        f"SELECT e.rowid, e.id, e.session_id FROM episodes e "
-                        f"WHERE e.rowid IN ({marks}) AND {where}",
-                        [*(p[0] for p in pairs), *params],
-                    ).fetchall()
-                    if pairs
-                    else []
-                )
-            }
+            known = self._in_scope([r for pairs in ranked.values() for r, _ in pairs], scope)
         found: dict[str, list[Candidate]] = {s: [] for s in dict.fromkeys(session_ids)}
         for session_id, session_pairs in ranked.items():
             found[session_id] = [
