@@ -8,7 +8,7 @@ import pytest
 from anamnesis import Memory, SearchConfig
 from anamnesis.bench.presets import BENCH_PRESETS
 from anamnesis.errors import InvalidInputError
-from anamnesis.retrieve.fusion import weighted_rrf
+from anamnesis.retrieve.fusion import fused_scores, weighted_rrf
 from anamnesis.retrieve.query import search_terms
 from anamnesis.store.base import Candidate
 
@@ -59,6 +59,22 @@ def test_score_mix_votes_by_rank_alone_for_lists_not_ordered_by_score() -> None:
     mixed = weighted_rrf(lists, {}, k=60, score_mix=0.5)
     assert [f.episode_id for f in mixed] == ["old", "new"]
     assert mixed[0].score == 0.5 / 61
+
+
+@pytest.mark.parametrize("score_mix", [0.0, 0.2, 1.0])
+def test_fused_scores_rank_as_weighted_rrf_does(score_mix: float) -> None:
+    # The seed ranking of derived channels uses the cheaper form; it must not differ.
+    rng = np.random.default_rng(7)
+    lists = {
+        name: [Candidate(f"e{i}", float(s)) for i, s in zip(ids, scores, strict=True)]
+        for name, ids, scores in (
+            (name, rng.choice(40, size=25, replace=False), np.sort(rng.random(25))[::-1])
+            for name in ("lexical", "dense", "session")
+        )
+    }
+    weights = {"lexical": 0.5, "dense": 2.0}
+    expected = [(f.episode_id, f.score) for f in weighted_rrf(lists, weights, 60, score_mix)]
+    assert fused_scores(lists, weights, 60, score_mix) == expected
 
 
 def test_score_mix_out_of_range_is_refused(db_path, embedder) -> None:

@@ -34,7 +34,7 @@ import numpy as np
 from ..errors import InvalidInputError
 from ..store.base import Candidate, Filters
 from .expansion import feedback_terms
-from .fusion import weighted_rrf
+from .fusion import fused_scores
 from .hyde import hyde
 from .llm_decompose import llm_subqueries
 from .query import search_terms, words
@@ -338,8 +338,7 @@ def seed_ranking(request: SearchRequest) -> list[tuple[str, float]]:
         config = request.config
         names_ = [n for n in config.seed_channels if n in config.channels]
         lists = {n: request.channel(n, config.candidates) for n in names_}
-        fused = weighted_rrf(lists, config.weights, config.rrf_k, config.score_mix)
-        request.memo[key] = [(f.episode_id, f.score) for f in fused]
+        request.memo[key] = fused_scores(lists, config.weights, config.rrf_k, config.score_mix)
     return request.memo[key]
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
+from itertools import pairwise
 
 import numpy as np
 
@@ -51,19 +52,46 @@ def weighted_rrf(
     fused: dict[str, Fused] = {}
     for name, candidates in channels.items():
         weight = weights.get(name, 1.0)
-        z = _z_scores(candidates).tolist() if score_mix > 0.0 else None
-        for rank, candidate in enumerate(candidates, start=1):
+        votes = rrf_votes(candidates, k, score_mix)
+        for rank, (candidate, vote) in enumerate(zip(candidates, votes, strict=True), start=1):
             entry = fused.get(candidate.episode_id)
             if entry is None:
                 entry = fused[candidate.episode_id] = Fused(candidate.episode_id)
-            vote = 1.0 / (k + rank)
-            if z is not None:
-                # Never below zero: being proposed must not count against a candidate
-                # (and post-fusion boosts multiply scores, so they must stay positive).
-                vote = max((1.0 - score_mix) * vote + score_mix * z[rank - 1] / k, 0.0)
             entry.score += weight * vote
             entry.channels[name] = ChannelScore(rank, candidate.score)
     return sorted(fused.values(), key=lambda f: f.score, reverse=True)
+
+
+def fused_scores(
+    channels: Mapping[str, Sequence[Candidate]],
+    weights: Mapping[str, float],
+    k: float = DEFAULT_RRF_K,
+    score_mix: float = 0.0,
+) -> list[tuple[str, float]]:
+    """``weighted_rrf``'s ranking as ``(episode id, fused score)`` pairs, best first,
+    without how each channel ranked each episode (cheaper, for rankings that only seed
+    other channels)."""
+    check_score_mix(score_mix)
+    scores: dict[str, float] = {}
+    for name, candidates in channels.items():
+        weight = weights.get(name, 1.0)
+        for candidate, vote in zip(candidates, rrf_votes(candidates, k, score_mix), strict=True):
+            scores[candidate.episode_id] = scores.get(candidate.episode_id, 0.0) + weight * vote
+    return sorted(scores.items(), key=lambda pair: pair[1], reverse=True)
+
+
+def rrf_votes(candidates: Sequence[Candidate], k: float, score_mix: float) -> list[float]:
+    """Each candidate's unweighted vote in its channel's list: ``1 / (k + rank)``, with
+    ``score_mix`` of it moved to the z-scored score (never below zero: being proposed
+    must not count against a candidate, and post-fusion boosts multiply scores, so
+    they must stay positive)."""
+    if score_mix <= 0.0:
+        return [1.0 / (k + rank) for rank in range(1, len(candidates) + 1)]
+    z = _z_scores(candidates)
+    return [
+        max((1.0 - score_mix) * (1.0 / (k + rank)) + score_mix * z_rank / k, 0.0)
+        for rank, z_rank in enumerate(z, start=1)
+    ]
 
 
 def by_score(fused: list[Fused]) -> list[Fused]:
@@ -84,13 +112,16 @@ def standardise(values: np.ndarray) -> np.ndarray:
     return (values - values.mean()) / spread if spread > 0.0 else np.zeros_like(values)
 
 
-def _z_scores(candidates: Sequence[Candidate]) -> np.ndarray:
+def _z_scores(candidates: Sequence[Candidate]) -> list[float]:
     """Each candidate's score standardised within its list (zeros when the scores
     are all equal or do not fall with rank)."""
-    scores = np.fromiter((c.score for c in candidates), dtype=np.float64, count=len(candidates))
-    if len(scores) > 1 and np.any(np.diff(scores) > 1e-12 * max(1.0, abs(float(scores[0])))):
-        return np.zeros_like(scores)
-    return standardise(scores)
+    scores = [float(c.score) for c in candidates]
+    if len(scores) > 1:
+        tolerance = 1e-12 * max(1.0, abs(scores[0]))
+        if any(later - earlier > tolerance for earlier, later in pairwise(scores)):
+            return [0.0] * len(scores)
+    z: list[float] = standardise(np.array(scores, dtype=np.float64)).tolist()
+    return z
 
 
 @dataclass(frozen=True, slots=True)
