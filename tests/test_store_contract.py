@@ -322,6 +322,34 @@ def test_turn_info_and_adjacent_turns_stay_in_scope_and_filters(store):
     assert store.adjacent_turns([s1[2].id], ALICE, Filters(), 0) == {}
 
 
+def test_searches_place_each_hit_as_turn_info_does(store):
+    # Channels that reason about speakers and roles read where each hit sits from the
+    # search itself instead of looking every hit up again.
+    turns = [
+        make_episode(
+            f"the blue kite flew on day {i}",
+            scope=Scope("alice", None, "s1"),
+            turn_index=i,
+            speaker="Caroline" if i % 2 else None,
+            role="assistant" if i == 2 else "user",
+            event_time=T0 + timedelta(hours=i),
+        )
+        for i in range(4)
+    ]
+    loose = make_episode("a blue kite without a session", event_time=T0)
+    vectors = add(store, [*turns, loose])
+    window = [(T0, T0 + timedelta(days=1))]
+    for found in (
+        store.lexical_search(["blue", "kite"], ALICE, Filters(), 10),
+        store.dense_search(vectors[0], ALICE, Filters(), 10),
+        store.time_search(vectors[0], window, ALICE, Filters(), 10),
+        store.dense_search_sessions(vectors[0], ALICE, ["s1"], Filters(), 10)["s1"],
+    ):
+        assert found
+        expected = store.turn_info(ids(found), ALICE)
+        assert {c.episode_id: c.turn for c in found} == expected
+
+
 # -- lexical search -------------------------------------------------------------------------------
 def test_lexical_search_ranks_more_matching_terms_first_and_respects_scope(store):
     episodes = [

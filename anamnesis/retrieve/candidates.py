@@ -32,7 +32,7 @@ from dataclasses import replace
 import numpy as np
 
 from ..errors import InvalidInputError
-from ..store.base import Candidate, Filters
+from ..store.base import Candidate, Filters, TurnInfo
 from .expansion import feedback_terms
 from .fusion import fused_scores
 from .hyde import hyde
@@ -75,8 +75,9 @@ def merge_lists(lists: Sequence[Sequence[Candidate]], limit: int) -> list[Candid
 NO_TURN: tuple[None, None, None, None] = (None, None, None, None)
 
 
-def turn_info(request: SearchRequest, ids: Sequence[str]) -> dict[str, tuple]:
-    """``(session_id, turn_index, speaker, role)`` of episodes, looked up once per search."""
+def turn_info(request: SearchRequest, ids: Sequence[str]) -> dict[str, TurnInfo]:
+    """``(session_id, turn_index, speaker, role)`` of episodes, looked up once per search
+    (or not at all for those a store search already placed: ``Candidate.turn``)."""
     return request.lookup("turn_info", ids, request.store.turn_info)
 
 
@@ -95,6 +96,7 @@ def keep_pool(
 ) -> list[Candidate]:
     """Remember a base channel's deep ranking for the speaker channels; return its top."""
     request.memo[("pool", name)] = ranked
+    request.known("turn_info", {c.episode_id: c.turn for c in ranked if c.turn is not None})
     return ranked[:limit]
 
 
@@ -124,9 +126,8 @@ def speakers_named(request: SearchRequest) -> list[str]:
     if key not in request.memo:
         pool = dense_pool(request)
         info = turn_info(request, [c.episode_id for c in pool])
-        known = dict.fromkeys(
-            info[c.episode_id][2] for c in pool if c.episode_id in info and info[c.episode_id][2]
-        )
+        speakers = (info[c.episode_id][2] for c in pool if c.episode_id in info)
+        known = dict.fromkeys(speaker for speaker in speakers if speaker)
         request.memo[key] = named_speakers(request.analysis.text, known)[:MAX_SPEAKERS]
     return request.memo[key]
 

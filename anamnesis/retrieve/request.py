@@ -72,6 +72,12 @@ class SearchRequest:
             cache.update(fetch(missing, self.scope))
         return {i: cache[i] for i in episode_ids if i in cache}
 
+    def known(self, kind: str, answers: Mapping[str, T]) -> None:
+        """Record answers to ``lookup(kind, ...)`` read along with something else (the
+        in-scope episodes' turn info that came with a store search), so that lookup
+        skips them."""
+        self.memo.setdefault(("lookup", kind), {}).update(answers)
+
     def episodes(self, episode_ids: Sequence[str]) -> dict[str, Episode]:
         """The in-scope episodes with these ids, fetched once per search and shared."""
         return self.lookup("episodes", episode_ids, self._get_episodes)

@@ -213,12 +213,22 @@ class FactChanges:
         )
 
 
+#: Where an episode sits: ``(session_id, turn_index, speaker, role)`` (``Store.turn_info``).
+TurnInfo = tuple[str | None, int | None, str | None, str | None]
+
+
 @dataclass(frozen=True, slots=True)
 class Candidate:
-    """An episode id proposed by one channel, with that channel's raw score."""
+    """An episode id proposed by one channel, with that channel's raw score.
+
+    ``turn`` is where the episode sits, ``(session_id, turn_index, speaker, role)`` as
+    ``Store.turn_info`` gives it, when the store read it in the same statement as the
+    id (SQLite's searches do); None when not known. It takes no part in equality.
+    """
 
     episode_id: str
     score: float
+    turn: TurnInfo | None = field(default=None, compare=False)
 
 
 class Store(Protocol):
@@ -402,9 +412,7 @@ class Store(Protocol):
         """For each episode, the turns within ``window`` positions of it in its session."""
         ...
 
-    def turn_info(
-        self, episode_ids: Sequence[str], scope: Scope
-    ) -> dict[str, tuple[str | None, int | None, str | None, str | None]]:
+    def turn_info(self, episode_ids: Sequence[str], scope: Scope) -> dict[str, TurnInfo]:
         """``(session_id, turn_index, speaker, role)`` of each episode in ``scope`` (others
         are left out): a light lookup for channels that reason about positions, speakers
         and roles."""

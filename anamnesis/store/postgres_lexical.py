@@ -207,10 +207,16 @@ def query_weights(conn: psycopg.Connection[Any], terms: Sequence[str]) -> QueryW
     )
 
 
+#: Where a hit sits (``Candidate.turn``), read with it: ``(session_id, turn_index,
+#: speaker, role)``.
+TURN_COLUMNS = "e.session_id, e.turn_index, e.speaker, e.role"
+
+
 def bm25_query(
     weights: QueryWeights, candidates: str, candidate_params: list[Any], limit: int
 ) -> tuple[str, list[Any]]:
-    """The SELECT of ``(id, score)`` for the best ``limit`` rows of ``candidates``.
+    """The SELECT of ``(id, score, session_id, turn_index, speaker, role)`` for the best
+    ``limit`` rows of ``candidates``.
 
     ``candidates`` is a WHERE fragment over ``episodes e`` (match, scope, filters).
     A candidate's term frequencies are the position counts of the query's lexemes in
@@ -222,7 +228,7 @@ def bm25_query(
             SELECT sum((%s::float8[])[array_position(%s::text[], m.lexeme)] * {tf} * %s
                        / ({tf} + %s * (1 - %s + %s * {DOCUMENT_LENGTH} / %s)))
             FROM unnest(ts_filter(setweight(e.content_tsv, 'A', %s::text[]), '{{a}}')) AS m
-        ) AS score
+        ) AS score, {TURN_COLUMNS}
         FROM episodes e
         WHERE {candidates}
         ORDER BY score DESC NULLS LAST, e.rowid LIMIT %s"""

@@ -16,8 +16,9 @@ import psycopg
 
 from ..types import Episode, EpisodeVersion, Scope, Session
 from . import postgres_search
-from .base import Candidate, Filters, adjacent_by_episode, fact_scope
+from .base import Candidate, Filters, TurnInfo, adjacent_by_episode, fact_scope
 from .episode_times import EpisodeTimes, TimeRange, times_by_episode
+from .postgres_lexical import TURN_COLUMNS
 from .postgres_query import (
     EPISODE_COLUMNS,
     episode,
@@ -125,12 +126,8 @@ class PostgresReads:
                 binary=binary,
             ).fetchall()
 
-    def turn_info(
-        self, episode_ids: Sequence[str], scope: Scope
-    ) -> dict[str, tuple[str | None, int | None, str | None, str | None]]:
-        rows = self._by_id(
-            "e.id, e.session_id, e.turn_index, e.speaker, e.role", episode_ids, scope
-        )
+    def turn_info(self, episode_ids: Sequence[str], scope: Scope) -> dict[str, TurnInfo]:
+        rows = self._by_id(f"e.id, {TURN_COLUMNS}", episode_ids, scope)
         return {r[0]: (r[1], r[2], r[3], r[4]) for r in rows}
 
     def episode_vectors(self, episode_ids: Sequence[str], scope: Scope) -> dict[str, np.ndarray]:

@@ -15,7 +15,7 @@ import psycopg
 from ..types import Scope
 from .base import Candidate, Filters
 from .episode_times import TimeRange
-from .postgres_lexical import bm25_query, query_weights
+from .postgres_lexical import TURN_COLUMNS, bm25_query, query_weights
 from .postgres_query import MAX_QUERY_TERMS, filters_sql, scope_sql, tsquery_sql
 
 #: When at most this many rows are in scope (after filters), dense search scans them
@@ -29,6 +29,11 @@ HNSW_EF_SEARCH = 100
 #: hnsw.max_scan_tuples: how far an iterative scan may walk to satisfy a filter before
 #: giving up (pgvector's default). A scan that comes back short falls back to exact.
 HNSW_MAX_SCAN_TUPLES = 20_000
+
+
+def _candidates(rows: Sequence[tuple[Any, ...]]) -> list[Candidate]:
+    """Candidates from ``(id, score, session_id, turn_index, speaker, role)`` rows."""
+    return [Candidate(r[0], float(r[1]), (r[2], r[3], r[4], r[5])) for r in rows]
 
 
 def lexical_search(
@@ -65,8 +70,7 @@ def lexical_search(
         [*terms_params, *params, *extra_params],
         limit,
     )
-    rows = conn.execute(sql, sql_params).fetchall()
-    return [Candidate(r[0], float(r[1])) for r in rows]
+    return _candidates(conn.execute(sql, sql_params).fetchall())
 
 
 def dense_search(
@@ -102,7 +106,7 @@ def dense_search(
     ).fetchone()[0]  # type: ignore[index]
     if in_scope == 0:
         return []
-    rows: list[tuple[str, float]] = []
+    rows: list[tuple[Any, ...]] = []
     if in_scope > EXACT_SCAN_MAX_ROWS:
         conn.execute(
             "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), "
@@ -112,20 +116,20 @@ def dense_search(
         )
         rows = conn.execute(
             f"""WITH hits AS MATERIALIZED (
-                    SELECT e.id, e.embedding <=> %s AS distance FROM episodes e
-                    WHERE {condition} ORDER BY distance LIMIT %s)
-                SELECT id, distance FROM hits ORDER BY distance""",
+                    SELECT e.id, e.embedding <=> %s AS distance, {TURN_COLUMNS}
+                    FROM episodes e WHERE {condition} ORDER BY distance LIMIT %s)
+                SELECT * FROM hits ORDER BY distance""",
             [query_vector, *condition_params, limit],
         ).fetchall()
     if len(rows) < min(limit, in_scope):
         # "+ 0" makes the ordering an expression the HNSW index cannot serve, so
         # the planner filters by scope and sorts every distance: an exact top-k.
         rows = conn.execute(
-            f"""SELECT e.id, e.embedding <=> %s AS distance FROM episodes e
+            f"""SELECT e.id, e.embedding <=> %s AS distance, {TURN_COLUMNS} FROM episodes e
                 WHERE {condition} ORDER BY (e.embedding <=> %s) + 0, e.id LIMIT %s""",
             [query_vector, *condition_params, query_vector, limit],
         ).fetchall()
-    return [Candidate(episode_id, 1.0 - float(distance)) for episode_id, distance in rows]
+    return _candidates([(r[0], 1.0 - float(r[1]), *r[2:]) for r in rows])
 
 
 def time_search(
@@ -157,7 +161,7 @@ def time_search(
                 UNION
                 SELECT t.episode_id FROM episode_times t
                 WHERE t.user_id = %s AND ({mentioned}))
-            SELECT e.id, e.embedding <=> %s AS distance
+            SELECT e.id, e.embedding <=> %s AS distance, {TURN_COLUMNS}
             FROM in_range r JOIN episodes e ON e.id = r.id
             WHERE {where} AND {extra} AND e.embedding IS NOT NULL
             ORDER BY (e.embedding <=> %s) + 0, e.id LIMIT %s""",
@@ -173,4 +177,4 @@ def time_search(
             limit,
         ],
     ).fetchall()
-    return [Candidate(episode_id, 1.0 - float(distance)) for episode_id, distance in rows]
+    return _candidates([(r[0], 1.0 - float(r[1]), *r[2:]) for r in rows])

@@ -18,7 +18,7 @@ from ..errors import (
     StoreError,
 )
 from ..types import Episode, EpisodeVersion, Scope, Session
-from .base import Candidate, Filters, adjacent_by_episode, fact_scope
+from .base import Candidate, Filters, TurnInfo, adjacent_by_episode, fact_scope
 from .dense_index import DenseIndex
 from .episode_times import EpisodeTimes, TimeRange, times_by_episode
 from .sqlite_lexical import SQLiteLexical
@@ -142,9 +142,7 @@ class SQLiteReads:
             )
         return rows
 
-    def turn_info(
-        self, episode_ids: Sequence[str], scope: Scope
-    ) -> dict[str, tuple[str | None, int | None, str | None, str | None]]:
+    def turn_info(self, episode_ids: Sequence[str], scope: Scope) -> dict[str, TurnInfo]:
         rows = self._by_id(
             "e.id, e.session_id, e.turn_index, e.speaker, e.role FROM episodes e",
             episode_ids,
@@ -254,22 +252,23 @@ class SQLiteReads:
         )
 
     def _candidates(self, pairs: Sequence[tuple[int, float]], scope: Scope) -> list[Candidate]:
-        """Map ranked ``(rowid, score)`` pairs to episode ids, re-checking scope in SQL."""
+        """Map ranked ``(rowid, score)`` pairs to episode ids (with where each turn sits),
+        re-checking scope in SQL."""
         known = self._in_scope([rowid for rowid, _ in pairs], scope)
-        return [Candidate(known[r][0], score) for r, score in pairs if r in known]
+        return [Candidate(known[r][0], score, known[r][1]) for r, score in pairs if r in known]
 
-    def _in_scope(self, rowids: Sequence[int], scope: Scope) -> dict[int, tuple[str, str | None]]:
-        """``(id, session_id)`` of each of ``rowids`` that is in ``scope``, read in SQL."""
+    def _in_scope(self, rowids: Sequence[int], scope: Scope) -> dict[int, tuple[str, TurnInfo]]:
+        """The id and ``turn_info`` of each of ``rowids`` that is in ``scope``, read in SQL."""
         if not rowids:
             return {}
         where, params = scope_sql(scope, by_key=True)
         marks = ",".join("?" * len(rowids))
         rows = self._conn.execute(
-            f"SELECT e.rowid, e.id, e.session_id FROM episodes e "
-            f"WHERE e.rowid IN ({marks}) AND {where}",
+            "SELECT e.rowid, e.id, e.session_id, e.turn_index, e.speaker, e.role "
+            f"FROM episodes e WHERE e.rowid IN ({marks}) AND {where}",
             [*rowids, *params],
         ).fetchall()
-        return {rowid: (episode_id, session_id) for rowid, episode_id, session_id in rows}
+        return {row[0]: (row[1], (row[2], row[3], row[4], row[5])) for row in rows}
 
     def _refresh_dense(self) -> None:
         """Bring the numpy matrix up to date with the file, incrementally when possible."""
@@ -363,9 +362,9 @@ class SQLiteReads:
         found: dict[str, list[Candidate]] = {s: [] for s in dict.fromkeys(session_ids)}
         for session_id, session_pairs in ranked.items():
             found[session_id] = [
-                Candidate(known[rowid][0], score)
+                Candidate(known[rowid][0], score, known[rowid][1])
                 for rowid, score in session_pairs
-                if known.get(rowid, (None, None))[1] == session_id
+                if rowid in known and known[rowid][1][0] == session_id
             ]
         return found
 
