@@ -137,3 +137,30 @@ def test_forget_drops_every_item_built_on_a_removed_episode(store) -> None:
     assert [row.id for row, _ in store.find_derived(ALICE)] == ["sum_kept"]
     assert store.delete_scope(ALICE).derived == 1
     assert store.find_derived(ALICE) == []
+
+
+def test_looking_up_sources_costs_the_same_in_a_small_and_a_large_store(tmp_path) -> None:
+    # The summaries and facts channels look up a few items' sources on every search,
+    # filtered to the question's date. Without planner statistics (a store filled by
+    # add, never ANALYZEd) SQLite once walked every episode of the scope dated before
+    # it instead: a cost that grew with the store.
+    from anamnesis.store.sqlite import SQLiteStore
+
+    def steps(extra: int) -> int:
+        store = SQLiteStore(tmp_path / f"m{extra}.db", dim=8)
+        ids = _episodes(store, ALICE, "s1", "I adopted a dog", "We named him Rex")
+        _episodes(store, ALICE, "s2", *(f"filler {i}" for i in range(extra)))
+        store.write_derived(ALICE, [_item(ALICE, "sum_a", ids)], [unit_vectors(1, 8)[0]])
+        counted = [0]
+
+        def count() -> int:
+            counted[0] += 1
+            return 0
+
+        store._conn.set_progress_handler(count, 10)
+        before = Filters(event_before=datetime(2100, 1, 1, tzinfo=UTC))
+        assert store.derived_episodes(["sum_a"], ALICE, before) == {"sum_a": ids}
+        store.close()
+        return counted[0]
+
+    assert steps(2000) <= steps(20) + 5

@@ -410,7 +410,11 @@ def source_episodes(
     filters: Filters,
 ) -> dict[str, list[str]]:
     """Each owner's (a fact's, a derived item's) source episodes in ``scope`` that pass
-    ``filters``, oldest first: one statement, scope enforced on owners and episodes."""
+    ``filters``, oldest first: one statement, scope enforced on owners and episodes.
+
+    The episodes are joined last (``CROSS JOIN``: SQLite keeps that order), each by
+    its id: without statistics SQLite would otherwise walk every episode of the scope
+    in the filters' time range and look its sources up."""
     if not ids:
         return {}
     sources, key, owner_table, (owner_where, owner_params) = owners
@@ -422,8 +426,8 @@ def source_episodes(
     for owner_id, episode_id in conn.execute(
         f"""SELECT s.{key}, e.id FROM {sources} s
             JOIN {owner_table} ON {alias}.id = s.{key}
-            JOIN episodes e ON e.id = s.episode_id
-            WHERE {ids_sql} AND {owner_where} AND {where} AND {extra}
+            CROSS JOIN episodes e
+            WHERE e.id = s.episode_id AND {ids_sql} AND {owner_where} AND {where} AND {extra}
             ORDER BY e.event_time, e.id""",
         [*ids_params, *owner_params, *params, *extra_params],
     ).fetchall():
