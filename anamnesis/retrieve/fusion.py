@@ -3,6 +3,7 @@ mixed with standardised scores) or a learned logistic model."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
@@ -114,14 +115,18 @@ def standardise(values: np.ndarray) -> np.ndarray:
 
 def _z_scores(candidates: Sequence[Candidate]) -> list[float]:
     """Each candidate's score standardised within its list (zeros when the scores
-    are all equal or do not fall with rank)."""
+    are all equal or do not fall with rank). In plain Python: a list holds at most a
+    channel's candidates, too few for numpy's per-call cost to pay."""
     scores = [float(c.score) for c in candidates]
-    if len(scores) > 1:
-        tolerance = 1e-12 * max(1.0, abs(scores[0]))
-        if any(later - earlier > tolerance for earlier, later in pairwise(scores)):
-            return [0.0] * len(scores)
-    z: list[float] = standardise(np.array(scores, dtype=np.float64)).tolist()
-    return z
+    n = len(scores)
+    if n < 2:
+        return [0.0] * n
+    tolerance = 1e-12 * max(1.0, abs(scores[0]))
+    if any(later - earlier > tolerance for earlier, later in pairwise(scores)):
+        return [0.0] * n
+    mean = math.fsum(scores) / n
+    spread = math.sqrt(math.fsum((s - mean) * (s - mean) for s in scores) / n)
+    return [(s - mean) / spread for s in scores] if spread > 0.0 else [0.0] * n
 
 
 @dataclass(frozen=True, slots=True)
