@@ -164,3 +164,33 @@ def test_looking_up_sources_costs_the_same_in_a_small_and_a_large_store(tmp_path
         return counted[0]
 
     assert steps(2000) <= steps(20) + 5
+
+
+def test_every_write_and_delete_of_derived_items_changes_their_epoch(store) -> None:
+    # The summaries channel keeps an index of a scope's items between searches and
+    # rebuilds it when this token changes; a change it missed would leave it stale.
+    from anamnesis.store.derived_sql import DERIVED_EPOCH
+
+    seen = [store.get_meta(DERIVED_EPOCH)]
+
+    def changed() -> bool:
+        seen.append(store.get_meta(DERIVED_EPOCH))
+        return seen[-1] not in seen[:-1]
+
+    ids = _episodes(store, ALICE, "s1", "I adopted a dog", "We named him Rex")
+    store.write_derived(ALICE, [_item(ALICE, "sum_a", ids)], [unit_vectors(1)[0]])
+    assert changed()
+    store.write_derived(ALICE, [_item(ALICE, "sum_a", ids)], [unit_vectors(1)[0]])
+    assert changed()  # rewritten in place
+    store.write_derived(ALICE, [], [], drop=["sum_a"])
+    assert changed()
+    store.write_derived(ALICE, [_item(ALICE, "sum_b", ids)], [unit_vectors(1)[0]])
+    assert changed()
+    store.forget(ALICE, Selection(episode_ids=(ids[0],)))  # the item built on it goes
+    assert changed()
+    store.write_derived(ALICE, [_item(ALICE, "sum_c", ids[1:])], [unit_vectors(1)[0]])
+    assert changed()
+    store.delete_scope(ALICE)
+    assert changed()
+    store.delete_scope(BOB)  # nothing derived there: nothing changed
+    assert not changed()

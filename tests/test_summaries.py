@@ -20,6 +20,8 @@ from locomo_slice import load_slice
 from anamnesis import Memory
 from anamnesis.bench.presets import BENCH_PRESETS
 from anamnesis.consolidate import build
+from anamnesis.retrieve.resources import StageResources
+from anamnesis.retrieve.summaries import item_index, matching_items
 from anamnesis.store.base import Filters
 from anamnesis.types import Scope
 
@@ -168,6 +170,24 @@ def test_the_summaries_channel_proposes_the_episodes_behind_a_summary(slice_memo
     assert {h.episode.id for h in from_summaries} <= behind
 
 
+def test_the_channel_keeps_its_index_of_items_until_one_changes(slice_memory: Memory) -> None:
+    # Matching reads every item of the scope; the index of them is kept between
+    # searches, and a write or delete of an item, by this process or another, is seen
+    # by the next search.
+    slice_memory.consolidate(user_id=USER)
+    store, scope, resources = slice_memory.store, Scope(USER), StageResources()
+    assert item_index(store, scope, None, resources) is item_index(store, scope, None, resources)
+    question = "Which adoption agencies was Caroline looking into?"
+    vector = slice_memory.embedder.embed_query(question)
+    ranked = matching_items(store, scope, ["adoption", "agencies"], vector, None, resources)
+    best = ranked[0][0]
+    other = Memory(path=store.path, embedder=slice_memory.embedder)  # type: ignore[attr-defined]
+    with other:
+        other.store.write_derived(scope, [], [], drop=[best])
+    after = matching_items(store, scope, ["adoption", "agencies"], vector, None, resources)
+    assert [i for i, _ in after] == [i for i, _ in ranked if i != best]
+
+
 def test_the_channel_reads_only_the_kinds_it_is_given(slice_memory: Memory) -> None:
     slice_memory.consolidate(user_id=USER)
     behind_summaries = {
@@ -224,6 +244,8 @@ CHILD = textwrap.dedent(
     import sys, time
     from anamnesis import Memory
     from anamnesis.consolidate import build
+from anamnesis.retrieve.resources import StageResources
+from anamnesis.retrieve.summaries import item_index, matching_items
     from anamnesis.embed import get_embedder
 
     build.BATCH_SIZE = 1

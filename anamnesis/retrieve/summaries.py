@@ -2,11 +2,12 @@
 match the question.
 
 Derived items (``anamnesis.consolidate``) are matched by their text: cosine between
-the question and each item's vector, and BM25 over the items' words (a scope holds a
-few hundred items at most, so both run in numpy over the scope's items), fused by
-reciprocal rank. The best ``TOP_ITEMS`` items then propose their provenance episodes
-that pass the scope and filters (in SQL), each scored by the mean of its item's
-cosine and its own cosine to the question. An item proposes at most
+the question and each item's vector, and BM25 over the items' words, both in numpy
+over an index of the scope's items that is kept between searches until a derived item
+is written or deleted (``item_index``: a long-lived scope holds one summary per
+session, thousands of them), fused by reciprocal rank. The best ``TOP_ITEMS`` items
+then propose their provenance episodes that pass the scope and filters (in SQL), each
+scored by the mean of its item's cosine and its own cosine to the question. An item proposes at most
 ``ITEM_EPISODES`` of its episodes. In the default pipeline; ``consolidate`` builds the
 items, and until it has the channel proposes nothing.
 The constants are first guesses, not tuned (docs/experiments/2026-11-25-summaries-and-profiles.md).
@@ -15,16 +16,20 @@ The constants are first guesses, not tuned (docs/experiments/2026-11-25-summarie
 from __future__ import annotations
 
 import math
-from collections import Counter
+import threading
+from collections import Counter, OrderedDict
 from collections.abc import Sequence
-from functools import lru_cache
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from ..store.base import Candidate, Store
+from ..store.derived_sql import DERIVED_EPOCH
 from ..types import Scope
 from .query import words
 from .request import SearchRequest
+from .resources import StageResources
 
 #: Items (summaries and profiles together) whose episodes are proposed.
 TOP_ITEMS = 4
@@ -43,11 +48,8 @@ def _stem(word: str) -> str:
     return base[:-1] if len(base) > 3 and base.endswith("s") else base
 
 
-@lru_cache(maxsize=8192)
 def _terms_of(text: str) -> tuple[Counter[str], int]:
-    """An item's stemmed word counts and its length in words (cached: an item's text
-    only changes when it is rebuilt, and every search of its scope reads it; the
-    counts are read-only)."""
+    """A text's stemmed word counts and its length in words."""
     raw = Counter(words(text))  # stem each distinct word once, not each occurrence
     counts: Counter[str] = Counter()
     for word, n in raw.items():
@@ -55,28 +57,108 @@ def _terms_of(text: str) -> tuple[Counter[str], int]:
     return counts, sum(raw.values())
 
 
-def bm25_scores(terms: Sequence[str], texts: Sequence[str]) -> list[float]:
-    """Okapi BM25 of each text for ``terms`` (light plural stemming on both sides)."""
-    parsed = [_terms_of(t) for t in texts]
-    docs = [counts for counts, _ in parsed]
-    if not docs:
-        return []
-    query = list(dict.fromkeys(_stem(t) for t in terms))
-    idf = {}
-    for term in query:
-        df = sum(1 for d in docs if term in d)
-        idf[term] = math.log(1 + (len(docs) - df + 0.5) / (df + 0.5))
-    average = sum(length for _, length in parsed) / len(docs) or 1.0
-    scores = []
-    for doc, length in parsed:
-        score = 0.0
-        for term in query:
-            tf = doc.get(term, 0)
-            if tf:
-                norm = tf + BM25_K1 * (1 - BM25_B + BM25_B * length / average)
-                score += idf[term] * tf * (BM25_K1 + 1) / norm
-        scores.append(score)
-    return scores
+@dataclass(frozen=True, slots=True)
+class ItemIndex:
+    """The derived items of one scope (and kind), ready to match: their ids, their
+    vectors as one matrix, and their stemmed words as postings for BM25. Built once
+    and kept between searches until the store's ``DERIVED_EPOCH`` changes."""
+
+    ids: tuple[str, ...]
+    matrix: np.ndarray
+    lengths: np.ndarray
+    postings: dict[str, tuple[np.ndarray, np.ndarray]]
+
+    @classmethod
+    def build(cls, rows: Sequence[tuple[str, str, np.ndarray]]) -> ItemIndex:
+        """The index of ``(id, text, vector)`` rows, in their order."""
+        lengths = np.zeros(len(rows))
+        items: dict[str, list[int]] = {}
+        counts: dict[str, list[float]] = {}
+        for i, (_, text, _) in enumerate(rows):
+            words_of, lengths[i] = _terms_of(text)
+            for term, n in words_of.items():
+                items.setdefault(term, []).append(i)
+                counts.setdefault(term, []).append(float(n))
+        dim = len(rows[0][2]) if rows else 0
+        return cls(
+            ids=tuple(item_id for item_id, _, _ in rows),
+            matrix=np.stack([v for _, _, v in rows]) if rows else np.zeros((0, dim), np.float32),
+            lengths=lengths,
+            postings={t: (np.array(items[t]), np.array(counts[t])) for t in items},
+        )
+
+    def bm25(self, terms: Sequence[str]) -> np.ndarray:
+        """Okapi BM25 of each item for ``terms`` (light plural stemming on both sides)."""
+        n = len(self.ids)
+        scores = np.zeros(n)
+        if n == 0:
+            return scores
+        average = float(self.lengths.sum()) / n or 1.0
+        for term in dict.fromkeys(_stem(t) for t in terms):
+            if term not in self.postings:
+                continue
+            rows, tf = self.postings[term]
+            idf = math.log(1 + (n - len(rows) + 0.5) / (len(rows) + 0.5))
+            norm = tf + BM25_K1 * (1 - BM25_B + BM25_B * self.lengths[rows] / average)
+            scores[rows] += idf * tf * (BM25_K1 + 1) / norm
+        return scores
+
+
+#: Item indexes kept per ``StageResources`` (one per scope, kinds and epoch searched).
+KEPT_INDEXES = 16
+
+
+class _KeptIndexes:
+    """The last ``KEPT_INDEXES`` item indexes built, by key (safe between threads)."""
+
+    def __init__(self) -> None:
+        self._indexes: OrderedDict[Any, ItemIndex] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: Any) -> ItemIndex | None:
+        with self._lock:
+            if key in self._indexes:
+                self._indexes.move_to_end(key)
+            return self._indexes.get(key)
+
+    def keep(self, key: Any, index: ItemIndex) -> None:
+        with self._lock:
+            self._indexes[key] = index
+            while len(self._indexes) > KEPT_INDEXES:
+                self._indexes.popitem(last=False)
+
+
+def item_index(
+    store: Store,
+    scope: Scope,
+    kinds: Sequence[str] | None = None,
+    resources: StageResources | None = None,
+) -> ItemIndex:
+    """The index of the scope's derived items (of ``kinds``, default every kind): from
+    ``resources`` when it holds one built at the store's present ``DERIVED_EPOCH``
+    (a new random token with every write or delete of derived items, by any process,
+    so no two stores share one), else read now and kept there."""
+    epoch = store.get_meta(DERIVED_EPOCH)
+    key = (epoch, scope, None if kinds is None else tuple(kinds))
+    kept = (
+        resources.get(("summaries", "item indexes"), _KeptIndexes)
+        if resources is not None and epoch is not None
+        else None
+    )
+    found = kept.get(key) if kept is not None else None
+    if found is not None:
+        return found
+    one_kind = kinds[0] if kinds is not None and len(kinds) == 1 else None  # asked in SQL
+    index = ItemIndex.build(
+        [
+            (item_id, text, v)
+            for item_id, kind, text, v in store.derived_texts(scope, one_kind)
+            if kinds is None or kind in kinds
+        ]
+    )
+    if kept is not None:
+        kept.keep(key, index)
+    return index
 
 
 def matching_items(
@@ -85,27 +167,27 @@ def matching_items(
     terms: Sequence[str],
     vector: np.ndarray,
     kinds: Sequence[str] | None = None,
+    resources: StageResources | None = None,
 ) -> list[tuple[str, float]]:
     """The ids of the scope's derived items (of ``kinds``, default every kind), best
     match first, each with its cosine to ``vector``."""
-    one_kind = kinds[0] if kinds is not None and len(kinds) == 1 else None  # asked in SQL
-    found = [
-        (item_id, text, v)
-        for item_id, kind, text, v in store.derived_texts(scope, one_kind)
-        if kinds is None or kind in kinds
-    ]
-    if not found:
+    index = item_index(store, scope, kinds, resources)
+    if not index.ids:
         return []
-    cosines = np.stack([v for _, _, v in found]) @ np.asarray(vector, dtype=np.float32)
-    lexical = bm25_scores(terms, [text for _, text, _ in found])
-    fused = np.zeros(len(found))
-    for rank, i in enumerate(np.argsort(-cosines, kind="stable"), start=1):
-        fused[i] += 1.0 / (ITEM_RRF_K + rank)
-    matched = [i for i in np.argsort(-np.asarray(lexical), kind="stable") if lexical[i] > 0]
-    for rank, i in enumerate(matched, start=1):
-        fused[i] += 1.0 / (ITEM_RRF_K + rank)
+    cosines = index.matrix @ np.asarray(vector, dtype=np.float32)
+    lexical = index.bm25(terms)
+    fused = np.zeros(len(index.ids))
+    fused[np.argsort(-cosines, kind="stable")] = 1.0 / (ITEM_RRF_K + _ranks(len(index.ids)))
+    by_words = np.argsort(-lexical, kind="stable")
+    matched = by_words[lexical[by_words] > 0]
+    fused[matched] += 1.0 / (ITEM_RRF_K + _ranks(len(matched)))
     order = np.argsort(-fused, kind="stable")
-    return [(found[i][0], float(cosines[i])) for i in order]
+    return list(zip([index.ids[i] for i in order.tolist()], cosines[order].tolist(), strict=True))
+
+
+def _ranks(n: int) -> np.ndarray:
+    """1, 2, ..., n as floats."""
+    return np.arange(1, n + 1, dtype=np.float64)
 
 
 def summaries(request: SearchRequest, limit: int) -> list[Candidate]:
@@ -115,7 +197,12 @@ def summaries(request: SearchRequest, limit: int) -> list[Candidate]:
     example ``("summary",)``: the sessions' summaries without the profiles)."""
     kinds = request.options("summaries").get("kinds")
     ranked = matching_items(
-        request.store, request.scope, request.analysis.terms, request.query_vector, kinds
+        request.store,
+        request.scope,
+        request.analysis.terms,
+        request.query_vector,
+        kinds,
+        request.resources,
     )[:TOP_ITEMS]
     if not ranked:
         return []

@@ -4,15 +4,18 @@ The two backends keep them in the same logical tables (``derived_items``,
 ``derived_sources``; see the migrations) and differ only in parameter marks and how
 times and JSON travel: the facts' ``Dialect`` says how. Vectors are stored as raw
 float32 bytes in both and scanned exactly in numpy: a scope holds one summary per
-session and one profile per person, a few hundred rows at most. There is no
-full-text index: lexical matching over so few rows runs in Python
-(``anamnesis.consolidate.search``), and no index segment can keep a forgotten word.
+session and one profile per person. There is no full-text index: matching runs in
+numpy over the scope's items (``anamnesis.retrieve.summaries``, which keeps them
+between searches until ``DERIVED_EPOCH`` changes), and no index segment can keep a
+forgotten word.
 
-Every statement carries the caller's scope in its WHERE clause.
+Every statement carries the caller's scope in its WHERE clause. Every write and
+delete sets ``meta[DERIVED_EPOCH]`` to a new random token in its transaction.
 """
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -22,6 +25,10 @@ from ..errors import InvalidInputError
 from ..types import DeleteCounts, Scope
 from .base import DerivedRow, Filters, SessionPrint, fact_scope, scope_clauses
 from .facts_sql import Conn, Dialect, source_episodes
+
+#: The ``meta`` key whose value changes (to a new random token) with every write or
+#: delete of derived items, by any process: what a cache of them is checked against.
+DERIVED_EPOCH = "derived_epoch"
 
 DERIVED_COLUMNS = (
     "d.id, d.kind, d.user_id, d.agent_id, d.session_id, d.subject, d.text, d.body, "
@@ -42,6 +49,15 @@ class DerivedSQL:
             params.append(scope.session_id)
         return where, params
 
+    def _changed(self, conn: Conn) -> None:
+        """Record in the caller's transaction that derived items changed."""
+        p = self.d.mark
+        conn.execute(
+            f"INSERT INTO meta (key, value) VALUES ({p}, {p}) "
+            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            [DERIVED_EPOCH, uuid.uuid4().hex],
+        )
+
     def write(
         self,
         conn: Conn,
@@ -60,6 +76,8 @@ class DerivedSQL:
             if (item.user_id, item.agent_id) != (home.user_id, home.agent_id):
                 raise InvalidInputError(f"item {item.id} is outside the scope it is written in")
         self._delete(conn, home, list(dict.fromkeys([*drop, *(i.id for i in items)])))
+        if items:
+            self._changed(conn)
         for item, vector in zip(items, vectors, strict=True):
             columns = {
                 "id": item.id,
@@ -105,6 +123,8 @@ class DerivedSQL:
             conn.execute(f"DELETE FROM derived_sources WHERE {sql}", values)
             sql, values = self.d.in_list("d.id", owned)
             deleted += conn.execute(f"DELETE FROM derived_items AS d WHERE {sql}", values).rowcount
+        if deleted:
+            self._changed(conn)
         return deleted
 
     def _select(
@@ -228,6 +248,8 @@ class DerivedSQL:
             conn.execute(f"DELETE FROM derived_sources WHERE {sql}", values)
             sql, values = self.d.in_list("d.id", chunk)
             deleted += conn.execute(f"DELETE FROM derived_items AS d WHERE {sql}", values).rowcount
+        if deleted:
+            self._changed(conn)
         return DeleteCounts(derived=deleted)
 
     def delete_scope(self, conn: Conn, scope: Scope) -> DeleteCounts:
