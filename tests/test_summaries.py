@@ -244,8 +244,6 @@ CHILD = textwrap.dedent(
     import sys, time
     from anamnesis import Memory
     from anamnesis.consolidate import build
-from anamnesis.retrieve.resources import StageResources
-from anamnesis.retrieve.summaries import item_index, matching_items
     from anamnesis.embed import get_embedder
 
     build.BATCH_SIZE = 1
