@@ -104,26 +104,31 @@ class ItemIndex:
         return scores
 
 
-#: Item indexes kept per ``StageResources`` (one per scope, kinds and epoch searched).
+#: Scopes (with kinds) whose item index a ``StageResources`` keeps.
 KEPT_INDEXES = 16
 
 
 class _KeptIndexes:
-    """The last ``KEPT_INDEXES`` item indexes built, by key (safe between threads)."""
+    """The item indexes of the last ``KEPT_INDEXES`` scopes searched, each with the
+    ``DERIVED_EPOCH`` it was built at; one per scope, so a rebuilt index replaces the
+    stale one at once (safe between threads)."""
 
     def __init__(self) -> None:
-        self._indexes: OrderedDict[Any, ItemIndex] = OrderedDict()
+        self._indexes: OrderedDict[Any, tuple[str, ItemIndex]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, key: Any) -> ItemIndex | None:
+    def get(self, key: Any, epoch: str) -> ItemIndex | None:
         with self._lock:
-            if key in self._indexes:
-                self._indexes.move_to_end(key)
-            return self._indexes.get(key)
+            kept = self._indexes.get(key)
+            if kept is None or kept[0] != epoch:
+                return None
+            self._indexes.move_to_end(key)
+            return kept[1]
 
-    def keep(self, key: Any, index: ItemIndex) -> None:
+    def keep(self, key: Any, epoch: str, index: ItemIndex) -> None:
         with self._lock:
-            self._indexes[key] = index
+            self._indexes[key] = (epoch, index)
+            self._indexes.move_to_end(key)
             while len(self._indexes) > KEPT_INDEXES:
                 self._indexes.popitem(last=False)
 
@@ -139,13 +144,13 @@ def item_index(
     (a new random token with every write or delete of derived items, by any process,
     so no two stores share one), else read now and kept there."""
     epoch = store.get_meta(DERIVED_EPOCH)
-    key = (epoch, scope, None if kinds is None else tuple(kinds))
+    key = (scope, None if kinds is None else tuple(kinds))
     kept = (
         resources.get(("summaries", "item indexes"), _KeptIndexes)
         if resources is not None and epoch is not None
         else None
     )
-    found = kept.get(key) if kept is not None else None
+    found = kept.get(key, epoch) if kept is not None and epoch is not None else None
     if found is not None:
         return found
     one_kind = kinds[0] if kinds is not None and len(kinds) == 1 else None  # asked in SQL
@@ -156,8 +161,8 @@ def item_index(
             if kinds is None or kind in kinds
         ]
     )
-    if kept is not None:
-        kept.keep(key, index)
+    if kept is not None and epoch is not None:
+        kept.keep(key, epoch, index)
     return index
 
 
