@@ -7,9 +7,9 @@ over an index of the scope's items that is kept between searches until a derived
 is written or deleted (``item_index``: a long-lived scope holds one summary per
 session, thousands of them), fused by reciprocal rank. The best ``TOP_ITEMS`` items
 then propose their provenance episodes that pass the scope and filters (in SQL), each
-scored by the mean of its item's cosine and its own cosine to the question. An item proposes at most
-``ITEM_EPISODES`` of its episodes. In the default pipeline; ``consolidate`` builds the
-items, and until it has the channel proposes nothing.
+scored by the mean of its item's cosine and its own cosine to the question. An item
+proposes at most ``ITEM_EPISODES`` of its episodes. In the default pipeline;
+``consolidate`` builds the items, and until it has the channel proposes nothing.
 The constants are first guesses, not tuned (docs/experiments/2026-11-25-summaries-and-profiles.md).
 """
 
@@ -143,27 +143,28 @@ def item_index(
     ``resources`` when it holds one built at the store's present ``DERIVED_EPOCH``
     (a new random token with every write or delete of derived items, by any process,
     so no two stores share one), else read now and kept there."""
-    epoch = store.get_meta(DERIVED_EPOCH)
+    epoch = store.get_meta(DERIVED_EPOCH)  # read before the items: never newer than them
+    if resources is None or epoch is None:
+        return _read_index(store, scope, kinds)
+    kept = resources.get(("summaries", "item indexes"), _KeptIndexes)
     key = (scope, None if kinds is None else tuple(kinds))
-    kept = (
-        resources.get(("summaries", "item indexes"), _KeptIndexes)
-        if resources is not None and epoch is not None
-        else None
-    )
-    found = kept.get(key, epoch) if kept is not None and epoch is not None else None
-    if found is not None:
-        return found
+    index = kept.get(key, epoch)
+    if index is None:
+        index = _read_index(store, scope, kinds)
+        kept.keep(key, epoch, index)
+    return index
+
+
+def _read_index(store: Store, scope: Scope, kinds: Sequence[str] | None) -> ItemIndex:
+    """The index of the scope's derived items of ``kinds``, read from the store now."""
     one_kind = kinds[0] if kinds is not None and len(kinds) == 1 else None  # asked in SQL
-    index = ItemIndex.build(
+    return ItemIndex.build(
         [
             (item_id, text, v)
             for item_id, kind, text, v in store.derived_texts(scope, one_kind)
             if kinds is None or kind in kinds
         ]
     )
-    if kept is not None and epoch is not None:
-        kept.keep(key, epoch, index)
-    return index
 
 
 def matching_items(

@@ -215,6 +215,8 @@ class FactChanges:
 
 #: Where an episode sits: ``(session_id, turn_index, speaker, role)`` (``Store.turn_info``).
 TurnInfo = tuple[str | None, int | None, str | None, str | None]
+#: The columns of ``episodes e`` that make a ``TurnInfo``, in its order (both backends).
+TURN_COLUMNS = "e.session_id, e.turn_index, e.speaker, e.role"
 
 
 @dataclass(frozen=True, slots=True)

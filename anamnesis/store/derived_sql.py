@@ -75,8 +75,8 @@ class DerivedSQL:
         for item in items:
             if (item.user_id, item.agent_id) != (home.user_id, home.agent_id):
                 raise InvalidInputError(f"item {item.id} is outside the scope it is written in")
-        self._delete(conn, home, list(dict.fromkeys([*drop, *(i.id for i in items)])))
-        if items:
+        deleted = self._delete(conn, home, list(dict.fromkeys([*drop, *(i.id for i in items)])))
+        if items or deleted:
             self._changed(conn)
         for item, vector in zip(items, vectors, strict=True):
             columns = {
@@ -123,8 +123,6 @@ class DerivedSQL:
             conn.execute(f"DELETE FROM derived_sources WHERE {sql}", values)
             sql, values = self.d.in_list("d.id", owned)
             deleted += conn.execute(f"DELETE FROM derived_items AS d WHERE {sql}", values).rowcount
-        if deleted:
-            self._changed(conn)
         return deleted
 
     def _select(
@@ -258,7 +256,10 @@ class DerivedSQL:
         ids = [
             r[0] for r in conn.execute(f"SELECT d.id FROM derived_items d WHERE {where}", params)
         ]
-        return DeleteCounts(derived=self._delete(conn, scope, ids))
+        deleted = self._delete(conn, scope, ids)
+        if deleted:
+            self._changed(conn)
+        return DeleteCounts(derived=deleted)
 
 
 def _vector(value: Any) -> np.ndarray | None:

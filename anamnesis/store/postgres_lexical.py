@@ -38,6 +38,7 @@ from typing import Any
 
 import psycopg
 
+from .base import TURN_COLUMNS
 from .lexical_index import BM25_B, BM25_K1, IDF_FLOOR
 
 #: The text search configuration of the ``content_tsv`` column and of queries: Snowball
@@ -205,11 +206,6 @@ def query_weights(conn: psycopg.Connection[Any], terms: Sequence[str]) -> QueryW
         weights=[float(r[1]) for r in rows],
         mean_length=float(rows[0][2]) if rows else 1.0,
     )
-
-
-#: Where a hit sits (``Candidate.turn``), read with it: ``(session_id, turn_index,
-#: speaker, role)``.
-TURN_COLUMNS = "e.session_id, e.turn_index, e.speaker, e.role"
 
 
 def bm25_query(

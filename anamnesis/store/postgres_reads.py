@@ -16,9 +16,8 @@ import psycopg
 
 from ..types import Episode, EpisodeVersion, Scope, Session
 from . import postgres_search
-from .base import Candidate, Filters, TurnInfo, adjacent_by_episode, fact_scope
+from .base import TURN_COLUMNS, Candidate, Filters, TurnInfo, adjacent_by_episode, fact_scope
 from .episode_times import EpisodeTimes, TimeRange, times_by_episode
-from .postgres_lexical import TURN_COLUMNS
 from .postgres_query import (
     EPISODE_COLUMNS,
     episode,

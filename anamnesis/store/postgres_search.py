@@ -13,9 +13,9 @@ import numpy as np
 import psycopg
 
 from ..types import Scope
-from .base import Candidate, Filters
+from .base import TURN_COLUMNS, Candidate, Filters
 from .episode_times import TimeRange
-from .postgres_lexical import TURN_COLUMNS, bm25_query, query_weights
+from .postgres_lexical import bm25_query, query_weights
 from .postgres_query import MAX_QUERY_TERMS, filters_sql, scope_sql, tsquery_sql
 
 #: When at most this many rows are in scope (after filters), dense search scans them

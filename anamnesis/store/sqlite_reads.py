@@ -18,7 +18,7 @@ from ..errors import (
     StoreError,
 )
 from ..types import Episode, EpisodeVersion, Scope, Session
-from .base import Candidate, Filters, TurnInfo, adjacent_by_episode, fact_scope
+from .base import TURN_COLUMNS, Candidate, Filters, TurnInfo, adjacent_by_episode, fact_scope
 from .dense_index import DenseIndex
 from .episode_times import EpisodeTimes, TimeRange, times_by_episode
 from .sqlite_lexical import SQLiteLexical
@@ -144,7 +144,7 @@ class SQLiteReads:
 
     def turn_info(self, episode_ids: Sequence[str], scope: Scope) -> dict[str, TurnInfo]:
         rows = self._by_id(
-            "e.id, e.session_id, e.turn_index, e.speaker, e.role FROM episodes e",
+            f"e.id, {TURN_COLUMNS} FROM episodes e",
             episode_ids,
             scope,
         )
@@ -264,7 +264,7 @@ class SQLiteReads:
         where, params = scope_sql(scope, by_key=True)
         marks = ",".join("?" * len(rowids))
         rows = self._conn.execute(
-            "SELECT e.rowid, e.id, e.session_id, e.turn_index, e.speaker, e.role "
+            f"SELECT e.rowid, e.id, {TURN_COLUMNS} "
             f"FROM episodes e WHERE e.rowid IN ({marks}) AND {where}",
             [*rowids, *params],
         ).fetchall()
