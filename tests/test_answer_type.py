@@ -52,11 +52,13 @@ def test_where_someone_lives_is_the_turn_that_names_the_place(demo: Path, embedd
 
 
 def test_a_question_that_is_not_where_is_untouched(demo: Path, embedder) -> None:
+    # warm=False: a search racing the warm-up's lexical build is answered by FTS5, whose
+    # BM25 scores differ from the in-memory index's in their last bits.
     for question in ("Who is allergic to cats?", "Which race is she training for?"):
         with Memory(
-            path=demo, embedder=embedder, config=BENCH_PRESETS["default-no-place"]
+            path=demo, embedder=embedder, config=BENCH_PRESETS["default-no-place"], warm=False
         ) as memory:
             plain = [(h.episode.id, h.score) for h in memory.search(question, user_id=DEMO_USER)]
-        with Memory(path=demo, embedder=embedder, config=BENCH_PRESETS["default"]) as m:
+        with Memory(path=demo, embedder=embedder, config=BENCH_PRESETS["default"], warm=False) as m:
             placed = [(h.episode.id, h.score) for h in m.search(question, user_id=DEMO_USER)]
         assert placed == plain
