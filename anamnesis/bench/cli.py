@@ -22,6 +22,7 @@ from rich.progress import (
 from ..cli_errors import handled
 from ..retrieve.filters import ABSTAIN_RULES
 from .abstention import THRESHOLDS
+from .agent_life import agent_life_command
 from .facts_eval import facts_command
 from .gate import gate_command
 from .lifecycle import lifecycle_command
@@ -332,6 +333,7 @@ bench.add_command(facts_command)
 bench.add_command(mcp_command)
 bench.add_command(rest_command)
 bench.add_command(gate_command)
+bench.add_command(agent_life_command)
 
 
 @bench.command(name="scale")

@@ -308,3 +308,30 @@ BENCH_PRESETS["default-summaries"] = _DEFAULT
 BENCH_PRESETS["default-summaries-only"] = _DEFAULT.with_options("summaries", kinds=("summary",))
 BENCH_PRESETS["default-profiles"] = _DEFAULT.with_options("summaries", kinds=("profile",))
 BENCH_PRESETS["default-summaries-no-session"] = without(_DEFAULT, channel="session")
+
+#: Issue 33 (an agent's life: the current truth first). ``previous-default`` is the
+#: default as it stood before (kept by value, so later changes to the default do not
+#: move it). The parts, each alone on the default: present-state words left out of the
+#: lexical terms (``tense``), and the later of two statements about the same thing
+#: first (``current_first``, before the guards).
+BENCH_PRESETS["previous-default"] = _DEFAULT
+BENCH_PRESETS["default-tense"] = _DEFAULT.with_(query=(*_DEFAULT.query, "tense"))
+BENCH_PRESETS["default-current"] = _DEFAULT.with_(
+    stages=("time_match", "question_prior", "current_first", "place_prior", "exact_match")
+)
+BENCH_PRESETS["default-tense-current"] = BENCH_PRESETS["default-current"].with_(
+    query=(*_DEFAULT.query, "tense")
+)
+BENCH_PRESETS["hybrid-tense-current"] = _HYBRID.with_(query=("tense",), stages=("current_first",))
+for _tau in (45, 55, 65):
+    for _pool in (10, 30):
+        BENCH_PRESETS[f"hybrid-tc-{_tau}-{_pool}"] = BENCH_PRESETS[
+            "hybrid-tense-current"
+        ].with_options("current_first", same_thing=_tau / 100, pool=_pool)
+BENCH_PRESETS["hybrid-subject"] = _HYBRID.with_(query=("subject",))
+BENCH_PRESETS["hybrid-stc"] = BENCH_PRESETS["hybrid-tc-55-10"].with_(query=("tense", "subject"))
+BENCH_PRESETS["default-stc"] = (
+    BENCH_PRESETS["default-tense-current"]
+    .with_(query=(*_DEFAULT.query, "tense", "subject"))
+    .with_options("current_first", pool=10, same_thing=0.55)
+)

@@ -33,6 +33,7 @@ import numpy as np
 
 from ..errors import InvalidInputError
 from ..store.base import Candidate, Filters, TurnInfo
+from .currency import present_terms, subject_names
 from .expansion import feedback_terms
 from .fusion import fused_scores
 from .hyde import hyde
@@ -137,6 +138,8 @@ QUERY_FEATURES = {
     "speakers": "drop the names of known speakers from the lexical terms",
     "decompose": "run a multi-part question's parts as sub-queries (rule-based)",
     "decompose-llm": "the same, the parts written by an LLM (needs ANAMNESIS_LLM_*)",
+    "tense": 'drop present-state words ("now", "these days") from the lexical terms',
+    "subject": "the memory's own subject's name neither matched nor embedded",
 }
 
 
@@ -159,6 +162,11 @@ def _terms(request: SearchRequest, text: str) -> list[str]:
     terms = list(request.analysis.terms) if text == request.analysis.text else search_terms(text)
     if "speakers" in request.config.query:
         terms = strip_names(terms, speakers_named(request))
+    if "tense" in request.config.query:
+        present = present_terms(text)
+        terms = [t for t in terms if t not in present]
+    if "subject" in request.config.query:
+        terms = strip_names(terms, subject_names(request))
     return terms
 
 

@@ -50,10 +50,29 @@ class SearchRequest:
 
     @property
     def query_vector(self) -> np.ndarray:
-        """The question's embedding, computed on first use and shared by all stages."""
+        """The question's embedding, computed on first use and shared by all stages
+        (with ``"subject"`` configured, of the question with the memory's subject in
+        the first person: ``currency.subject_names``)."""
         if self._vector is None:
-            self._vector = self.embedder.embed_query(self.analysis.text)
+            self._vector = self.text_vector(self.dense_text)
         return self._vector
+
+    def text_vector(self, text: str) -> np.ndarray:
+        """The embedding of ``text``, computed once per search."""
+        key = ("text_vector", text)
+        if key not in self.memo:
+            self.memo[key] = self.embedder.embed_query(text)
+        vector: np.ndarray = self.memo[key]
+        return vector
+
+    @property
+    def dense_text(self) -> str:
+        """The text the question is embedded as."""
+        if "subject" not in self.config.query:
+            return self.analysis.text
+        from .currency import subject_names, without_subject
+
+        return without_subject(self.analysis.text, subject_names(self))
 
     def lookup(
         self,
@@ -102,10 +121,7 @@ class SearchRequest:
         """The embedding of ``text`` (the question itself or one of its sub-queries)."""
         if text == self.analysis.text:
             return self.query_vector
-        key = ("vector", text)
-        if key not in self.memo:
-            self.memo[key] = self.embedder.embed_query(text)
-        return self.memo[key]
+        return self.text_vector(text)
 
     def channel(self, name: str, limit: int) -> list[Candidate]:
         """Channel ``name``'s candidates, computed once per search and shared."""

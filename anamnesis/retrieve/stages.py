@@ -40,6 +40,7 @@ from ..facts.search import current_at
 from .answer_type import place_prior
 from .candidates import OTHER_ROLE, turn_info
 from .crossencoder import cross_encoder_stage
+from .currency import current_first
 from .ensemble import ensemble_e5
 from .exact import exact_match
 from .filters import abstain, dedup
@@ -287,6 +288,7 @@ STAGES: dict[str, Stage] = {
     "exact_match": exact_match,
     "strength_prior": strength_prior,
     "place_prior": place_prior,
+    "current_first": current_first,
 }
 
 #: Checks of a stage's options (``SearchConfig.stage_options``), with what they load,

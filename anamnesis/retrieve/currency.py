@@ -1,0 +1,151 @@
+"""The statement in force first: when a question asks how things stand, of two
+candidates about the same thing the later one ranks above the earlier.
+
+People restate what changes ("my new manager is Sofia" after "my manager is Rui"), and
+both statements match the question about as well; what tells them apart is their
+order in time, which no channel reads. Two candidates are taken to be about the same
+thing when their stored embeddings are close (``SAME_THING``) and both are among the
+best ``DEPTH`` of the fused list; the earlier is then placed just below the later one,
+wherever it was. Nothing else moves, so a candidate with no later counterpart keeps
+its rank, and a superseded statement stays findable a few places down.
+
+The stage stands aside when the question asks about the past or about time itself:
+a past-tense question ("where did she work…", "what was…"), history ("used to",
+"previously", "changed"), a named time ("in 2023"), and when/order/first questions.
+``present_tense`` and ``present_terms`` also serve the lexical channel: "now",
+"currently", "these days" say when, not what, and are dropped from its terms.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from .fusion import Fused, by_score
+from .request import SearchRequest
+
+#: The best candidates (first) that yield to a later statement about the same thing...
+DEPTH = 10
+#: ... found among this many.
+POOL = 30
+#: Cosine between two candidates' stored embeddings above which they are taken to be
+#: about the same thing.
+SAME_THING = 0.5
+
+#: A past-tense or perfect auxiliary asking about an event or a former state.
+_PAST = re.compile(
+    r"\b(?:did|didn't|was|wasn't|were|weren't|had|hadn't|used to|previous(?:ly)?|"
+    r"former(?:ly)?|before|originally|at first|in the past|ago|last (?:year|month|week))\b",
+    re.IGNORECASE,
+)
+#: Words that say "as things stand" rather than what the question is about.
+_PRESENT = re.compile(
+    r"\b(?:(?:right )?now|currently|current|nowadays|these days|at the moment|at present|"
+    r"presently|still|anymore|any more|these days|today)\b",
+    re.IGNORECASE,
+)
+
+
+def present_terms(text: str) -> set[str]:
+    """The lower-cased words of the present-state phrases in ``text`` ("now", "these
+    days" -> {"these", "days"}), to drop from lexical terms."""
+    found: set[str] = set()
+    for match in _PRESENT.finditer(text):
+        found.update(match.group(0).lower().split())
+    return found
+
+
+def asks_about_present(request: SearchRequest) -> bool:
+    """Whether the question asks how things stand now (see the module docstring)."""
+    analysis = request.analysis
+    time = analysis.time
+    if time.history and not time.current:
+        return False
+    if time.ranges or time.dating or time.ordering:
+        return False
+    return _PAST.search(analysis.text) is None or time.current
+
+
+def current_first(request: SearchRequest, fused: list[Fused]) -> list[Fused]:
+    """When the question asks about the present, each of the best ``depth`` candidates
+    yields its place to the latest candidate about the same thing among the best
+    ``pool`` (which takes its score), and settles just below it."""
+    options = request.options("current_first")
+    depth = int(options.get("depth", DEPTH))
+    pool_size = int(options.get("pool", POOL))
+    threshold = float(options.get("same_thing", SAME_THING))
+    pool = fused[: max(depth, pool_size)]
+    if len(pool) < 2 or not asks_about_present(request):
+        return fused
+    ids = [f.episode_id for f in pool]
+    episodes = request.episodes(ids)
+    vectors = request.stored_vectors(ids)
+    known = [f for f in pool if f.episode_id in episodes and f.episode_id in vectors]
+    if len(known) < 2:
+        return fused
+    matrix = np.stack([vectors[f.episode_id] for f in known]).astype(np.float32)
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    matrix /= np.where(norms == 0, 1.0, norms)
+    similar = matrix @ matrix.T >= threshold
+    times = [episodes[f.episode_id].event_time for f in known]
+    head = {f.episode_id for f in pool[:depth]}
+    for i, candidate in enumerate(known):
+        if candidate.episode_id not in head:
+            continue
+        later = [j for j in range(len(known)) if similar[i, j] and times[j] > times[i]]
+        if not later:
+            continue
+        latest = known[max(later, key=lambda j: times[j])]
+        latest.score = max(latest.score, candidate.score)
+        # A hair under: a tie would keep the old order.
+        candidate.score = min(candidate.score, latest.score - max(abs(latest.score) * 1e-6, 1e-12))
+    return by_score(fused)
+
+
+#: Nearest episodes read to tell whether a name in the question is the memory's
+#: subject...
+SUBJECT_POOL = 50
+#: ... which it is when at least this share of them say it.
+SUBJECT_SHARE = 0.2
+
+
+def subject_names(request: SearchRequest) -> list[str]:
+    """The names in the question that name the memory's own subject: a person most of
+    its notes are about ("Dara's mum flew back", "Dara started…"), found in at least
+    ``SUBJECT_SHARE`` of the question's nearest episodes.
+
+    Such a name tells nothing apart (every note is about that person), yet it pulls the
+    lexical and dense channels toward any note that says it. In a chat between named
+    people the names live in the speaker field, not the text, and are rarely this
+    frequent, so the names stay there.
+    """
+    key = "subject_names"
+    if key not in request.memo:
+        asked = request.analysis.features.get("names", [])
+        found: list[str] = []
+        if asked:
+            vector = request.text_vector(request.analysis.text)
+            near = request.store.dense_search(vector, request.scope, request.filters, SUBJECT_POOL)
+            texts = [
+                e.content.lower() for e in request.episodes([c.episode_id for c in near]).values()
+            ]
+            for name in asked:
+                word = name.lower()
+                pattern = re.compile(rf"\b{re.escape(word)}\b")
+                if texts and sum(1 for t in texts if pattern.search(t)) >= SUBJECT_SHARE * len(
+                    texts
+                ):
+                    found.append(name)
+        request.memo[key] = found
+    result: list[str] = request.memo[key]
+    return result
+
+
+def without_subject(text: str, subjects: list[str]) -> str:
+    """``text`` with the subject's name put in the first person, as most notes are
+    written ("Where does Dara work?" -> "Where does I work?", "Dara's" -> "my")."""
+    for name in subjects:
+        text = re.sub(rf"\b{re.escape(name)}['’]s\b", "my", text)
+        text = re.sub(rf"\b{re.escape(name)}\b", "I", text)
+    return text
