@@ -4,7 +4,7 @@ FTS5 computes ``bm25()`` for every row that matches any query term, which at 100
 episodes in one scope means tens of thousands of rows per search. This index holds
 the same postings in numpy arrays and scores only what the query touches, with FTS5's
 formula (``fts5Bm25Function`` in SQLite's ``ext/fts5/fts5_aux.c``; the same one
-``postgres_lexical`` reproduces)::
+``postgres.lexical`` reproduces)::
 
     score(d) = sum over query terms t of
                idf(t) * tf(t, d) * (k1 + 1) / (tf(t, d) + k1 * (1 - b + b * len(d) / avglen))
@@ -15,7 +15,7 @@ t, len(d) the row's tokens in all columns, avglen their mean. The postings come 
 FTS5 itself (``read_postings`` over an ``fts5vocab`` instance table), so the tokens,
 stems and counts are FTS5's own, not a reimplementation of its tokenizer.
 
-Scope is the FTS table's scope column (see ``sqlite_schema``): a row is in a scope when
+Scope is the FTS table's scope column (see ``sqlite.schema``): a row is in a scope when
 it holds each of the scope's tokens, exactly as the FTS5 query requires them.
 """
 
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 #: BM25 parameters: FTS5's, which are fixed in its source (k1 = 1.2, b = 0.75), the
-#: values Robertson and Zaragoza recommend as defaults; ``postgres_lexical`` uses them too.
+#: values Robertson and Zaragoza recommend as defaults; ``postgres.lexical`` uses them too.
 BM25_K1 = 1.2
 BM25_B = 0.75
 #: The smallest IDF a term can have: FTS5 clamps ln((N - n + 0.5)/(n + 0.5)) at 1e-6,

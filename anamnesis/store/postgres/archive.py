@@ -1,6 +1,6 @@
 """The archive of the PostgreSQL store: episodes moved out of the hot indexes, verbatim.
 
-The same two-step, write-ahead move as SQLite's (``sqlite_archive`` explains it): the
+The same two-step, write-ahead move as SQLite's (``sqlite.archive`` explains it): the
 verbatim copy with its vector is committed to ``archived_episodes`` first, then the
 episode leaves ``episodes`` (and with it the GIN and HNSW index entries, its time
 mentions and its share of the BM25 statistics). ``restore`` puts it back in one

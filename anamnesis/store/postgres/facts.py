@@ -1,6 +1,6 @@
 """The fact methods of the PostgreSQL store: tsvector/GIN and pgvector over fact text.
 
-Shared statements live in ``facts_sql``; this module adds what is PostgreSQL's own
+Shared statements live in ``shared.facts``; this module adds what is PostgreSQL's own
 and is mixed into ``PostgresStore``. Lexical ranking over facts is ``ts_rank`` (not
 the BM25 of the episode channel: facts are short, one clause each, so term frequency
 and length normalisation matter little); dense search scans the scope's facts exactly.

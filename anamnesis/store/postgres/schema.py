@@ -7,7 +7,7 @@ and dense indexes live on the episodes row itself: a generated ``tsvector`` colu
 with a GIN index, and a pgvector ``embedding`` column with an HNSW (cosine) index,
 so a scope filter and a vector ordering can be served by one table scan or index.
 Two small tables, ``text_corpus`` and ``text_lexemes``, hold the corpus statistics
-that BM25 needs (see ``postgres_lexical``).
+that BM25 needs (see ``postgres.lexical``).
 
 Each migration is a function of the embedding dimension that returns the steps
 moving a store from version N-1 to N: SQL statements, or functions of the connection
@@ -169,7 +169,7 @@ def _v1(dim: int) -> list[str]:
 
 
 def _v2(dim: int) -> list[str]:
-    # Corpus statistics for BM25 (see postgres_lexical), filled from stored episodes.
+    # Corpus statistics for BM25 (see postgres.lexical), filled from stored episodes.
     return lexical.migration()
 
 

@@ -50,7 +50,7 @@ def lexical_search(
     statistics of the whole table (every tenant, as FTS5 counts), so a rare term
     outweighs a common one and long episodes are normalised against the mean
     length. Scores are positive, larger is better, and equal SQLite's wherever the
-    two stemmers agree; see ``postgres_lexical`` for what still differs (Snowball
+    two stemmers agree; see ``postgres.lexical`` for what still differs (Snowball
     English stemming and stopwords instead of Porter). Every matching row in scope
     is scored before the top ``limit`` are taken, so the cost grows with the
     number of matches in scope.

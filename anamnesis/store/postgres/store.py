@@ -3,7 +3,7 @@
 One ``PostgresStore`` holds a ``psycopg_pool.ConnectionPool``; every method borrows a
 connection for one transaction and gives it back, so a store may be shared by any
 number of threads. Tenancy is enforced in SQL: every read and write of episodes
-carries the caller's scope in its WHERE clause (see ``postgres_query.scope_sql``).
+carries the caller's scope in its WHERE clause (see ``postgres.sql.scope_sql``).
 
 Select it with ``Memory(url="postgresql://user@host/db")`` or
 ``ANAMNESIS_DATABASE_URL``. The database needs the ``vector`` extension available

@@ -1,6 +1,6 @@
 """The fact methods of the SQLite store: FTS5 over fact text, numpy over fact vectors.
 
-Shared statements live in ``facts_sql``; this module adds what is SQLite's own and
+Shared statements live in ``shared.facts``; this module adds what is SQLite's own and
 is mixed into ``SQLiteStore``.
 """
 

@@ -1,7 +1,7 @@
 """The encoding gate in the SQLite store: admitted episodes go hot, rejected ones
 straight to the archive, and every decision beside them, in one transaction.
 
-Mixed into ``SQLiteStore``; the SQL of the decisions is ``gate_sql``'s.
+Mixed into ``SQLiteStore``; the SQL of the decisions is ``shared.gate``'s.
 """
 
 from __future__ import annotations

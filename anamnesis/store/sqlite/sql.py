@@ -116,7 +116,7 @@ def _scope_token(level: str, *parts: str) -> str:
 
 
 def scope_terms(user_id: str, agent_id: str | None, session_id: str | None) -> str:
-    """The opaque FTS tokens that mark an episode's scope (see sqlite_schema)."""
+    """The opaque FTS tokens that mark an episode's scope (see sqlite.schema)."""
     tokens = [_scope_token("u", user_id)]
     if agent_id is not None:
         tokens.append(_scope_token("a", user_id, agent_id))

@@ -3,7 +3,7 @@
 Episodes are the source of truth; the FTS5 index is kept in step by triggers inside
 the same transaction, and vectors are float32 BLOBs searched by a numpy matrix that
 is loaded on first use and refreshed incrementally. Lexical search ranks with an
-in-memory copy of the FTS5 postings (``sqlite_lexical``), exactly as FTS5's ``bm25()``
+in-memory copy of the FTS5 postings (``sqlite.lexical``), exactly as FTS5's ``bm25()``
 would, and falls back to FTS5 itself while that copy is being built.
 """
 
