@@ -14,21 +14,17 @@ from datetime import UTC, datetime
 
 import numpy as np
 
-from .ingest.gate import GateConfig, decide
-from .memory_lifecycle import episode_ids_of
-from .store.base import Store
-from .types import Episode, GateDecision, Scope, Session
+from ..ingest.gate import GateConfig, decide
+from ..types import Episode, GateDecision, Scope, Session
+from .lifecycle import episode_ids_of
+from .state import MemoryState
+from .verbs import reads
 
 
-class GateVerbs:
+class GateVerbs(MemoryState):
     """``gate_decisions``, and the gated write of one batch."""
 
-    _store: Store
-    _gate: GateConfig | None
-
-    def _scope(self, user_id: str | None, agent_id: str | None, session_id: str | None) -> Scope:
-        raise NotImplementedError  # pragma: no cover - provided by Memory
-
+    @reads
     def gate_decisions(
         self,
         episode_ids: Sequence[str] | str,

@@ -8,29 +8,21 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from .consolidate.abstractive import ABSTRACTIVE, EXTRACTIVE, Summarizer
-from .embed.base import Embedder
-from .errors import InvalidInputError
-from .facts.types import ConsolidationReport
-from .facts.worker import ConsolidationWorker
-from .ingest.normalise import check_text, parse_time
-from .llm import ChatClient
-from .store.base import FactQuery, Store, fact_scope
-from .types import Fact, Scope
+from ..consolidate.abstractive import ABSTRACTIVE, EXTRACTIVE, Summarizer
+from ..errors import InvalidInputError
+from ..facts.types import ConsolidationReport
+from ..facts.worker import ConsolidationWorker
+from ..ingest.normalise import check_text, parse_time
+from ..store.base import FactQuery, fact_scope
+from ..types import Fact, Scope
+from .state import MemoryState
+from .verbs import reads, writes
 
 
-class FactVerbs:
+class FactVerbs(MemoryState):
     """Consolidation and bi-temporal fact queries (see ``anamnesis.facts``)."""
 
-    _store: Store
-    _embedder: Embedder
-    llm: ChatClient | None
-    _worker: ConsolidationWorker | None = None
-    _summarizer: Summarizer | None = None
-
-    def _scope(self, user_id: str | None, agent_id: str | None, session_id: str | None) -> Scope:
-        raise NotImplementedError  # pragma: no cover - provided by Memory
-
+    @writes
     def consolidate(
         self,
         *,
@@ -53,8 +45,8 @@ class FactVerbs:
         other kind is rebuilt. A failing endpoint leaves extractive summaries, warns
         once and shows in ``capabilities["summaries"]``.
         """
-        from .consolidate.build import refresh
-        from .facts.consolidate import consolidate
+        from ..consolidate.build import refresh
+        from ..facts.consolidate import consolidate
 
         if limit is not None and (not isinstance(limit, int) or limit < 1):
             raise InvalidInputError("limit must be a positive integer or None")
@@ -104,6 +96,7 @@ class FactVerbs:
             return ABSTRACTIVE
         return summarizer.state
 
+    @writes
     def start_consolidation(
         self,
         *,
@@ -142,6 +135,7 @@ class FactVerbs:
             worker, self._worker = self._worker, None
             worker.stop(raise_error=False)
 
+    @reads
     def facts(
         self,
         *,
@@ -175,6 +169,7 @@ class FactVerbs:
             ),
         )
 
+    @reads
     def fact_history(
         self,
         *,
@@ -188,7 +183,7 @@ class FactVerbs:
 
         The chain follows supersession: each fact names the one it replaced.
         """
-        from .facts.search import history
+        from ..facts.search import history
 
         scope = fact_scope(self._scope(user_id, agent_id, None))
         when = parse_time(as_of, "as_of")

@@ -2,8 +2,8 @@
 
 Read-only views, scoped like every verb (``Memory._scope``, enforced in SQL). Every
 surface offers them as thin calls on this view: ``AsyncMemory.derived``
-(``async_derived``), the REST routes ``/v1/derived/...`` and ``RemoteMemory.derived`` /
-``AsyncRemoteMemory.derived`` (``server/client_derived``), the MCP tools ``summaries``
+(``async_verbs``, generated), the REST routes ``/v1/derived/...`` and ``RemoteMemory.derived`` /
+``AsyncRemoteMemory.derived`` (``server/remote_verbs``, generated), the MCP tools ``summaries``
 and ``profile``.
 """
 
@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .consolidate.types import Profile, SessionSummary
-from .consolidate.view import list_profiles, list_summaries
-from .ingest.normalise import check_text
-from .store.base import Store
-from .types import Scope
+from ..consolidate.types import Profile, SessionSummary
+from ..consolidate.view import list_profiles, list_summaries
+from ..ingest.normalise import check_text
+from ..store.base import Store
+from ..types import Scope
 
 #: ``Memory._scope``: checks the ids and returns the scope a verb acts in.
 ScopeOf = Callable[[str | None, str | None, str | None], Scope]

@@ -11,32 +11,29 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
-from .consolidate.view import profile_block
-from .context import DEFAULT_BUDGET_TOKENS, DEFAULT_NEIGHBOUR_HITS, assemble, facts_of
-from .embed import Embedder
-from .errors import InvalidInputError, NotFoundError
-from .ingest.normalise import (
-    check_episode_id,
+from ..consolidate.view import profile_block
+from ..context import DEFAULT_BUDGET_TOKENS, DEFAULT_NEIGHBOUR_HITS, assemble, facts_of
+from ..errors import InvalidInputError
+from ..ingest.normalise import (
     check_metadata,
     check_text,
     parse_time,
 )
-from .retrieve.analysis import QueryAnalysis, analyse
-from .retrieve.archive import merge_archived, rank_archived
-from .retrieve.pipeline import Retriever
-from .retrieve.query import search_terms
-from .store.base import Filters, Store
-from .tokens import TokenCounter
-from .types import (
+from ..retrieve.analysis import QueryAnalysis, analyse
+from ..retrieve.archive import merge_archived, rank_archived
+from ..retrieve.query import search_terms
+from ..store.base import Filters
+from ..tokens import TokenCounter
+from ..types import (
     Context,
     ContextFact,
     Episode,
     EpisodeVersion,
     Hit,
     Page,
-    Scope,
 )
-from .usage import UsageLog
+from .state import MemoryState
+from .verbs import reads
 
 #: Upper bound on ``limit`` for search and listing.
 MAX_LIMIT = 1000
@@ -45,18 +42,10 @@ MAX_LIMIT = 1000
 CONTEXT_HITS = 50
 
 
-class ReadVerbs:
+class ReadVerbs(MemoryState):
     """Search and retrieval of stored episodes (see ``anamnesis.retrieve``)."""
 
-    _store: Store
-    _embedder: Embedder
-    _retriever: Retriever
-    _tokens: TokenCounter | None
-    _usage: UsageLog
-
-    def _scope(self, user_id: str | None, agent_id: str | None, session_id: str | None) -> Scope:
-        raise NotImplementedError  # pragma: no cover - provided by Memory
-
+    @reads
     def search(
         self,
         query: str,
@@ -103,6 +92,7 @@ class ReadVerbs:
         self._usage.retrieved(scope.user_id, (h.episode.id for h in hits), datetime.now(UTC))
         return hits
 
+    @reads
     def analyse(self, query: str, *, now: datetime | str | float | None = None) -> QueryAnalysis:
         """How ``search`` reads ``query`` asked at ``now`` (default: the present).
 
@@ -114,6 +104,7 @@ class ReadVerbs:
         """
         return analyse(check_text(query, "query"), parse_time(now, "now"))
 
+    @reads
     def context(
         self,
         query: str,
@@ -163,6 +154,7 @@ class ReadVerbs:
             profile=profile_block(self._store, scope, query) if profile else (),
         )
 
+    @reads
     def get(
         self,
         episode_id: str,
@@ -178,13 +170,7 @@ class ReadVerbs:
         self._usage.read(scope.user_id, episode.id, datetime.now(UTC))
         return episode
 
-    def _fetch(self, episode_id: str, scope: Scope) -> Episode:
-        """One episode by id, without counting a read."""
-        found = self._store.get_episodes([check_episode_id(episode_id)], scope)
-        if not found:
-            raise NotFoundError(f"no episode {episode_id!r} in this scope")
-        return found[0]
-
+    @reads
     def get_all(
         self,
         *,
@@ -208,6 +194,7 @@ class ReadVerbs:
         next_offset = offset + len(items) if offset + len(items) < total else None
         return Page(items=items, total=total, next_offset=next_offset)
 
+    @reads
     def history(
         self,
         episode_id: str,

@@ -9,12 +9,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-from .decay import DEFAULT_DECAY, DecayPolicy, episode_strength
-from .errors import InvalidInputError
-from .ingest.normalise import check_episode_id, check_id, check_text, parse_time
-from .store.base import Selection, Store
-from .types import Episode, ForgetReport, Scope, Usage
-from .usage import UsageLog
+from ..decay import DEFAULT_DECAY, DecayPolicy, episode_strength
+from ..errors import InvalidInputError
+from ..ingest.normalise import check_episode_id, check_id, check_text, parse_time
+from ..store.base import Selection
+from ..types import Episode, ForgetReport, Scope, Usage
+from .state import MemoryState
+from .verbs import writes
 
 #: Episode ids one ``forget`` call may name.
 MAX_FORGET_IDS = 100_000
@@ -22,15 +23,10 @@ MAX_FORGET_IDS = 100_000
 DECAY_PAGE = 1000
 
 
-class LifecycleVerbs:
+class LifecycleVerbs(MemoryState):
     """Erasure of episodes and of everything derived from them."""
 
-    _store: Store
-    _usage: UsageLog
-
-    def _scope(self, user_id: str | None, agent_id: str | None, session_id: str | None) -> Scope:
-        raise NotImplementedError  # pragma: no cover - provided by Memory
-
+    @writes
     def forget(
         self,
         episode_ids: Sequence[str] | str | None = None,
@@ -62,6 +58,7 @@ class LifecycleVerbs:
         removed, counts = self._store.forget(scope, selection, dry_run=dry_run)
         return ForgetReport(episode_ids=tuple(removed), counts=counts, dry_run=dry_run)
 
+    @writes
     def archive(
         self,
         episode_ids: Sequence[str] | str | None = None,
@@ -87,6 +84,7 @@ class LifecycleVerbs:
         )
         return self._store.archive(scope, selection, datetime.now(UTC))
 
+    @writes
     def restore(
         self,
         episode_ids: Sequence[str] | str | None = None,
@@ -106,6 +104,7 @@ class LifecycleVerbs:
         )
         return self._store.restore(scope, selection)
 
+    @writes
     def usage(
         self,
         episode_ids: Sequence[str] | str,
@@ -122,6 +121,7 @@ class LifecycleVerbs:
         self._usage.flush()
         return self._store.usage(ids, scope)
 
+    @writes
     def strength(
         self,
         episode_ids: Sequence[str] | str,
@@ -138,6 +138,7 @@ class LifecycleVerbs:
         scope = self._scope(user_id, agent_id, session_id)
         return self._strengths(self._store.get_episodes(ids, scope), scope, now, policy)
 
+    @writes
     def decay(
         self,
         *,
