@@ -9,14 +9,14 @@ from typing import Any
 
 import platformdirs
 
-from .retrieve.fusion import DEFAULT_RRF_K
-
 #: Environment variable that overrides the default store location.
 PATH_ENV = "ANAMNESIS_PATH"
 #: Environment variable that selects a database URL (PostgreSQL) instead of a file.
 URL_ENV = "ANAMNESIS_DATABASE_URL"
 #: The user id used when a call names none.
 DEFAULT_USER = "default"
+#: The RRF constant from Cormack et al. (2009); True Memory and MemX also use k = 60.
+DEFAULT_RRF_K = 60
 
 
 def default_path() -> Path:

@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..config import DEFAULT_RRF_K
 from ..embed.e5 import E5_NAME, E5Embedder
 from ..embed.vector_file import VectorFile
 from ..ingest.normalise import embedding_text
 from .crossencoder import reorder
-from .fusion import DEFAULT_RRF_K, Fused
+from .fusion import Fused
 from .request import SearchRequest
 from .resources import CandidateVectors
 
