@@ -2,8 +2,8 @@
 
 The bundled ranker (``ranker.py``) learned from the benchmarks' chats, and it ranks
 best the chats that resemble them: fitted on the user–assistant benchmarks alone it
-ranked LoCoMo's chats between named people worse than fusion did (BENCHMARKS.md,
-"Negative findings (session 7)"). A memory of another kind can have a ranker of its
+ranked LoCoMo's chats between named people worse than fusion did (study "The ranker
+reads its neighbours"). A memory of another kind can have a ranker of its
 own: label some questions with the episodes that answer them, then
 
     examples = ranker_examples(memory, questions)   # features of full-priors' top 100
