@@ -19,8 +19,8 @@ from .lexical import bm25_query, query_weights
 from .sql import MAX_QUERY_TERMS, filters_sql, scope_sql, tsquery_sql
 
 #: When at most this many rows are in scope (after filters), dense search scans them
-#: exactly instead of walking the HNSW graph: exact recall, and at 384 dimensions it
-#: runs in ~10 ms per 10k rows (anamnesis.bench.postgres_scale measures it).
+#: exactly instead of walking the HNSW graph: exact recall, and fast enough at this
+#: size (timings: study "Per dataset", "Figures from the code's comments").
 EXACT_SCAN_MAX_ROWS = 20_000
 #: hnsw.ef_search for approximate search (pgvector's default is 40); raised to the
 #: requested limit when that is larger. Measured recall@10 vs exact search is in

@@ -303,7 +303,7 @@ class PostgresStore(
         inserting rows into it one by one (see bench/postgres_scale). Meanwhile dense search
         stays correct, by exact scan, only slower. ``build_memory`` (e.g. ``"4GB"``)
         sets maintenance_work_mem for the build: it is fastest when the whole graph
-        fits (about 1.3x the raw vectors).
+        fits (somewhat more than the raw vectors).
         """
         with self._transaction() as conn:
             conn.execute("DROP INDEX IF EXISTS episodes_embedding")

@@ -2,7 +2,8 @@
 
 The format (pgvector's ``vector_send``/``vector_recv``) is a big-endian uint16
 dimension, a uint16 that is always zero, then the float32 values big-endian. Using it
-avoids the text form, which is ~3x larger on the wire and costs a float parse per value.
+avoids the text form, which is several times larger on the wire and costs a float parse
+per value.
 """
 
 from __future__ import annotations

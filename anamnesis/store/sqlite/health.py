@@ -28,8 +28,8 @@ from .sql import operational_error
 
 #: Words SQLite uses when a page or the file is damaged (SQLITE_CORRUPT, SQLITE_NOTADB).
 _DAMAGE_WORDS = ("malformed", "not a database", "corrupt", "disk image")
-#: Stores up to this size get SQLite's ``quick_check`` (every page read) at open:
-#: about 2 ms per MB here (9 ms for a 4 MB store of 2,000 turns), so at most ~35 ms.
+#: Stores up to this size get SQLite's ``quick_check`` (every page read) at open, whose
+#: cost grows with the file (timings: study "Per dataset", "Figures from the code's comments").
 #: Larger stores get only the structural check at open; ``full_check`` reads all.
 QUICK_CHECK_MAX_BYTES = 16 * 1024 * 1024
 #: The full-text indexes and the tables whose rows they index.

@@ -33,8 +33,8 @@ from ..index.lexical import CONTENT_COLUMN, SCOPE_COLUMN, LexicalIndex, Postings
 from .sql import operational_error, private_connection
 
 #: Work up to this many rows is done inside a search (a full build of a store this
-#: small, or a catch-up of this many rows, takes well under 100 ms); more runs in the
-#: background while searches use FTS5 directly.
+#: small, or a catch-up of this many rows, is quick next to a search's budget); more
+#: runs in the background while searches use FTS5 directly.
 SYNC_ROWS = 2000
 #: Query-term tokenisations remembered per store.
 TERM_CACHE = 50_000
