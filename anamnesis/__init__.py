@@ -4,7 +4,6 @@
 from . import offline  # noqa: F401  (first: switches telemetry off before onnxruntime loads)
 
 # isort: on
-from .async_memory import AsyncMemory
 from .config import SearchConfig
 from .consolidate.types import Profile, ProfileEntry, SessionSummary, SummaryLine
 from .decay import DecayPolicy
@@ -26,6 +25,7 @@ from .errors import (
 from .facts.types import ConsolidationReport
 from .ingest.gate import GateConfig
 from .memory import Memory
+from .memory.async_memory import AsyncMemory
 from .retrieve.analysis import QueryAnalysis
 from .store.base import Filters
 from .types import (

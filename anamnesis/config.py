@@ -9,14 +9,14 @@ from typing import Any
 
 import platformdirs
 
-from .retrieve.fusion import DEFAULT_RRF_K
-
 #: Environment variable that overrides the default store location.
 PATH_ENV = "ANAMNESIS_PATH"
 #: Environment variable that selects a database URL (PostgreSQL) instead of a file.
 URL_ENV = "ANAMNESIS_DATABASE_URL"
 #: The user id used when a call names none.
 DEFAULT_USER = "default"
+#: The RRF constant from Cormack et al. (2009); True Memory and MemX also use k = 60.
+DEFAULT_RRF_K = 60
 
 
 def default_path() -> Path:
@@ -95,21 +95,13 @@ class SearchConfig:
         return self.with_(stage_options={**self.stage_options, stage: merged})
 
 
-#: The pipeline ``Memory`` and the CLI use unless told otherwise: the best configuration
-#: on data it was not tuned on (BENCHMARKS.md, "Leave one data set out"). Candidates
-#: from BM25 and MiniLM, the named speaker's own turns, the turns of the role a question
-#: addresses, pseudo-relevance feedback, the best sessions' turns, the reply after a
-#: best hit that asks, the times the question names, and the turns behind the session
-#: summaries and profiles that match (once ``consolidate`` has built them; untuned,
-#: weight 1; without them the channel proposes nothing); fused by score-aware RRF
-#: (weights from a documented sweep on LoCoMo and BEAM: refitted on all three dev data
-#: sets they did no better on chats none of them holds); then a boost for turns dated
-#: in the named time, a prior against short asking turns, a boost for turns that name a
-#: place on "where" questions, and the exact-match guard (a turn that alone holds an
-#: identifier the question typed goes first). The learned ranker is not in it: fitted
-#: on two data sets it lost recall on the third, and it doubles the search time (preset
-#: ``ranker``). Each part's measured share is in BENCHMARKS.md; every ablation row is
-#: ``anamnesis.bench.presets``.
+#: The pipeline ``Memory`` and the CLI use unless told otherwise: every channel below
+#: (the summaries channel proposes nothing until ``consolidate`` has built summaries),
+#: fused by score-aware RRF, then the time, asking-turn and place priors and the
+#: exact-match guard. Why these parts and weights, and not the learned ranker (preset
+#: ``ranker``): they did best on data they were not tuned on (BENCHMARKS.md, "Leave one
+#: data set out"; study "A default that transfers"); the ablation rows are ``anamnesis
+#: bench --config NAME`` presets.
 DEFAULT = SearchConfig(
     channels=(
         "lexical",

@@ -69,8 +69,8 @@ class ChatClient:
         self, messages: list[dict[str, str]], *, max_tokens: int, temperature: float = 0.0
     ) -> tuple[str, dict[str, int]]:
         """The reply text and this call's token usage. Raises LLMError after retries."""
-        # Imported here: urllib.request pulls in ssl and http.client (~20 ms), which
-        # `import anamnesis` should not pay when no LLM is used.
+        # Imported here: urllib.request pulls in ssl and http.client, slow to import,
+        # which `import anamnesis` should not pay when no LLM is used.
         import urllib.error
         import urllib.request
 

@@ -51,9 +51,9 @@ _IMPORT_BATCH = 512
 #: ...
 BULK_IMPORT_MIN_EPISODES = 10_000
 #: ... if the store held at most this many times as many episodes before the import.
-#: A bulk load rebuilds the vector index over every row (PostgreSQL: ~0.5 ms per row),
-#: where a live insert costs ~2 ms per imported row (both from bench/postgres_scale at 1M
-#: rows), so the rebuild pays while the rows already there are fewer than ~3x the new.
+#: A bulk load rebuilds the vector index over every row, which pays while the rows
+#: already there are few next to the new (per-row costs from ``anamnesis bench``'s
+#: PostgreSQL scale run: study "Per dataset", "Figures from the code's comments").
 BULK_IMPORT_MAX_EXISTING_RATIO = 3
 
 

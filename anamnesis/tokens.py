@@ -2,8 +2,8 @@
 
 Token counts use the MiniLM WordPiece vocabulary bundled with Anamnesis
 (bert-base-uncased, no special tokens, no truncation). It is offline and
-deterministic; on English chat it lands within ~10% of GPT-style BPE counts, which is
-all a context budget needs.
+deterministic, and on English chat close enough to GPT-style BPE counts for a context
+budget (BENCHMARKS.md, "How it is measured").
 """
 
 from __future__ import annotations

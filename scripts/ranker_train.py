@@ -57,7 +57,7 @@ from typing import Any
 import numpy as np
 
 from anamnesis.bench import datasets
-from anamnesis.bench.fitting import first_half
+from anamnesis.bench.fitting import first_half, fit_pooled
 from anamnesis.bench.metrics import paired_bootstrap
 from anamnesis.bench.runner import dev_questions
 from anamnesis.bench.tokens import CachingEmbedder
@@ -71,7 +71,6 @@ from anamnesis.retrieve.ranker import (
 from anamnesis.retrieve.ranker_fit import (
     BASE_CONFIG,
     example_kind,
-    fit_pooled,
     fit_ranker,
     save_ranker,
 )

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import re
+import subprocess
+import sys
 
 import pytest
 from click.testing import CliRunner
@@ -130,3 +133,49 @@ def test_consolidate_then_facts(cli) -> None:
     assert "superseded" in cli("facts", "--all").output
     result = cli("facts", "--history")
     assert result.exit_code == EXIT_BAD_INPUT and "--predicate" in result.output
+
+
+def _modules_after(code: str) -> set[str]:
+    """The anamnesis modules a fresh interpreter has loaded after running ``code``."""
+    probe = f"{code}\nimport sys\nprint(*[m for m in sys.modules if m.startswith('anamnesis')])"
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120
+    )
+    return set(done.stdout.split())
+
+
+def test_the_cli_and_its_help_never_load_the_benchmarks() -> None:
+    imported = _modules_after("import anamnesis.cli")
+    assert "anamnesis.cli" in imported
+    helped = _modules_after(
+        "from anamnesis.cli import main\n"
+        "try:\n    main(['--help'])\nexcept SystemExit as done:\n    assert done.code == 0"
+    )
+    assert "anamnesis.cli" in helped
+    assert not {m for m in imported | helped if m.startswith("anamnesis.bench")}
+
+
+def test_help_lists_bench_with_the_short_help_of_the_command_it_loads() -> None:
+    from anamnesis.bench.cli import bench
+
+    listed = CliRunner().invoke(main, ["--help"], terminal_width=200).output
+    assert re.search(rf"^\s+bench\s+{re.escape(bench.get_short_help_str(200))}$", listed, re.M)
+
+
+def test_bench_runs_through_the_main_cli() -> None:
+    result = CliRunner().invoke(main, ["bench", "--help"])
+    assert result.exit_code == 0
+    assert "locomo" in result.output
+    assert "scale" in result.output
+    listed = CliRunner().invoke(main, ["--help"]).output
+    assert len(re.findall(r"^\s+bench\s", listed, re.M)) == 1
+
+
+def test_an_unknown_preset_is_refused_with_the_public_ones_and_the_bench_hint(tmp_path) -> None:
+    result = CliRunner().invoke(
+        main, ["--path", str(tmp_path / "m.db"), "--config", "nope", "stats"]
+    )
+    assert result.exit_code == 2
+    assert "unknown preset 'nope'" in result.output
+    assert "default, fast, ranker, facts" in result.output
+    assert "anamnesis bench" in result.output

@@ -169,7 +169,7 @@ def test_looking_up_sources_costs_the_same_in_a_small_and_a_large_store(tmp_path
 def test_every_write_and_delete_of_derived_items_changes_their_epoch(store) -> None:
     # The summaries channel keeps an index of a scope's items between searches and
     # rebuilds it when this token changes; a change it missed would leave it stale.
-    from anamnesis.store.derived_sql import DERIVED_EPOCH
+    from anamnesis.store.shared.derived import DERIVED_EPOCH
 
     seen = [store.get_meta(DERIVED_EPOCH)]
 

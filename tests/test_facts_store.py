@@ -279,7 +279,8 @@ def test_stats_count_facts(store):
 
 def test_migrations_skip_numbers_that_do_not_exist(monkeypatch):
     """Branches reserve migration numbers; a gap must not stop a store from opening."""
-    from anamnesis.store import postgres_schema, sqlite_schema
+    from anamnesis.store.postgres import schema as postgres_schema
+    from anamnesis.store.sqlite import schema as sqlite_schema
 
     for schema in (sqlite_schema, postgres_schema):
         monkeypatch.setattr(schema, "MIGRATIONS", {1: [], 3: [], 4: []})
@@ -292,7 +293,7 @@ def test_a_version_one_sqlite_store_upgrades_to_the_fact_tables(tmp_path):
     import sqlite3
 
     from anamnesis.store.sqlite import SQLiteStore
-    from anamnesis.store.sqlite_schema import LATEST, MIGRATIONS
+    from anamnesis.store.sqlite.schema import LATEST, MIGRATIONS
 
     conn = sqlite3.connect(tmp_path / "old.db")
     for statement in MIGRATIONS[1]:

@@ -11,9 +11,9 @@ import pytest
 from store_fixtures import DIM, make_episode, unit_vectors
 
 from anamnesis.retrieve.query import search_terms
-from anamnesis.store import sqlite_lexical
 from anamnesis.store.base import Candidate, Filters
 from anamnesis.store.sqlite import SQLiteStore
+from anamnesis.store.sqlite import lexical as sqlite_lexical
 from anamnesis.types import Scope
 
 FIXTURE = Path(__file__).parent / "fixtures" / "locomo_conv26_sessions1-4.json"

@@ -23,8 +23,8 @@ from store_fixtures import (  # noqa: F401  (fixtures are found by their registe
 from anamnesis.retrieve.query import search_terms
 from anamnesis.store.base import Filters, Selection
 from anamnesis.store.postgres import PostgresStore
-from anamnesis.store.postgres_lexical import token_count
-from anamnesis.store.postgres_schema import MIGRATIONS
+from anamnesis.store.postgres.lexical import token_count
+from anamnesis.store.postgres.schema import MIGRATIONS
 from anamnesis.store.sqlite import SQLiteStore
 from anamnesis.types import Scope
 
@@ -122,7 +122,7 @@ def _recounted(url: str) -> tuple[tuple[int, int], dict[str, int]]:
     with psycopg.connect(url) as conn:
         conn.execute("CREATE TEMP TABLE saved_corpus AS SELECT * FROM text_corpus")
         conn.execute("CREATE TEMP TABLE saved_lexemes AS SELECT * FROM text_lexemes")
-        from anamnesis.store.postgres_lexical import rebuild_statistics
+        from anamnesis.store.postgres.lexical import rebuild_statistics
 
         rebuild_statistics(conn)
         corpus = conn.execute("SELECT documents, tokens FROM text_corpus").fetchone()

@@ -23,10 +23,11 @@ from anamnesis.errors import (
     InvalidInputError,
     SchemaVersionError,
 )
-from anamnesis.store import open_url, postgres_search
-from anamnesis.store import postgres as pg_module
+from anamnesis.store import open_url
 from anamnesis.store.base import Filters
 from anamnesis.store.postgres import PostgresStore
+from anamnesis.store.postgres import search as postgres_search
+from anamnesis.store.postgres import store as pg_module
 from anamnesis.types import Scope
 
 ALICE = Scope("alice")

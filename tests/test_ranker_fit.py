@@ -9,6 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from anamnesis import Memory
+from anamnesis.bench.fitting import fit_pooled
 from anamnesis.bench.presets import BENCH_PRESETS
 from anamnesis.cli import main
 from anamnesis.cli_errors import EXIT_BAD_INPUT
@@ -16,7 +17,6 @@ from anamnesis.errors import InvalidInputError
 from anamnesis.retrieve.ranker import load_ranker
 from anamnesis.retrieve.ranker_fit import (
     LabelledQuestion,
-    fit_pooled,
     fit_ranker,
     ranker_examples,
     save_ranker,

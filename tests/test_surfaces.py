@@ -20,7 +20,7 @@ from store_fixtures import postgres_schema_url_fixture  # noqa: F401  (a fixture
 
 from anamnesis import AsyncMemory, InvalidInputError, Memory, NotFoundError, ScopeError
 from anamnesis.embed import get_embedder
-from anamnesis.memory_derived import DerivedView
+from anamnesis.memory.derived import DerivedView
 
 EDGE = get_embedder("edge")
 #: What only the process holding the store can offer: the clients leave them out.
@@ -61,10 +61,10 @@ def test_the_rest_clients_have_every_verb_with_the_same_signature() -> None:
 
 
 def test_every_surface_offers_the_derived_views_with_the_same_signatures() -> None:
-    from anamnesis.async_derived import AsyncDerivedView
+    from anamnesis.memory.async_verbs import AsyncDerivedView
     from anamnesis.server.async_client import AsyncRemoteMemory
     from anamnesis.server.client import RemoteMemory
-    from anamnesis.server.client_derived import AsyncRemoteDerivedView, RemoteDerivedView
+    from anamnesis.server.remote_verbs import AsyncRemoteDerivedView, RemoteDerivedView
 
     views = _public_methods(DerivedView)
     assert set(views) == {"summaries", "profiles", "profile"}

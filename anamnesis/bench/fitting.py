@@ -4,12 +4,14 @@ the benchmarks' dev splits: used by ``docs/experiments/scripts/fusion_sweep.py``
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ..retrieve.ranker_fit import newton_logistic
+from ..errors import InvalidInputError
+from ..retrieve.ranker import CHAT_KINDS, RankerModel
+from ..retrieve.ranker_fit import RANKER_L2, fit_model, newton_logistic
 
-__all__ = ["crossfit", "first_half", "newton_logistic", "scored"]
+__all__ = ["crossfit", "first_half", "fit_pooled", "newton_logistic", "scored"]
 
 
 def first_half(records: Iterable[Mapping[str, Any]]) -> set[str]:
@@ -44,3 +46,18 @@ def crossfit(
         for r in records
         if r["config"] == (second if r["case"] in first_cases else first)
     ]
+
+
+def fit_pooled(
+    examples: Sequence[Mapping[str, Any]], *, l2: float = RANKER_L2, trained_on: str = ""
+) -> dict[str, RankerModel]:
+    """One logistic model over every candidate of every example, whatever its chat
+    kind, serving every kind: the ranker a data set of a kind no other data set has
+    can be judged by without having seen its kind (leave one data set out)."""
+    usable = [e for e in examples if e["features"]]
+    if not any(set(e["evidence"]) & set(e["keys"]) for e in usable):
+        raise InvalidInputError(
+            "no labelled question has its evidence among the candidates: nothing to learn"
+        )
+    model = fit_model(usable, l2, trained_on)
+    return dict.fromkeys(CHAT_KINDS, model)

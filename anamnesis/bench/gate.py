@@ -37,7 +37,7 @@ from ..embed import get_embedder
 from ..ingest.gate import GATE_PRESETS, GateConfig
 from ..ingest.normalise import embedding_text
 from ..memory import Memory
-from ..memory_gate import GateVerbs
+from ..memory.gate import GateVerbs
 from ..retrieve.resources import StageResources
 from ..store.base import Filters
 from ..types import Scope

@@ -184,7 +184,8 @@ SUMMARY_CANDIDATES: tuple[tuple[str, str], ...] = (
     ("profiles without the summaries", "default-profiles"),
     ("without the session channel", "default-summaries-no-session"),
 )
-#: Variants of the session channel in chats with two sides (session 15), run with
+#: Variants of the session channel in chats with two sides (study "The session channel
+#: in chats with two sides"), run with
 #: ``--configs``: the other side's turns left out, or opened at a share of their score.
 SESSION_CANDIDATES: tuple[tuple[str, str], ...] = (
     ("session channel, the addressed side only", "default-session-role"),

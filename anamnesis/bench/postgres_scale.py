@@ -243,7 +243,7 @@ def run_postgres_bench(
     """
     import psycopg
 
-    from ..store import postgres_search
+    from ..store.postgres import search as postgres_search
 
     schema = f"bench_{rows}"
     with psycopg.connect(url, autocommit=True) as conn:

@@ -143,7 +143,8 @@ BENCH_PRESETS.update(
 )
 #: ``full`` without the two stages that its leave-one-out rows showed to be neutral or
 #: harmful on the dev halves (LoCoMo and BEAM split A: neighbours, decompose), and that
-#: without PRF as well, the variant inside the 50 ms search budget at 10k episodes.
+#: without PRF as well, the variant inside the search budget at 10k episodes (study
+#: "Candidate recall").
 BENCH_PRESETS["full-lean"] = BENCH_PRESETS["full-no-neighbours"].with_(query=("speakers",))
 BENCH_PRESETS["full-fast"] = without(BENCH_PRESETS["full-lean"], channel="prf")
 #: ``full-lean`` plus event time: the ``temporal`` channel at half weight and the
@@ -159,7 +160,7 @@ BENCH_PRESETS["full-role"] = plus(
     plus(BENCH_PRESETS["full-temporal"], "role_lexical", 2.0), "role_dense", 2.0
 ).with_(seed_channels=(*_HYBRID.seed_channels, "role_lexical", "role_dense"))
 #: ``full-role`` plus turns scored with their neighbours' vectors (``dense_context``;
-#: ablation: no recall gain on LoCoMo for +11 ms per search, BENCHMARKS.md).
+#: ablation: a recall loss on LoCoMo, at a cost in search time; study "Chat roles").
 BENCH_PRESETS["full-dense-context"] = plus(BENCH_PRESETS["full-role"], "dense_context", 1.0)
 #: ``full-role`` with the ``spread`` stage on list questions too ("What books…", "How
 #: many times…"; ablation: no gain on LoCoMo, BENCHMARKS.md).

@@ -37,8 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from ..config import PRESETS, SearchConfig
-from ..retrieve.fusion import DEFAULT_RRF_K
+from ..config import DEFAULT_RRF_K, PRESETS, SearchConfig
 from ..retrieve.ranker import FEATURES, RANKED_CHANNELS
 from ..retrieve.stages import TIME_MATCH_BOOST
 from .metrics import paired_bootstrap

@@ -2,19 +2,71 @@
 
 from __future__ import annotations
 
+from importlib import import_module
 from pathlib import Path
+from typing import Any
 
 import click
 
 from .. import __version__
-from ..bench.cli import bench
 from ..config import DEFAULT_PRESET, PRESET_HELP
 from ..ingest.gate import GATE_PRESETS
 from . import lifecycle, read, surfaces, write
 from .common import preset_name
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _LazyGroup(click.Group):
+    """A group whose ``lazy`` commands are imported the first time one is resolved.
+
+    ``anamnesis bench`` loads the evaluation code (``anamnesis.bench``); every other
+    command, and ``--help``, must not pay for it, so the listing shows a lazy
+    command's short help from ``lazy`` without importing it.
+    """
+
+    def __init__(self, *args: Any, lazy: dict[str, tuple[str, str]], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        #: Command name -> ("module:attribute", short help).
+        self.lazy = lazy
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self.lazy})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.lazy or cmd_name in self.commands:
+            return super().get_command(ctx, cmd_name)
+        module, _, attribute = self.lazy[cmd_name][0].partition(":")
+        command = getattr(import_module(module), attribute)
+        if not isinstance(command, click.Command):
+            raise TypeError(f"{self.lazy[cmd_name][0]} is not a click command")
+        self.add_command(command, cmd_name)
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        listed = []
+        for name in self.list_commands(ctx):
+            if name in self.lazy and name not in self.commands:
+                # A stand-in carrying the help text, so listing does not import.
+                listed.append((name, click.Command(name, help=self.lazy[name][1])))
+            elif (command := self.get_command(ctx, name)) is not None and not command.hidden:
+                listed.append((name, command))
+        if listed:
+            # As click's own listing: the help cut to what fits beside the longest name.
+            limit = formatter.width - 6 - max(len(name) for name, _ in listed)
+            with formatter.section("Commands"):
+                formatter.write_dl([(n, c.get_short_help_str(limit)) for n, c in listed])
+
+
+#: The commands loaded on first use: (import path, the help ``--help`` shortens and lists).
+LAZY_COMMANDS = {
+    "bench": ("anamnesis.bench.cli:bench", "Reproducible retrieval and speed benchmarks."),
+}
+
+
+@click.group(
+    cls=_LazyGroup,
+    lazy=LAZY_COMMANDS,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
 @click.version_option(__version__, prog_name="anamnesis")
 @click.option(
     "--path",
@@ -90,6 +142,5 @@ for command in (
     surfaces.mcp,
     surfaces.serve,
     surfaces.keys,
-    bench,
 ):
     main.add_command(command)

@@ -21,19 +21,15 @@ console = Console()
 
 
 def preset_name(value: str) -> str:
-    """A public preset's name; a benchmark configuration is refused with a hint."""
+    """A public preset's name; any other is refused with the presets to choose from
+    and a hint that benchmark configurations run under ``anamnesis bench``."""
     if value in PRESETS:
         return value
-    from ..bench.presets import BENCH_PRESETS
-
-    if value in BENCH_PRESETS:
-        raise click.BadParameter(
-            f"{value!r} is a benchmark configuration: run it with `anamnesis bench "
-            f"--config {value}`, or choose one of {', '.join(PRESETS)}",
-            param_hint="--config",
-        )
+    # The benchmark's names live in anamnesis.bench, which the runtime never loads.
     raise click.BadParameter(
-        f"unknown preset {value!r}; choose one of {', '.join(PRESETS)}", param_hint="--config"
+        f"unknown preset {value!r}; choose one of {', '.join(PRESETS)} (benchmark "
+        "configurations run under `anamnesis bench DATASET --config NAME`)",
+        param_hint="--config",
     )
 
 

@@ -13,9 +13,9 @@ from typing import Any
 
 import click
 
-from ..async_memory import AsyncMemory
 from ..cli_errors import errors, handled
 from ..errors import InvalidInputError
+from ..memory.async_memory import AsyncMemory
 from ..server import DEFAULT_BUDGET_TOKENS, DEFAULT_MAX_BODY_BYTES, MAX_BUDGET_TOKENS
 from .common import search_config
 

@@ -11,8 +11,8 @@ EMBEDDER_NAMES = ("minilm", "minilm-int8", "edge", "e5", "openai:<model>")
 
 def get_embedder(spec: str | Embedder | None) -> Embedder:
     """An embedder from a name (``minilm``, ``minilm-int8``, ``edge``, ``e5``,
-    ``openai:MODEL``) or an instance. ``minilm-int8`` trades a little recall for ~1.5x
-    faster ingest; ``e5`` gains recall for several times slower ingest."""
+    ``openai:MODEL``) or an instance. ``minilm-int8`` trades a little recall for faster
+    ingest; ``e5`` gains recall for slower ingest (BENCHMARKS.md, "Speed and scale")."""
     from ..errors import EmbedderUnavailableError, InvalidInputError
 
     if spec is None or spec == "minilm":

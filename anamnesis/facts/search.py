@@ -27,8 +27,8 @@ Intent = Literal["current", "history"]
 FACT_CANDIDATES = 20
 #: Cosine similarity (MiniLM) below which a fact is not proposed by the dense fact
 #: index alone: every fact is *some* distance from any question, and the channel
-#: must not push unrelated facts' episodes into the fused list. 0.35 separates
-#: questions from facts about other attributes in tests/test_facts_search.py.
+#: must not push unrelated facts' episodes into the fused list. Set by hand to leave
+#: out questions' matches with facts about other attributes.
 DENSE_FACT_FLOOR = 0.35
 
 

@@ -112,9 +112,8 @@ class GateConfig:
 #: The gate settings a user chooses between by name (``Memory(gate=NAME)``).
 #: ``truememory`` (alias ``default``) is the paper's production defaults; ``lenient``
 #: and ``strict`` change only the threshold, to points of the sweep in BENCHMARKS.md
-#: ("Encoding gate"): at 0.20 nearly everything but filler is admitted; at 0.40 about
-#: two thirds of LoCoMo's turns are, with nine in ten of its evidence turns. ``off``
-#: admits everything and records nothing: the behaviour without a gate.
+#: ("Encoding gate": what each admits and what recall it costs). ``off`` admits
+#: everything and records nothing: the behaviour without a gate.
 GATE_PRESETS: dict[str, GateConfig | None] = {
     "off": None,
     "lenient": GateConfig(threshold=0.20, name="lenient"),

@@ -21,9 +21,9 @@ from .candidates import dense_pool
 from .request import SearchRequest
 
 #: Weight of each adjacent turn's vector in a turn's context vector. Chosen from
-#: {0.3, 0.5, 1.0} by dense-only recall on LoCoMo (BENCHMARKS.md, "Turns in
-#: context"): at 0.3 a turn's own meaning still dominates; at 1.0 recall fell below
-#: the plain vectors'.
+#: {0.3, 0.5, 1.0} by dense-only recall on LoCoMo (study "Chat roles"): at 0.3 a
+#: turn's own meaning still dominates, and at the highest weight recall fell below the
+#: plain vectors'.
 CONTEXT_WEIGHT = 0.3
 #: How many of the nearest turns (and their neighbours) are rescored.
 CONTEXT_POOL = 100

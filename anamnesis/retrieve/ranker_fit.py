@@ -2,8 +2,8 @@
 
 The bundled ranker (``ranker.py``) learned from the benchmarks' chats, and it ranks
 best the chats that resemble them: fitted on the user–assistant benchmarks alone it
-ranked LoCoMo's chats between named people worse than fusion did (BENCHMARKS.md,
-"Negative findings (session 7)"). A memory of another kind can have a ranker of its
+ranked LoCoMo's chats between named people worse than fusion did (study "The ranker
+reads its neighbours"). A memory of another kind can have a ranker of its
 own: label some questions with the episodes that answer them, then
 
     examples = ranker_examples(memory, questions)   # features of full-priors' top 100
@@ -13,7 +13,9 @@ own: label some questions with the episodes that answer them, then
 and search with ``PRESETS["ranker"].with_options("learned_rerank",
 model="my-ranker.json")`` (CLI: ``anamnesis fit-ranker`` and ``--ranker-model``). A chat
 kind without labelled questions keeps the bundled model. ``scripts/ranker_train.py``
-fits the bundled model with the same functions, from the benchmarks' dumps.
+fits the bundled model with the same functions, from the benchmarks' dumps
+(``anamnesis.bench.fitting`` holds what only the benchmarks fit, such as the pooled
+model of leave one data set out).
 """
 
 from __future__ import annotations
@@ -23,13 +25,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from ..config import PRESETS
+from ..embed.base import Embedder
 from ..errors import InvalidInputError
-from ..store.base import Filters
+from ..store.base import Filters, Store
 from ..types import Scope
 from .pipeline import Retriever
 from .ranker import (
@@ -43,15 +46,23 @@ from .ranker import (
     ranker_to_dict,
 )
 
-if TYPE_CHECKING:
-    from ..memory import Memory
-
 #: The pipeline whose candidates the ranker learns to reorder: the ``ranker`` preset's
 #: stages up to the ranker (it runs right after them).
 _RANKER = PRESETS["ranker"]
 BASE_CONFIG = _RANKER.with_(stages=_RANKER.stages[: _RANKER.stages.index("learned_rerank")])
 #: L2 penalty of the logistic fit, on standardised features.
 RANKER_L2 = 1.0
+
+
+class MemoryLike(Protocol):
+    """What ``ranker_examples`` reads of a memory (a ``Memory`` is one): its store and
+    embedder. Typed by shape so that retrieval never imports the facade above it."""
+
+    @property
+    def store(self) -> Store: ...
+
+    @property
+    def embedder(self) -> Embedder: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +97,7 @@ class LabelledQuestion:
 
 
 def ranker_examples(
-    memory: Memory, questions: Iterable[LabelledQuestion], depth: int = RANKER_DEPTH
+    memory: MemoryLike, questions: Iterable[LabelledQuestion], depth: int = RANKER_DEPTH
 ) -> list[dict[str, Any]]:
     """For each question, ``BASE_CONFIG``'s best ``depth`` candidates in ``memory``:
     their ids (``keys``), ``FEATURES`` rows and the question's evidence, keyed by the
@@ -138,7 +149,7 @@ def fit_ranker(
     for kind in CHAT_KINDS:
         mine = [e for e in examples if e["features"] and example_kind(e) == kind]
         if any(set(e["evidence"]) & set(e["keys"]) for e in mine):
-            models[kind] = _fit(mine, l2, trained_on)
+            models[kind] = fit_model(mine, l2, trained_on)
             learned += 1
     if not learned:
         raise InvalidInputError(
@@ -147,22 +158,9 @@ def fit_ranker(
     return models
 
 
-def fit_pooled(
-    examples: Sequence[Mapping[str, Any]], *, l2: float = RANKER_L2, trained_on: str = ""
-) -> dict[str, RankerModel]:
-    """One logistic model over every candidate of every example, whatever its chat
-    kind, serving every kind: the ranker a data set of a kind no other data set has
-    can be judged by without having seen its kind (leave one data set out)."""
-    usable = [e for e in examples if e["features"]]
-    if not any(set(e["evidence"]) & set(e["keys"]) for e in usable):
-        raise InvalidInputError(
-            "no labelled question has its evidence among the candidates: nothing to learn"
-        )
-    model = _fit(usable, l2, trained_on)
-    return dict.fromkeys(CHAT_KINDS, model)
-
-
-def _fit(examples: Sequence[Mapping[str, Any]], l2: float, trained_on: str) -> RankerModel:
+def fit_model(examples: Sequence[Mapping[str, Any]], l2: float, trained_on: str) -> RankerModel:
+    """One logistic model over every candidate of ``examples``: evidence is the positive
+    class, features standardised by the examples' mean and spread."""
     x = np.concatenate([np.asarray(e["features"], dtype=np.float64) for e in examples])
     y = np.concatenate([np.isin(e["keys"], e["evidence"]).astype(np.float64) for e in examples])
     mean, scale = x.mean(0), x.std(0)

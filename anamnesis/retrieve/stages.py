@@ -8,28 +8,27 @@ The temporal stages read each candidate's event time and the times its text ment
 (``Store.episode_times``), never when the store recorded it: a memory stored today
 about last Tuesday is an event of last Tuesday.
 
-| stage | what it does | CPU per search, 11k episodes |
-|---|---|---|
-| ``memx`` | MemX four-factor score, z-score + sigmoid (rerank.py) | +2 ms |
-| ``surprise`` | True Memory ×(1 + 0.2·σ) novelty factor (rerank.py) | +18 ms |
-| ``dedup`` | drop same-session repeats: hash or cosine ≥ 0.97 (filters.py) | +6 ms |
-| ``abstain`` | empty result on a likely miss, MemX rule R1 (filters.py) | +2 ms |
-| ``cross-encoder`` | a given cross-encoder over the top 30 (crossencoder.py) | model-bound |
-| ``ensemble-e5`` | e5-small rescoring of the top 20 (ensemble.py) | ~60 ms/turn cold |
-| ``role_prior`` | the other side of a chat ×0.5 (``rerank-role``) | ~1 ms |
-| ``question_prior`` | short turns ending with "?" ×0.6 | ~1 ms |
-| ``fact_boost`` | ×1.2 for episodes stating a matching fact (``facts-rerank``) | fact search |
-| ``learned_rerank`` | a logistic model reorders the top 100 (ranker.py) | +5 to +9 ms p50 |
-| ``exact_match`` | turns alone holding a typed identifier first (exact.py) | a lookup each |
-| ``strength_prior`` | × strength^0.1 on the top 100 (strength_prior.py; off) | one usage read |
-| ``place_prior`` | ×1.3 for turns naming a place, "where" questions (answer_type.py) | one read |
+| stage | what it does |
+|---|---|
+| ``memx`` | MemX four-factor score, z-score + sigmoid (rerank.py) |
+| ``surprise`` | True Memory ×(1 + 0.2·σ) novelty factor (rerank.py) |
+| ``dedup`` | drop same-session repeats: hash or cosine ≥ 0.97 (filters.py) |
+| ``abstain`` | empty result on a likely miss, MemX rule R1 (filters.py) |
+| ``cross-encoder`` | a given cross-encoder over the top 30 (crossencoder.py) |
+| ``ensemble-e5`` | e5-small rescoring of the top 20 (ensemble.py) |
+| ``role_prior`` | the other side of a chat ×0.5 (``rerank-role``) |
+| ``question_prior`` | short turns ending with "?" ×0.6 |
+| ``fact_boost`` | ×1.2 for episodes stating a matching fact (``facts-rerank``) |
+| ``learned_rerank`` | a logistic model reorders the top 100 (ranker.py) |
+| ``exact_match`` | turns alone holding a typed identifier first (exact.py) |
+| ``strength_prior`` | × strength^0.1 on the top 100 (strength_prior.py; off) |
+| ``place_prior`` | ×1.3 for turns naming a place, "where" questions (answer_type.py) |
 
-Costs are CPU-time medians over 100 LoCoMo questions on a store of all LoCoMo and BEAM
-messages (hybrid alone: 25 ms); see BENCHMARKS.md ("Post-fusion stages"). For
-``learned_rerank`` they are wall-clock p50 at 10k LoCoMo and LongMemEval turns ("Learned
-ranker"). The default preset runs ``time_match`` and ``question_prior`` (``ranker``
-adds ``learned_rerank``: it did not transfer to data it was not fitted on); the others
-did not improve recall on the benchmarks and are off by default.
+The default preset runs ``time_match``, ``question_prior``, ``place_prior`` and
+``exact_match`` (``ranker`` adds ``learned_rerank``); the others are off because they
+did not improve recall on the benchmarks. Each stage's cost and recall: the study
+"Post-fusion stages and context assembly" (docs/experiments/) and BENCHMARKS.md, "Leave
+one data set out".
 """
 
 from __future__ import annotations
@@ -205,10 +204,9 @@ def question_prior(request: SearchRequest, fused: list[Fused]) -> list[Fused]:
 
     A short turn that ends with "?" asks for something rather than telling it, yet it
     shares the question's words: "So what's your favourite game?" matches "What is
-    Nate's favourite game?" better than the answer does. Among the default
-    pipeline's top 20 on LoCoMo, 8% of evidence turns end with "?" against 24% of
-    the others (BEAM: 7% against 12%; BENCHMARKS.md, "Calendar dates and asking
-    turns"). Such turns among the best ``QUESTION_PRIOR_DEPTH`` keep
+    Nate's favourite game?" better than the answer does, and among the best hits
+    evidence turns end with "?" far less often than the others (study "Calendar dates
+    and asking turns"). Such turns among the best ``QUESTION_PRIOR_DEPTH`` keep
     ``stage_options["question_prior"]["factor"]`` (default ``QUESTION_PRIOR``) of their
     score when they have at most ``["words"]`` (default ``QUESTION_PRIOR_WORDS``)
     words. The ``replies`` channel already proposes the answer that follows them.

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from ..store.base import Candidate, Store
-from ..store.derived_sql import DERIVED_EPOCH
+from ..store.shared.derived import DERIVED_EPOCH
 from ..types import Scope
 from .query import words
 from .request import SearchRequest

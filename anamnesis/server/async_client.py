@@ -12,37 +12,22 @@ The same verbs, arguments, results and errors as ``RemoteMemory`` (and so as
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import IO, Any
 
 import httpx
 
-from ..context import DEFAULT_BUDGET_TOKENS, DEFAULT_NEIGHBOUR_HITS
-from ..decay import DecayPolicy
 from ..errors import InvalidInputError
-from ..facts.types import ConsolidationReport
 from ..facts.worker import ConsolidationWorker
 from ..ingest.normalise import check_text, parse_time
 from ..memory import ProgressCallback
-from ..memory_reads import CONTEXT_HITS
 from ..retrieve.analysis import QueryAnalysis, analyse
-from ..store.base import Filters
 from ..types import (
-    Context,
-    ContextFact,
-    DeleteCounts,
     Episode,
-    EpisodeVersion,
-    Fact,
-    ForgetReport,
-    GateDecision,
-    Hit,
-    Page,
-    Usage,
 )
 from .client import DEFAULT_TIMEOUT, _json, _json_or_text, headers_for, unreachable
-from .client_derived import AsyncRemoteDerivedView
+from .remote_verbs import AsyncRemoteDerivedView, AsyncRemoteVerbs
 from .wire import decode, export_count, import_body, raise_error, request_for
 
 
@@ -53,7 +38,7 @@ async def _check(response: httpx.Response) -> None:
         raise_error(response.status_code, _json_or_text(response))
 
 
-class AsyncRemoteMemory:
+class AsyncRemoteMemory(AsyncRemoteVerbs):
     """Long-term memory served by ``anamnesis serve``, for asyncio programs.
 
     ``url`` is the server's address; ``api_key`` its key (default:
@@ -108,22 +93,6 @@ class AsyncRemoteMemory:
         )
         return decode(verb, _json(response))
 
-    async def add(
-        self,
-        content: str | Mapping[str, Any] | Sequence[Mapping[str, Any] | str],
-        *,
-        user_id: str | None = None,
-        agent_id: str | None = None,
-        session_id: str | None = None,
-        role: str | None = None,
-        speaker: str | None = None,
-        event_time: datetime | str | float | None = None,
-        metadata: Mapping[str, Any] | None = None,
-        modality: str | None = None,
-    ) -> list[Episode]:
-        """``Memory.add``, over HTTP."""
-        return await self._call("add", locals())
-
     async def add_many(
         self,
         messages: Iterable[Mapping[str, Any] | str],
@@ -146,128 +115,11 @@ class AsyncRemoteMemory:
             progress(len(episodes))
         return episodes
 
-    async def search(
-        self,
-        query: str,
-        *,
-        user_id: str | None = None,
-        agent_id: str | None = None,
-        session_id: str | None = None,
-        limit: int = 10,
-        filters: Filters | Mapping[str, Any] | None = None,
-        explain: bool = False,
-        now: datetime | str | float | None = None,
-        as_of: datetime | str | float | None = None,
-        include_archive: bool = False,
-    ) -> list[Hit]:
-        """``Memory.search``, over HTTP."""
-        return await self._call("search", locals())
-
     async def analyse(
         self, query: str, *, now: datetime | str | float | None = None
     ) -> QueryAnalysis:
         """``Memory.analyse``, computed here: reading a question needs no store."""
         return analyse(check_text(query, "query"), parse_time(now, "now"))
-
-    async def context(
-        self,
-        query: str,
-        *,
-        budget_tokens: int = DEFAULT_BUDGET_TOKENS,
-        user_id: str | None = None,
-        agent_id: str | None = None,
-        session_id: str | None = None,
-        filters: Filters | Mapping[str, Any] | None = None,
-        now: datetime | str | float | None = None,
-        limit: int = CONTEXT_HITS,
-        neighbour_hits: int = DEFAULT_NEIGHBOUR_HITS,
-        facts: Sequence[ContextFact] | None = None,
-        profile: bool = False,
-    ) -> Context:
-        """``Memory.context``, over HTTP."""
-        return await self._call("context", locals())
-
-    async def get(
-        self,
-        episode_id: str,
-        *,
-        user_id: str | None = None,
-        agent_id: str | None = None,
-        session_id: str | None = None,
-    ) -> Episode:
-        """``Memory.get``, over HTTP."""
-        return await self._call("get", locals())
-
-    async def get_all(
-        self,
-        *,
-        user_id: str | None = None,
-        agent_id: str | None = None,
-        session_id: str | None = None,
-        limit: int = 100,
-        offset: int = 0,
-        filters: Filters | Mapping[str, Any] | None = None,
-    ) -> Page:
-        """``Memory.get_all``, over HTTP."""
-        return await self._call("get_all", locals())
-
-    async def history(
-        self,
-        episode_id: str,
-        *,
-        user_id: str | None = None,
-        agent_id: str | None = None,
-        session_id: str | None = None,
-    ) -> list[EpisodeVersion]:
-        """``Memory.history``, over HTTP."""
-        return await self._call("history", locals())
-
-    async def update(
-        self,
-        episode_id: str,
-        *,
-        content: str | None = None,
-        metadata: Mapping[str, Any] | None = None,
-        user_id: str | None = None,
-        agent_id: str | None = None,
-        session_id: str | None = None,
-    ) -> Episode:
-        """``Memory.update``, over HTTP."""
-        return await self._call("update", locals())
-
-    async def delete(
-        self,
-        episode_id: str,
-        *,
-        user_id: str | None = None,
-        agent_id: str | None = None,
-        session_id: str | None = None,
-    ) -> DeleteCounts:
-        """``Memory.delete``, over HTTP."""
-        return await self._call("delete", locals())
-
-    async def delete_all(
-        self,
-        *,
-        user_id: str,
-        agent_id: str | None = None,
-        session_id: str | None = None,
-    ) -> DeleteCounts:
-        """``Memory.delete_all``, over HTTP."""
-        return await self._call("delete_all", locals())
-
-    async def consolidate(
-        self,
-        *,
-        user_id: str | None = None,
-        agent_id: str | None = None,
-        session_id: str | None = None,
-        limit: int | None = None,
-        extractor: str | None = None,
-        summaries: str | None = None,
-    ) -> ConsolidationReport:
-        """``Memory.consolidate``, over HTTP."""
-        return await self._call("consolidate", locals())
 
     async def start_consolidation(
         self,
@@ -282,131 +134,6 @@ class AsyncRemoteMemory:
             "start_consolidation runs where the store is, not over HTTP: call "
             "consolidate(), or start the worker in the server's process"
         )
-
-    async def facts(
-        self,
-        *,
-        subject: str | None = None,
-        predicate: str | None = None,
-        as_of: datetime | str | float | None = None,
-        include_superseded: bool = False,
-        user_id: str | None = None,
-        agent_id: str | None = None,
-        limit: int = 100,
-    ) -> list[Fact]:
-        """``Memory.facts``, over HTTP."""
-        return await self._call("facts", locals())
-
-    async def fact_history(
-        self,
-        *,
-        subject: str = "user",
-        predicate: str,
-        as_of: datetime | str | float | None = None,
-        user_id: str | None = None,
-        agent_id: str | None = None,
-    ) -> list[Fact]:
-        """``Memory.fact_history``, over HTTP."""
-        return await self._call("fact_history", locals())
-
-    async def forget(
-        self,
-        episode_ids: Sequence[str] | str | None = None,
-        *,
-        user_id: str | None = None,
-        agent_id: str | None = None,
-        session_id: str | None = None,
-        event_after: datetime | str | float | None = None,
-        event_before: datetime | str | float | None = None,
-        containing: str | None = None,
-        dry_run: bool = False,
-    ) -> ForgetReport:
-        """``Memory.forget``, over HTTP."""
-        return await self._call("forget", locals())
-
-    async def archive(
-        self,
-        episode_ids: Sequence[str] | str | None = None,
-        *,
-        user_id: str | None = None,
-        agent_id: str | None = None,
-        session_id: str | None = None,
-        event_after: datetime | str | float | None = None,
-        event_before: datetime | str | float | None = None,
-        containing: str | None = None,
-    ) -> list[str]:
-        """``Memory.archive``, over HTTP."""
-        return await self._call("archive", locals())
-
-    async def restore(
-        self,
-        episode_ids: Sequence[str] | str | None = None,
-        *,
-        user_id: str | None = None,
-        agent_id: str | None = None,
-        session_id: str | None = None,
-        event_after: datetime | str | float | None = None,
-        event_before: datetime | str | float | None = None,
-        containing: str | None = None,
-    ) -> list[str]:
-        """``Memory.restore``, over HTTP."""
-        return await self._call("restore", locals())
-
-    async def usage(
-        self,
-        episode_ids: Sequence[str] | str,
-        *,
-        user_id: str | None = None,
-        agent_id: str | None = None,
-        session_id: str | None = None,
-    ) -> dict[str, Usage]:
-        """``Memory.usage``, over HTTP."""
-        return await self._call("usage", locals())
-
-    async def gate_decisions(
-        self,
-        episode_ids: Sequence[str] | str,
-        *,
-        user_id: str | None = None,
-        agent_id: str | None = None,
-        session_id: str | None = None,
-    ) -> dict[str, GateDecision]:
-        """``Memory.gate_decisions``, over HTTP."""
-        return await self._call("gate_decisions", locals())
-
-    async def strength(
-        self,
-        episode_ids: Sequence[str] | str,
-        *,
-        user_id: str | None = None,
-        agent_id: str | None = None,
-        session_id: str | None = None,
-        now: datetime | str | float | None = None,
-        policy: DecayPolicy | None = None,
-    ) -> dict[str, float]:
-        """``Memory.strength``, over HTTP."""
-        return await self._call("strength", locals())
-
-    async def decay(
-        self,
-        *,
-        user_id: str | None = None,
-        agent_id: str | None = None,
-        session_id: str | None = None,
-        now: datetime | str | float | None = None,
-        policy: DecayPolicy | None = None,
-        dry_run: bool = False,
-    ) -> list[str]:
-        """``Memory.decay``, over HTTP."""
-        return await self._call("decay", locals())
-
-    async def stats(self, *, user_id: str | None = None) -> dict[str, Any]:
-        """``Memory.stats``, over HTTP."""
-        return await self._call("stats", locals())
-
-    async def check(self) -> list[str]:
-        """``Memory.check``, over HTTP."""
-        return await self._call("check", locals())
 
     async def reindex(self, *, progress: ProgressCallback | None = None) -> int:
         """``Memory.reindex`` on the server (an admin key); ``progress`` is called once,

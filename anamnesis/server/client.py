@@ -15,37 +15,22 @@ not offered: ``store``, ``embedder`` and ``start_consolidation``. Needs ``httpx`
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import IO, Any
 
 import httpx
 
-from ..context import DEFAULT_BUDGET_TOKENS, DEFAULT_NEIGHBOUR_HITS
-from ..decay import DecayPolicy
 from ..errors import BackendUnavailableError, InvalidInputError
-from ..facts.types import ConsolidationReport
 from ..facts.worker import ConsolidationWorker
 from ..ingest.normalise import check_text, parse_time
 from ..memory import ProgressCallback
-from ..memory_reads import CONTEXT_HITS
 from ..retrieve.analysis import QueryAnalysis, analyse
-from ..store.base import Filters
 from ..types import (
-    Context,
-    ContextFact,
-    DeleteCounts,
     Episode,
-    EpisodeVersion,
-    Fact,
-    ForgetReport,
-    GateDecision,
-    Hit,
-    Page,
-    Usage,
 )
 from ..version import __version__
-from .client_derived import RemoteDerivedView
+from .remote_verbs import RemoteDerivedView, RemoteVerbs
 from .wire import decode, export_count, import_body, raise_error, request_for
 
 #: Environment variable read for the API key when none is passed.
@@ -91,7 +76,7 @@ def _json_or_text(response: httpx.Response) -> Any:
         return response.text
 
 
-class RemoteMemory:
+class RemoteMemory(RemoteVerbs):
     """Long-term memory served by ``anamnesis serve``: ``Memory``'s verbs over HTTP.
 
     ``url`` is the server's address; ``api_key`` its key (default:
@@ -140,22 +125,6 @@ class RemoteMemory:
         )
         return decode(verb, _json(response))
 
-    def add(
-        self,
-        content: str | Mapping[str, Any] | Sequence[Mapping[str, Any] | str],
-        *,
-        user_id: str | None = None,
-        agent_id: str | None = None,
-        session_id: str | None = None,
-        role: str | None = None,
-        speaker: str | None = None,
-        event_time: datetime | str | float | None = None,
-        metadata: Mapping[str, Any] | None = None,
-        modality: str | None = None,
-    ) -> list[Episode]:
-        """``Memory.add``, over HTTP."""
-        return self._call("add", locals())
-
     def add_many(
         self,
         messages: Iterable[Mapping[str, Any] | str],
@@ -178,126 +147,9 @@ class RemoteMemory:
             progress(len(episodes))
         return episodes
 
-    def search(
-        self,
-        query: str,
-        *,
-        user_id: str | None = None,
-        agent_id: str | None = None,
-        session_id: str | None = None,
-        limit: int = 10,
-        filters: Filters | Mapping[str, Any] | None = None,
-        explain: bool = False,
-        now: datetime | str | float | None = None,
-        as_of: datetime | str | float | None = None,
-        include_archive: bool = False,
-    ) -> list[Hit]:
-        """``Memory.search``, over HTTP."""
-        return self._call("search", locals())
-
     def analyse(self, query: str, *, now: datetime | str | float | None = None) -> QueryAnalysis:
         """``Memory.analyse``, computed here: reading a question needs no store."""
         return analyse(check_text(query, "query"), parse_time(now, "now"))
-
-    def context(
-        self,
-        query: str,
-        *,
-        budget_tokens: int = DEFAULT_BUDGET_TOKENS,
-        user_id: str | None = None,
-        agent_id: str | None = None,
-        session_id: str | None = None,
-        filters: Filters | Mapping[str, Any] | None = None,
-        now: datetime | str | float | None = None,
-        limit: int = CONTEXT_HITS,
-        neighbour_hits: int = DEFAULT_NEIGHBOUR_HITS,
-        facts: Sequence[ContextFact] | None = None,
-        profile: bool = False,
-    ) -> Context:
-        """``Memory.context``, over HTTP."""
-        return self._call("context", locals())
-
-    def get(
-        self,
-        episode_id: str,
-        *,
-        user_id: str | None = None,
-        agent_id: str | None = None,
-        session_id: str | None = None,
-    ) -> Episode:
-        """``Memory.get``, over HTTP."""
-        return self._call("get", locals())
-
-    def get_all(
-        self,
-        *,
-        user_id: str | None = None,
-        agent_id: str | None = None,
-        session_id: str | None = None,
-        limit: int = 100,
-        offset: int = 0,
-        filters: Filters | Mapping[str, Any] | None = None,
-    ) -> Page:
-        """``Memory.get_all``, over HTTP."""
-        return self._call("get_all", locals())
-
-    def history(
-        self,
-        episode_id: str,
-        *,
-        user_id: str | None = None,
-        agent_id: str | None = None,
-        session_id: str | None = None,
-    ) -> list[EpisodeVersion]:
-        """``Memory.history``, over HTTP."""
-        return self._call("history", locals())
-
-    def update(
-        self,
-        episode_id: str,
-        *,
-        content: str | None = None,
-        metadata: Mapping[str, Any] | None = None,
-        user_id: str | None = None,
-        agent_id: str | None = None,
-        session_id: str | None = None,
-    ) -> Episode:
-        """``Memory.update``, over HTTP."""
-        return self._call("update", locals())
-
-    def delete(
-        self,
-        episode_id: str,
-        *,
-        user_id: str | None = None,
-        agent_id: str | None = None,
-        session_id: str | None = None,
-    ) -> DeleteCounts:
-        """``Memory.delete``, over HTTP."""
-        return self._call("delete", locals())
-
-    def delete_all(
-        self,
-        *,
-        user_id: str,
-        agent_id: str | None = None,
-        session_id: str | None = None,
-    ) -> DeleteCounts:
-        """``Memory.delete_all``, over HTTP."""
-        return self._call("delete_all", locals())
-
-    def consolidate(
-        self,
-        *,
-        user_id: str | None = None,
-        agent_id: str | None = None,
-        session_id: str | None = None,
-        limit: int | None = None,
-        extractor: str | None = None,
-        summaries: str | None = None,
-    ) -> ConsolidationReport:
-        """``Memory.consolidate``, over HTTP."""
-        return self._call("consolidate", locals())
 
     def start_consolidation(
         self,
@@ -312,131 +164,6 @@ class RemoteMemory:
             "start_consolidation runs where the store is, not over HTTP: call "
             "consolidate(), or start the worker in the server's process"
         )
-
-    def facts(
-        self,
-        *,
-        subject: str | None = None,
-        predicate: str | None = None,
-        as_of: datetime | str | float | None = None,
-        include_superseded: bool = False,
-        user_id: str | None = None,
-        agent_id: str | None = None,
-        limit: int = 100,
-    ) -> list[Fact]:
-        """``Memory.facts``, over HTTP."""
-        return self._call("facts", locals())
-
-    def fact_history(
-        self,
-        *,
-        subject: str = "user",
-        predicate: str,
-        as_of: datetime | str | float | None = None,
-        user_id: str | None = None,
-        agent_id: str | None = None,
-    ) -> list[Fact]:
-        """``Memory.fact_history``, over HTTP."""
-        return self._call("fact_history", locals())
-
-    def forget(
-        self,
-        episode_ids: Sequence[str] | str | None = None,
-        *,
-        user_id: str | None = None,
-        agent_id: str | None = None,
-        session_id: str | None = None,
-        event_after: datetime | str | float | None = None,
-        event_before: datetime | str | float | None = None,
-        containing: str | None = None,
-        dry_run: bool = False,
-    ) -> ForgetReport:
-        """``Memory.forget``, over HTTP."""
-        return self._call("forget", locals())
-
-    def archive(
-        self,
-        episode_ids: Sequence[str] | str | None = None,
-        *,
-        user_id: str | None = None,
-        agent_id: str | None = None,
-        session_id: str | None = None,
-        event_after: datetime | str | float | None = None,
-        event_before: datetime | str | float | None = None,
-        containing: str | None = None,
-    ) -> list[str]:
-        """``Memory.archive``, over HTTP."""
-        return self._call("archive", locals())
-
-    def restore(
-        self,
-        episode_ids: Sequence[str] | str | None = None,
-        *,
-        user_id: str | None = None,
-        agent_id: str | None = None,
-        session_id: str | None = None,
-        event_after: datetime | str | float | None = None,
-        event_before: datetime | str | float | None = None,
-        containing: str | None = None,
-    ) -> list[str]:
-        """``Memory.restore``, over HTTP."""
-        return self._call("restore", locals())
-
-    def usage(
-        self,
-        episode_ids: Sequence[str] | str,
-        *,
-        user_id: str | None = None,
-        agent_id: str | None = None,
-        session_id: str | None = None,
-    ) -> dict[str, Usage]:
-        """``Memory.usage``, over HTTP."""
-        return self._call("usage", locals())
-
-    def gate_decisions(
-        self,
-        episode_ids: Sequence[str] | str,
-        *,
-        user_id: str | None = None,
-        agent_id: str | None = None,
-        session_id: str | None = None,
-    ) -> dict[str, GateDecision]:
-        """``Memory.gate_decisions``, over HTTP."""
-        return self._call("gate_decisions", locals())
-
-    def strength(
-        self,
-        episode_ids: Sequence[str] | str,
-        *,
-        user_id: str | None = None,
-        agent_id: str | None = None,
-        session_id: str | None = None,
-        now: datetime | str | float | None = None,
-        policy: DecayPolicy | None = None,
-    ) -> dict[str, float]:
-        """``Memory.strength``, over HTTP."""
-        return self._call("strength", locals())
-
-    def decay(
-        self,
-        *,
-        user_id: str | None = None,
-        agent_id: str | None = None,
-        session_id: str | None = None,
-        now: datetime | str | float | None = None,
-        policy: DecayPolicy | None = None,
-        dry_run: bool = False,
-    ) -> list[str]:
-        """``Memory.decay``, over HTTP."""
-        return self._call("decay", locals())
-
-    def stats(self, *, user_id: str | None = None) -> dict[str, Any]:
-        """``Memory.stats``, over HTTP."""
-        return self._call("stats", locals())
-
-    def check(self) -> list[str]:
-        """``Memory.check``, over HTTP."""
-        return self._call("check", locals())
 
     def reindex(self, *, progress: ProgressCallback | None = None) -> int:
         """``Memory.reindex`` on the server (an admin key); ``progress`` is called once,

@@ -24,7 +24,7 @@ import platformdirs
 
 from ..errors import InvalidInputError, NotFoundError, StoreError
 from ..ingest.normalise import check_id
-from ..store.sqlite import create_private_file
+from ..store.sqlite.store import create_private_file
 
 #: Environment variable naming the key file.
 KEYS_ENV = "ANAMNESIS_KEYS"

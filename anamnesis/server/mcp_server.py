@@ -28,9 +28,9 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 
-from ..async_memory import AsyncMemory
 from ..consolidate.types import ProfileEntry, SessionSummary
 from ..errors import AnamnesisError
+from ..memory.async_memory import AsyncMemory
 from ..tokens import TokenCounter
 from ..types import Episode, Fact, GateDecision
 from . import DEFAULT_BUDGET_TOKENS, MAX_BUDGET_TOKENS

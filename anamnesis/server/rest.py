@@ -37,11 +37,11 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.exceptions import HTTPException
 
-from ..async_memory import AsyncMemory
 from ..consolidate.types import Profile, SessionSummary
 from ..errors import AnamnesisError, InvalidInputError, PermissionDeniedError
 from ..facts.types import ConsolidationReport
 from ..ingest.normalise import as_text
+from ..memory.async_memory import AsyncMemory
 from ..types import (
     Context,
     DeleteCounts,

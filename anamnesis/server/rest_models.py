@@ -15,7 +15,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter
 
 from ..context import DEFAULT_BUDGET_TOKENS, DEFAULT_NEIGHBOUR_HITS
 from ..decay import DecayPolicy
-from ..memory_reads import CONTEXT_HITS
+from ..memory.reads import CONTEXT_HITS
 from ..types import ContextFact
 
 

@@ -1,0 +1,139 @@
+"""AsyncMemory: the Memory verbs for asyncio programs, never blocking the event loop.
+
+Every verb of ``Memory`` is here under the same name, with the same arguments, return
+type and errors, as a coroutine (``async_verbs``, generated from ``Memory``). Writes go
+to one writer thread, in the order they
+were awaited (SQLite takes one writer at a time anyway); reads run on a small pool of
+reader threads, in parallel with each other and with the writer (the datasette
+model). Both backends work the same way: PostgreSQL's connection pool is shared by
+the threads.
+
+    async with AsyncMemory(path="agent.db") as memory:
+        await memory.add("I moved to Lisbon in May", user_id="ana")
+        hits = await memory.search("where does Ana live?", user_id="ana")
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import os
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from ..config import DEFAULT_USER, SearchConfig
+from ..embed import Embedder
+from ..errors import InvalidInputError
+from ..ingest.gate import GateConfig
+from ..llm import ChatClient
+from ..store.base import Store
+from .async_verbs import AsyncDerivedView, AsyncVerbs
+from .memory import Memory
+
+T = TypeVar("T")
+#: Reader threads when none is named: searches embed the question and rank on the CPU.
+DEFAULT_READERS = 4
+
+
+class AsyncMemory(AsyncVerbs):
+    """Long-term memory for asyncio agents: ``Memory``'s verbs as coroutines.
+
+    Takes ``Memory``'s arguments (``path``, ``url``, ``embedder``, ``config``, ...),
+    plus ``readers``, the number of reader threads. ``async with`` closes it; or
+    ``await memory.close()``.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        url: str | None = None,
+        embedder: str | Embedder | None = None,
+        config: SearchConfig | None = None,
+        user_id: str = DEFAULT_USER,
+        reindex: bool = False,
+        warm: bool = True,
+        llm: ChatClient | str | None = None,
+        create: bool = True,
+        gate: str | GateConfig | None = None,
+        readers: int = DEFAULT_READERS,
+    ) -> None:
+        if isinstance(readers, bool) or not isinstance(readers, int) or readers < 1:
+            raise InvalidInputError(f"readers must be a positive integer, got {readers!r}")
+        self._memory = Memory(
+            path,
+            url=url,
+            embedder=embedder,
+            config=config,
+            user_id=user_id,
+            reindex=reindex,
+            warm=warm,
+            llm=llm,
+            create=create,
+            gate=gate,
+        )
+        self._writer = ThreadPoolExecutor(1, thread_name_prefix="anamnesis-writer")
+        self._readers = ThreadPoolExecutor(readers, thread_name_prefix="anamnesis-reader")
+        self._closed = False
+
+    @property
+    def memory(self) -> Memory:
+        """The synchronous Memory underneath (for what has no coroutine: properties)."""
+        return self._memory
+
+    @property
+    def capabilities(self) -> dict[str, Any]:
+        """``Memory.capabilities``."""
+        return self._memory.capabilities
+
+    @property
+    def store(self) -> Store:
+        """``Memory.store``."""
+        return self._memory.store
+
+    @property
+    def embedder(self) -> Embedder:
+        """``Memory.embedder``."""
+        return self._memory.embedder
+
+    @property
+    def derived(self) -> AsyncDerivedView:
+        """``Memory.derived`` as coroutines: ``await memory.derived.summaries(...)``,
+        ``.profiles()``, ``.profile("user")``."""
+        return AsyncDerivedView(self._memory.derived, self._read)
+
+    async def __aenter__(self) -> AsyncMemory:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Let the reads and writes already awaited finish, then close the Memory.
+        Closing twice is harmless; no verb may be awaited after."""
+        if self._closed:
+            return
+        self._closed = True
+        await asyncio.to_thread(self._readers.shutdown, True)
+        await self._run(self._writer, self._memory.close)
+        await asyncio.to_thread(self._writer.shutdown, True)
+
+    async def _write(self, call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        self._check_open()
+        return await self._run(self._writer, call, *args, **kwargs)
+
+    async def _read(self, call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        self._check_open()
+        return await self._run(self._readers, call, *args, **kwargs)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise InvalidInputError("this AsyncMemory is closed: open a new one")
+
+    @staticmethod
+    async def _run(
+        pool: ThreadPoolExecutor, call: Callable[..., T], *args: Any, **kwargs: Any
+    ) -> T:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(pool, functools.partial(call, *args, **kwargs))

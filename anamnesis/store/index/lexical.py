@@ -1,0 +1,325 @@
+"""An in-memory BM25 index that ranks exactly as the SQLite store's FTS5 ``bm25()``.
+
+FTS5 computes ``bm25()`` for every row that matches any query term, which at 100k long
+episodes in one scope means tens of thousands of rows per search. This index holds
+the same postings in numpy arrays and scores only what the query touches, with FTS5's
+formula (``fts5Bm25Function`` in SQLite's ``ext/fts5/fts5_aux.c``; the same one
+``postgres.lexical`` reproduces)::
+
+    score(d) = sum over query terms t of
+               idf(t) * tf(t, d) * (k1 + 1) / (tf(t, d) + k1 * (1 - b + b * len(d) / avglen))
+    idf(t)   = max(ln((N - n(t) + 0.5) / (n(t) + 0.5)), 1e-6)
+
+N counts every row of the FTS table (every tenant), n(t) the rows whose content holds
+t, len(d) the row's tokens in all columns, avglen their mean. The postings come from
+FTS5 itself (``read_postings`` over an ``fts5vocab`` instance table), so the tokens,
+stems and counts are FTS5's own, not a reimplementation of its tokenizer.
+
+Scope is the FTS table's scope column (see ``sqlite.schema``): a row is in a scope when
+it holds each of the scope's tokens, exactly as the FTS5 query requires them.
+"""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+#: BM25 parameters: FTS5's, which are fixed in its source (k1 = 1.2, b = 0.75), the
+#: values Robertson and Zaragoza recommend as defaults; ``postgres.lexical`` uses them too.
+BM25_K1 = 1.2
+BM25_B = 0.75
+#: The smallest IDF a term can have: FTS5 clamps ln((N - n + 0.5)/(n + 0.5)) at 1e-6,
+#: so a term in more than half of the episodes still counts, barely.
+IDF_FLOOR = 1e-6
+#: The FTS column whose terms are searched; the other columns only count in len(d).
+CONTENT_COLUMN = "content"
+#: The FTS column holding the scope tokens.
+SCOPE_COLUMN = "scope_terms"
+#: Keys of scope-column tokens in the term dictionary start with this (FTS5 tokens
+#: never contain NUL, so they cannot collide with content terms).
+SCOPE_KEY = "\x00"
+#: Token instances parsed per step while reading postings (bounds the memory peak).
+_PARSE_CHUNK = 500_000
+#: More segments than this are merged (appends each add one small segment).
+MAX_SEGMENTS = 8
+
+
+@dataclass(slots=True)
+class Postings:
+    """Token instances read from an fts5vocab table, grouped by key.
+
+    ``keys[i]`` holds ``counts[i]`` consecutive entries of ``rowids``; a content term's
+    key is the term, a scope token's key is ``SCOPE_KEY + token``.
+    ``lengths`` maps each row to its tokens in all columns.
+    """
+
+    keys: list[str]
+    counts: np.ndarray
+    rowids: np.ndarray
+    length_rowids: np.ndarray
+    lengths: np.ndarray
+
+
+def read_postings(conn: sqlite3.Connection, vocab: str) -> Postings:
+    """Every token instance of an fts5vocab ``instance`` table, as ``Postings``.
+
+    One pass over the vocabulary: FTS5 lists instances by term, then row, so the rows
+    of each term arrive in ascending order and are aggregated inside SQLite.
+    """
+    scope_flag = f"(col = '{SCOPE_COLUMN}')"
+    content_flag = f"(col = '{CONTENT_COLUMN}')"
+    terms: list[str] = []
+    parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    chunk: list[str] = []
+    counts: list[int] = []
+    pending = 0
+
+    def flush() -> None:
+        # Parse a few million numbers at a time: the text is the bulkiest form.
+        coded = np.fromstring(",".join(chunk), dtype=np.int64, sep=",")  # noqa: NPY201
+        first = len(terms) - len(counts)
+        group = np.repeat(np.arange(first, len(terms), dtype=np.int32), counts)
+        parts.append(((coded & 3).astype(np.int8), np.right_shift(coded, 2, out=coded), group))
+        chunk.clear()
+        counts.clear()
+
+    for term, count, docs in conn.execute(
+        f"SELECT term, count(*), group_concat(doc * 4 + {scope_flag} * 2 + {content_flag}) "
+        f"FROM {vocab} GROUP BY term"
+    ):
+        terms.append(term)
+        counts.append(count)
+        chunk.append(docs)
+        pending += count
+        if pending >= _PARSE_CHUNK:
+            flush()
+            pending = 0
+    if chunk:
+        flush()
+    if not terms:
+        empty = np.zeros(0, dtype=np.int64)
+        return Postings([], empty, empty, empty, empty)
+    flags = np.concatenate([p[0] for p in parts])
+    rowids = np.concatenate([p[1] for p in parts])
+    group = np.concatenate([p[2] for p in parts])
+    parts.clear()
+    length_rowids, lengths = _run_lengths(rowids if _ascending(rowids) else np.sort(rowids))
+    keys: list[str] = []
+    key_counts: list[np.ndarray] = []
+    key_rowids: list[np.ndarray] = []
+    for flag, prefix in ((1, ""), (2, SCOPE_KEY)):
+        selected = flags == flag
+        groups, sizes = _run_lengths(group[selected])
+        keys.extend(prefix + terms[g] for g in groups)
+        key_counts.append(sizes)
+        key_rowids.append(rowids[selected])
+    return Postings(
+        keys=keys,
+        counts=np.concatenate(key_counts),
+        rowids=np.concatenate(key_rowids),
+        length_rowids=length_rowids,
+        lengths=lengths,
+    )
+
+
+@dataclass(slots=True)
+class _Segment:
+    """Postings sorted by term id: ``slots`` and ``tfs`` of ``term_ids``."""
+
+    term_ids: np.ndarray
+    slots: np.ndarray
+    tfs: np.ndarray
+
+    def postings(self, term_id: int) -> tuple[np.ndarray, np.ndarray]:
+        key = np.int32(term_id)  # a Python int would make numpy convert the whole array
+        low = int(np.searchsorted(self.term_ids, key, "left"))
+        high = int(np.searchsorted(self.term_ids, key, "right"))
+        return self.slots[low:high], self.tfs[low:high]
+
+
+def _merged(segments: Sequence[_Segment]) -> _Segment:
+    term_ids = np.concatenate([s.term_ids for s in segments])
+    order = np.argsort(term_ids, kind="stable")
+    return _Segment(
+        term_ids[order],
+        np.concatenate([s.slots for s in segments])[order],
+        np.concatenate([s.tfs for s in segments])[order],
+    )
+
+
+class LexicalIndex:
+    """Postings of an FTS5 table in memory, with FTS5's BM25 ranking.
+
+    Rows occupy slots in the order they were added; a removed row's slot is marked
+    dead, and a changed row is removed and added again. ``documents`` and ``tokens``
+    (N and the total of len(d)) count live rows only, as FTS5 counts its rows.
+    """
+
+    def __init__(self) -> None:
+        self._term_ids: dict[str, int] = {}
+        self._segments: list[_Segment] = []
+        self._rowids = np.zeros(0, dtype=np.int64)
+        self._lengths = np.zeros(0, dtype=np.float64)
+        self._live = np.zeros(0, dtype=bool)
+        self._size = 0
+        self._scope_masks: dict[tuple[str, ...], np.ndarray] = {}
+        self.documents = 0
+        self.tokens = 0
+        #: The largest rowid ever added: rows above it are not indexed yet.
+        self.max_rowid = 0
+
+    def _grow(self, extra: int) -> None:
+        needed = self._size + extra
+        if needed <= len(self._rowids):
+            return
+        capacity = max(needed, 2 * len(self._rowids), 1024)
+        for name in ("_rowids", "_lengths", "_live"):
+            old = getattr(self, name)
+            new = np.zeros(capacity, dtype=old.dtype)
+            new[: self._size] = old[: self._size]
+            setattr(self, name, new)
+
+    def add(self, postings: Postings) -> None:
+        """Index the rows in ``postings`` (new rows, or rows removed before)."""
+        rows = postings.length_rowids
+        if rows.size == 0:
+            return
+        self._scope_masks.clear()
+        start = self._size
+        self._grow(rows.size)
+        self._rowids[start : start + rows.size] = rows
+        self._lengths[start : start + rows.size] = postings.lengths
+        self._live[start : start + rows.size] = True
+        self._size += rows.size
+        self.documents += int(rows.size)
+        self.tokens += int(postings.lengths.sum())
+        self.max_rowid = max(self.max_rowid, int(rows[-1]))
+
+        ids = np.fromiter(
+            (self._term_ids.setdefault(k, len(self._term_ids)) for k in postings.keys),
+            dtype=np.int32,
+            count=len(postings.keys),
+        )
+        instance_ids = np.repeat(ids, postings.counts)
+        slots = (start + np.searchsorted(rows, postings.rowids)).astype(np.int64)
+        # One posting per (term, row), its count the term frequency.
+        combined = instance_ids.astype(np.int64) * (self._size + 1) + slots
+        if not _ascending(combined):
+            combined.sort()
+        unique, tf = _run_lengths(combined)
+        del combined
+        term_ids, posting_slots = np.divmod(unique, self._size + 1)
+        self._segments.append(
+            _Segment(
+                term_ids.astype(np.int32), posting_slots.astype(np.int32), tf.astype(np.float32)
+            )
+        )
+        if len(self._segments) > MAX_SEGMENTS:
+            self._segments = [self._segments[0], _merged(self._segments[1:])]
+            if len(self._segments[1].slots) > len(self._segments[0].slots) // 4:
+                self._segments = [_merged(self._segments)]
+
+    def remove(self, rowids: Sequence[int] | np.ndarray) -> None:
+        """Forget rows (deleted, or about to be re-added with new content)."""
+        if not len(rowids) or not self._size:
+            return
+        hit = self._live[: self._size] & np.isin(
+            self._rowids[: self._size], np.asarray(rowids, dtype=np.int64)
+        )
+        self._live[: self._size][hit] = False
+        self._scope_masks.clear()
+        self.documents -= int(hit.sum())
+        self.tokens -= int(self._lengths[: self._size][hit].sum())
+
+    def _postings(self, key: str) -> tuple[np.ndarray, np.ndarray]:
+        """Live slots and term frequencies of ``key`` across all segments."""
+        term_id = self._term_ids.get(key)
+        if term_id is None:
+            return np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.float32)
+        parts = [segment.postings(term_id) for segment in self._segments]
+        slots = np.concatenate([p[0] for p in parts])
+        tfs = np.concatenate([p[1] for p in parts])
+        live = self._live[slots]
+        return slots[live], tfs[live]
+
+    def in_scope(self, scope_tokens: Sequence[str]) -> np.ndarray:
+        """A boolean mask over slots: rows holding every one of ``scope_tokens``."""
+        key = tuple(scope_tokens)
+        cached = self._scope_masks.get(key)
+        if cached is not None:
+            return cached
+        if len(self._scope_masks) >= 64:
+            self._scope_masks.clear()
+        mask = np.zeros(self._size, dtype=bool)
+        for i, token in enumerate(scope_tokens):
+            slots, _ = self._postings(SCOPE_KEY + token)
+            if i == 0:
+                mask[slots] = True
+            else:
+                keep = np.zeros(self._size, dtype=bool)
+                keep[slots] = True
+                mask &= keep
+        self._scope_masks[key] = mask
+        return mask
+
+    def search(
+        self,
+        terms: Mapping[str, int],
+        scope_tokens: Sequence[str],
+        limit: int,
+        allowed_rowids: np.ndarray | None = None,
+    ) -> list[tuple[int, float]]:
+        """The ``limit`` best ``(rowid, score)`` pairs, best first (ties: lower rowid).
+
+        ``terms`` maps each FTS5 token of the query to how many query terms yield it
+        (FTS5 scores each term as its own phrase); ``scope_tokens`` are the scope
+        column's tokens a row must hold; ``allowed_rowids`` narrows further (filters).
+        """
+        if self.documents == 0 or limit <= 0:
+            return []
+        mean_length = self.tokens / self.documents
+        slot_parts, score_parts = [], []
+        for term, multiplicity in terms.items():
+            slots, tf = self._postings(term)
+            if slots.size == 0:
+                continue
+            n = slots.size
+            idf = max(math.log((self.documents - n + 0.5) / (n + 0.5)), IDF_FLOOR)
+            tf = tf.astype(np.float64)
+            norm = BM25_K1 * (1 - BM25_B + BM25_B * self._lengths[slots] / mean_length)
+            slot_parts.append(slots)
+            score_parts.append(multiplicity * (idf * (tf * (BM25_K1 + 1)) / (tf + norm)))
+        if not slot_parts:
+            return []
+        all_slots = np.concatenate(slot_parts)
+        scores = np.bincount(all_slots, np.concatenate(score_parts), minlength=self._size)
+        # Every term's contribution is > 0 (idf >= IDF_FLOOR, tf >= 1): matched <=> > 0.
+        candidates = np.flatnonzero((scores > 0) & self.in_scope(scope_tokens))
+        if allowed_rowids is not None:
+            candidates = candidates[np.isin(self._rowids[candidates], allowed_rowids)]
+        if candidates.size == 0:
+            return []
+        values = scores[candidates]
+        if candidates.size > limit:
+            # Keep every candidate tied with the limit-th score, then order them all.
+            threshold = np.partition(values, candidates.size - limit)[candidates.size - limit]
+            keep = values >= threshold
+            candidates, values = candidates[keep], values[keep]
+        order = np.lexsort((self._rowids[candidates], -values))[:limit]
+        return [(int(self._rowids[candidates[i]]), float(values[i])) for i in order]
+
+
+def _ascending(values: np.ndarray) -> bool:
+    return bool(np.all(values[1:] >= values[:-1]))
+
+
+def _run_lengths(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct values of a sorted array and how often each occurs."""
+    if values.size == 0:
+        return values, np.zeros(0, dtype=np.int64)
+    starts = np.flatnonzero(np.concatenate(([True], values[1:] != values[:-1])))
+    return values[starts], np.diff(np.append(starts, values.size))

@@ -1,0 +1,342 @@
+"""PostgreSQL schema and its forward migrations.
+
+The logical schema is SQLite's (meta, sessions, episodes, episode_versions); what
+differs is physical. Times are ``timestamptz``; metadata is ``json`` (the text as
+written, so an export from either backend is byte-identical); and the lexical
+and dense indexes live on the episodes row itself: a generated ``tsvector`` column
+with a GIN index, and a pgvector ``embedding`` column with an HNSW (cosine) index,
+so a scope filter and a vector ordering can be served by one table scan or index.
+Two small tables, ``text_corpus`` and ``text_lexemes``, hold the corpus statistics
+that BM25 needs (see ``postgres.lexical``).
+
+Each migration is a function of the embedding dimension that returns the steps
+moving a store from version N-1 to N: SQL statements, or functions of the connection
+for what SQL cannot compute (resolving the time expressions of stored episodes). They
+run in one transaction under ``MIGRATION_LOCK``, so several workers starting at once
+apply them exactly once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any
+
+import psycopg
+
+from ..episode_times import mentions_of
+from . import lexical
+from .lexical import TEXT_SEARCH_CONFIG
+
+Step = str | Callable[[psycopg.Connection[Any]], None]
+
+INSERT_TIMES = (
+    "INSERT INTO episode_times (episode_id, position, user_id, start_time, end_time, "
+    "granularity, expression) VALUES (%s, %s, %s, %s, %s, %s, %s)"
+)
+
+
+def time_rows(episode_id: str, user_id: str, content: str, event_time: datetime) -> list[tuple]:
+    """The ``episode_times`` rows of one episode."""
+    return [
+        (episode_id, position, user_id, m.start, m.end, m.granularity, m.expression)
+        for position, m in enumerate(mentions_of(content, event_time))
+    ]
+
+
+def insert_times(conn: psycopg.Connection[Any], rows: Sequence[tuple]) -> None:
+    """Write ``episode_times`` rows."""
+    if rows:
+        with conn.cursor() as cur:
+            cur.executemany(INSERT_TIMES, rows)
+
+
+def backfill_times(conn: psycopg.Connection[Any]) -> None:
+    """Resolve the time expressions of every stored episode (stores older than version 3)."""
+    last = 0
+    while True:
+        rows = conn.execute(
+            "SELECT rowid, id, user_id, content, event_time FROM episodes "
+            "WHERE rowid > %s ORDER BY rowid LIMIT 5000",
+            (last,),
+        ).fetchall()
+        if not rows:
+            return
+        insert_times(conn, [t for row in rows for t in time_rows(*row[1:])])
+        last = rows[-1][0]
+
+
+#: pg_advisory_xact_lock key that serialises migrations (and CREATE EXTENSION) across
+#: every process connected to the database. The value is arbitrary but fixed: it is
+#: the first 8 bytes of sha256("anamnesis.migrate") read as a signed int64.
+MIGRATION_LOCK = -6841801958607195316
+
+#: pgvector's HNSW index on ``vector`` supports at most this many dimensions; larger
+#: embeddings are searched by exact scan only.
+HNSW_MAX_DIM = 2000
+
+#: HNSW build parameters: pgvector's defaults (m=16, ef_construction=64), which its
+#: authors tuned on ANN-benchmarks; recall at our ef_search is measured by
+#: anamnesis.bench.postgres_scale.
+HNSW_M = 16
+HNSW_EF_CONSTRUCTION = 64
+
+
+def embedding_index(dim: int) -> list[str]:
+    """Statements that (re)create the HNSW index, or none when ``dim`` is too large."""
+    if dim > HNSW_MAX_DIM:
+        return []
+    return [
+        "CREATE INDEX IF NOT EXISTS episodes_embedding ON episodes "
+        f"USING hnsw (embedding vector_cosine_ops) "
+        f"WITH (m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION})"
+    ]
+
+
+#: Largest dimension whose vectors fit in a B-tree index entry (at most 2704 bytes,
+#: a third of a page, less the key columns): 4 bytes per dimension plus a header.
+COVERING_MAX_DIM = 600
+
+
+def scope_vector_index(dim: int) -> list[str]:
+    """Statements that (re)create the covering scope index, or none for wide vectors.
+
+    It holds each row's vector next to its scope, so an exact dense search of one tenant
+    is an index-only scan over that tenant's contiguous entries, instead of one random
+    heap page per row (timings: study "Per dataset", "Figures from the code's
+    comments").
+    """
+    if dim > COVERING_MAX_DIM:
+        return []
+    return [
+        "CREATE INDEX IF NOT EXISTS episodes_scope_vectors ON episodes "
+        "(user_id, agent_id, session_id) INCLUDE (id, event_time, embedding)"
+    ]
+
+
+def _v1(dim: int) -> list[str]:
+    return [
+        """CREATE TABLE meta (
+            key   text PRIMARY KEY,
+            value text NOT NULL
+        )""",
+        """CREATE TABLE sessions (
+            user_id    text NOT NULL,
+            id         text NOT NULL,
+            agent_id   text,
+            started_at timestamptz,
+            metadata   json NOT NULL DEFAULT '{}',
+            PRIMARY KEY (user_id, id)
+        )""",
+        f"""CREATE TABLE episodes (
+            rowid        bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            id           text NOT NULL UNIQUE,
+            user_id      text NOT NULL,
+            agent_id     text,
+            session_id   text,
+            turn_index   integer,
+            role         text,
+            speaker      text,
+            content      text NOT NULL,
+            modality     text NOT NULL DEFAULT 'text',
+            event_time   timestamptz NOT NULL,
+            recorded_at  timestamptz NOT NULL,
+            metadata     json NOT NULL DEFAULT '{{}}',
+            content_hash text NOT NULL,
+            version      integer NOT NULL DEFAULT 1,
+            content_tsv  tsvector GENERATED ALWAYS AS
+                           (to_tsvector('{TEXT_SEARCH_CONFIG}'::regconfig, content)) STORED,
+            embedding    vector({dim})
+        )""",
+        # Keep vectors inline (compressible, moved out of line only as a last resort):
+        # exact scans then read one heap tuple per row instead of a TOAST lookup.
+        "ALTER TABLE episodes ALTER COLUMN embedding SET STORAGE MAIN",
+        "CREATE INDEX episodes_scope ON episodes (user_id, agent_id, session_id, turn_index)",
+        "CREATE INDEX episodes_session ON episodes (user_id, session_id, turn_index)",
+        "CREATE INDEX episodes_time ON episodes (user_id, event_time)",
+        "CREATE INDEX episodes_hash ON episodes (content_hash)",
+        "CREATE INDEX episodes_fts ON episodes USING gin (content_tsv)",
+        *embedding_index(dim),
+        *scope_vector_index(dim),
+        """CREATE TABLE episode_versions (
+            episode_id text NOT NULL,
+            version    integer NOT NULL,
+            content    text NOT NULL,
+            metadata   json NOT NULL,
+            changed_at timestamptz NOT NULL,
+            PRIMARY KEY (episode_id, version)
+        )""",
+    ]
+
+
+def _v2(dim: int) -> list[str]:
+    # Corpus statistics for BM25 (see postgres.lexical), filled from stored episodes.
+    return lexical.migration()
+
+
+def _v3(dim: int) -> list[Step]:
+    # The times each episode's text mentions (see episode_times), keyed by episode id
+    # (the store writes episodes without reading back their rowids). user_id repeats
+    # the episode's so a scoped range query is one index range; scope is still
+    # checked on the episodes row it joins.
+    return [
+        """CREATE TABLE episode_times (
+            episode_id  text NOT NULL,
+            position    integer NOT NULL,
+            user_id     text NOT NULL,
+            start_time  timestamptz NOT NULL,
+            end_time    timestamptz NOT NULL,
+            granularity text NOT NULL,
+            expression  text NOT NULL,
+            PRIMARY KEY (episode_id, position)
+        )""",
+        "CREATE INDEX episode_times_range ON episode_times (user_id, start_time, end_time)",
+        backfill_times,
+    ]
+
+
+def _v4(dim: int) -> list[str]:
+    # Bi-temporal facts (anamnesis.facts), as in SQLite's migration 3: facts are never
+    # deleted when superseded; provenance in fact_sources; a generated tsvector with a
+    # GIN index for lexical search and a pgvector column for dense search over each
+    # fact's text (scanned exactly inside one scope: a user holds few facts).
+    return [
+        f"""CREATE TABLE facts (
+            rowid         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            id            text NOT NULL UNIQUE,
+            user_id       text NOT NULL,
+            agent_id      text,
+            subject       text NOT NULL,
+            predicate     text NOT NULL,
+            object        text NOT NULL,
+            text          text NOT NULL,
+            valid_from    timestamptz,
+            valid_to      timestamptz,
+            recorded_at   timestamptz NOT NULL,
+            retracted_at  timestamptz,
+            supersedes    text,
+            superseded_by text,
+            superseded_at timestamptz,
+            confidence    double precision NOT NULL,
+            extractor     text NOT NULL,
+            metadata      json NOT NULL DEFAULT '{{}}',
+            text_tsv      tsvector GENERATED ALWAYS AS
+                            (to_tsvector('{TEXT_SEARCH_CONFIG}'::regconfig, text)) STORED,
+            embedding     vector({dim})
+        )""",
+        "CREATE INDEX facts_slot ON facts (user_id, agent_id, subject, predicate)",
+        "CREATE INDEX facts_fts ON facts USING gin (text_tsv)",
+        """CREATE TABLE fact_sources (
+            fact_id    text NOT NULL,
+            episode_id text NOT NULL,
+            PRIMARY KEY (fact_id, episode_id)
+        )""",
+        "CREATE INDEX fact_sources_episode ON fact_sources (episode_id)",
+        """CREATE TABLE consolidated_episodes (
+            episode_id      text PRIMARY KEY,
+            user_id         text NOT NULL,
+            consolidated_at timestamptz NOT NULL
+        )""",
+    ]
+
+
+def _v5(dim: int) -> list[str]:
+    # Forgetting, decay and archive, as in SQLite's migration 4: episodes moved out of
+    # the hot indexes, verbatim with their vector, and per-episode usage counters.
+    return [
+        f"""CREATE TABLE archived_episodes (
+            id           text PRIMARY KEY,
+            user_id      text NOT NULL,
+            agent_id     text,
+            session_id   text,
+            turn_index   integer,
+            role         text,
+            speaker      text,
+            content      text NOT NULL,
+            modality     text NOT NULL,
+            event_time   timestamptz NOT NULL,
+            recorded_at  timestamptz NOT NULL,
+            metadata     json NOT NULL,
+            content_hash text NOT NULL,
+            version      integer NOT NULL,
+            embedding    vector({dim}),
+            archived_at  timestamptz NOT NULL
+        )""",
+        "CREATE INDEX archived_scope ON archived_episodes (user_id, agent_id, session_id)",
+        """CREATE TABLE episode_usage (
+            episode_id        text PRIMARY KEY,
+            user_id           text NOT NULL,
+            retrieved         bigint NOT NULL DEFAULT 0,
+            last_retrieved_at timestamptz,
+            read              bigint NOT NULL DEFAULT 0,
+            last_read_at      timestamptz
+        )""",
+    ]
+
+
+def _v6(dim: int) -> list[str]:
+    # The encoding gate, as in SQLite's migration 5: one decision per gated episode.
+    return [
+        """CREATE TABLE gate_decisions (
+            episode_id       text PRIMARY KEY,
+            user_id          text NOT NULL,
+            admitted         boolean NOT NULL,
+            novelty          double precision NOT NULL,
+            salience         double precision NOT NULL,
+            prediction_error double precision NOT NULL,
+            score            double precision NOT NULL,
+            threshold        double precision NOT NULL,
+            category         text NOT NULL,
+            reason           text NOT NULL,
+            gate             text NOT NULL,
+            decided_at       timestamptz NOT NULL
+        )""",
+    ]
+
+
+def _v7(dim: int) -> list[str]:
+    # Session summaries and profiles, as in SQLite's migration 6 (vectors as float32
+    # bytes, scanned exactly: a scope holds few items).
+    return [
+        """CREATE TABLE derived_items (
+            rowid       bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            id          text NOT NULL UNIQUE,
+            kind        text NOT NULL,
+            user_id     text NOT NULL,
+            agent_id    text,
+            session_id  text,
+            subject     text,
+            text        text NOT NULL,
+            body        json NOT NULL,
+            start_time  timestamptz,
+            end_time    timestamptz,
+            fingerprint text NOT NULL,
+            built_at    timestamptz NOT NULL,
+            embedding   bytea
+        )""",
+        "CREATE INDEX derived_scope ON derived_items (user_id, agent_id, kind)",
+        """CREATE TABLE derived_sources (
+            item_id    text NOT NULL,
+            episode_id text NOT NULL,
+            PRIMARY KEY (item_id, episode_id)
+        )""",
+        "CREATE INDEX derived_sources_episode ON derived_sources (episode_id)",
+    ]
+
+
+MIGRATIONS: dict[int, Callable[[int], Sequence[Step]]] = {
+    1: _v1,
+    2: _v2,
+    3: _v3,
+    4: _v4,
+    5: _v5,
+    6: _v6,
+    7: _v7,
+}
+
+LATEST = max(MIGRATIONS)
+
+
+def pending(current: int) -> list[int]:
+    """The migration numbers a store at version ``current`` still needs, in order."""
+    return sorted(v for v in MIGRATIONS if v > current)

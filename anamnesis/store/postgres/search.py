@@ -1,0 +1,180 @@
+"""The two candidate channels of the PostgreSQL store: BM25 over tsvector, and pgvector.
+
+Each function runs inside a transaction the store has opened and returns the ranked
+candidates; ``PostgresStore.lexical_search`` and ``dense_search`` are thin wrappers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import psycopg
+
+from ...types import Scope
+from ..base import TURN_COLUMNS, Candidate, Filters
+from ..episode_times import TimeRange
+from .lexical import bm25_query, query_weights
+from .sql import MAX_QUERY_TERMS, filters_sql, scope_sql, tsquery_sql
+
+#: When at most this many rows are in scope (after filters), dense search scans them
+#: exactly instead of walking the HNSW graph: exact recall, and fast enough at this
+#: size (timings: study "Per dataset", "Figures from the code's comments").
+EXACT_SCAN_MAX_ROWS = 20_000
+#: hnsw.ef_search for approximate search (pgvector's default is 40); raised to the
+#: requested limit when that is larger. Measured recall@10 vs exact search is in
+#: the benchmark report.
+HNSW_EF_SEARCH = 100
+#: hnsw.max_scan_tuples: how far an iterative scan may walk to satisfy a filter before
+#: giving up (pgvector's default). A scan that comes back short falls back to exact.
+HNSW_MAX_SCAN_TUPLES = 20_000
+
+
+def _candidates(rows: Sequence[tuple[Any, ...]]) -> list[Candidate]:
+    """Candidates from ``(id, score, session_id, turn_index, speaker, role)`` rows."""
+    return [Candidate(r[0], float(r[1]), (r[2], r[3], r[4], r[5])) for r in rows]
+
+
+def lexical_search(
+    conn: psycopg.Connection[Any],
+    terms: Sequence[str],
+    scope: Scope,
+    filters: Filters,
+    limit: int,
+) -> list[Candidate]:
+    """Episodes matching any term, ranked by Okapi BM25 as SQLite's FTS5 ranks, best first.
+
+    The GIN index finds the episodes in scope that contain any of the terms; each
+    is scored with FTS5's BM25 (k1=1.2, b=0.75, IDF floored at 1e-6) over the
+    statistics of the whole table (every tenant, as FTS5 counts), so a rare term
+    outweighs a common one and long episodes are normalised against the mean
+    length. Scores are positive, larger is better, and equal SQLite's wherever the
+    two stemmers agree; see ``postgres.lexical`` for what still differs (Snowball
+    English stemming and stopwords instead of Porter). Every matching row in scope
+    is scored before the top ``limit`` are taken, so the cost grows with the
+    number of matches in scope.
+    """
+    if not terms or limit <= 0:
+        return []
+    kept = terms[:MAX_QUERY_TERMS]
+    weights = query_weights(conn, kept)
+    if not weights.lexemes:  # only stopwords or punctuation
+        return []
+    query, terms_params = tsquery_sql(kept)
+    where, params = scope_sql(scope)
+    extra, extra_params = filters_sql(filters)
+    sql, sql_params = bm25_query(
+        weights,
+        f"e.content_tsv @@ {query} AND {where} AND {extra}",
+        [*terms_params, *params, *extra_params],
+        limit,
+    )
+    return _candidates(conn.execute(sql, sql_params).fetchall())
+
+
+def dense_search(
+    conn: psycopg.Connection[Any],
+    vector: np.ndarray,
+    scope: Scope,
+    filters: Filters,
+    limit: int,
+) -> list[Candidate]:
+    """Episodes by cosine similarity, exact for small scopes and HNSW for large ones.
+
+    The rows in scope (after filters) are counted up to ``EXACT_SCAN_MAX_ROWS``. A
+    scope that small is scored exactly: the covering scope index
+    (``episodes_scope_vectors``) yields its rows with their vectors in one index-only
+    scan and every vector is compared, so a selective scope never loses recall. A
+    larger scope walks the HNSW index with pgvector's iterative scan
+    (``hnsw.iterative_scan = relaxed_order``), which keeps walking the graph until
+    ``limit`` rows pass the scope filter; the hits are re-sorted by exact distance.
+    If the walk still comes back short (``hnsw.max_scan_tuples`` reached), the search
+    falls back to exact.
+    """
+    if limit <= 0:
+        return []
+    query_vector = np.asarray(vector, dtype=np.float32)
+    where, params = scope_sql(scope)
+    extra, extra_params = filters_sql(filters)
+    condition = f"{where} AND {extra} AND e.embedding IS NOT NULL"
+    condition_params = [*params, *extra_params]
+    in_scope = conn.execute(
+        f"SELECT count(*) FROM (SELECT 1 FROM episodes e WHERE {where} AND {extra} "
+        "LIMIT %s) AS bounded",
+        [*condition_params, EXACT_SCAN_MAX_ROWS + 1],
+    ).fetchone()[0]  # type: ignore[index]
+    if in_scope == 0:
+        return []
+    rows: list[tuple[Any, ...]] = []
+    if in_scope > EXACT_SCAN_MAX_ROWS:
+        conn.execute(
+            "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), "
+            "set_config('hnsw.ef_search', %s, true), "
+            "set_config('hnsw.max_scan_tuples', %s, true)",
+            (str(max(HNSW_EF_SEARCH, limit)), str(HNSW_MAX_SCAN_TUPLES)),
+        )
+        rows = conn.execute(
+            f"""WITH hits AS MATERIALIZED (
+                    SELECT e.id, e.embedding <=> %s AS distance, {TURN_COLUMNS}
+                    FROM episodes e WHERE {condition} ORDER BY distance LIMIT %s)
+                SELECT * FROM hits ORDER BY distance""",
+            [query_vector, *condition_params, limit],
+        ).fetchall()
+    if len(rows) < min(limit, in_scope):
+        # "+ 0" makes the ordering an expression the HNSW index cannot serve, so
+        # the planner filters by scope and sorts every distance: an exact top-k.
+        rows = conn.execute(
+            f"""SELECT e.id, e.embedding <=> %s AS distance, {TURN_COLUMNS} FROM episodes e
+                WHERE {condition} ORDER BY (e.embedding <=> %s) + 0, e.id LIMIT %s""",
+            [query_vector, *condition_params, query_vector, limit],
+        ).fetchall()
+    return _candidates([(r[0], 1.0 - float(r[1]), *r[2:]) for r in rows])
+
+
+def time_search(
+    conn: psycopg.Connection[Any],
+    vector: np.ndarray,
+    ranges: Sequence[TimeRange],
+    scope: Scope,
+    filters: Filters,
+    limit: int,
+) -> list[Candidate]:
+    """Episodes dated in, or mentioning a time overlapping, one of ``ranges``, by cosine.
+
+    The rows in range are found through ``episodes_time`` (event time) and
+    ``episode_times_range`` (mentions), then scored exactly: a range holds few rows
+    compared with the scope.
+    """
+    if not ranges or limit <= 0:
+        return []
+    query_vector = np.asarray(vector, dtype=np.float32)
+    where, params = scope_sql(scope)
+    extra, extra_params = filters_sql(filters)
+    own = " OR ".join("(e.event_time >= %s AND e.event_time < %s)" for _ in ranges)
+    mentioned = " OR ".join("(t.start_time < %s AND t.end_time > %s)" for _ in ranges)
+    own_params = [moment for r in ranges for moment in r]
+    mentioned_params = [moment for start, end in ranges for moment in (end, start)]
+    rows = conn.execute(
+        f"""WITH in_range AS (
+                SELECT e.id FROM episodes e WHERE {where} AND ({own})
+                UNION
+                SELECT t.episode_id FROM episode_times t
+                WHERE t.user_id = %s AND ({mentioned}))
+            SELECT e.id, e.embedding <=> %s AS distance, {TURN_COLUMNS}
+            FROM in_range r JOIN episodes e ON e.id = r.id
+            WHERE {where} AND {extra} AND e.embedding IS NOT NULL
+            ORDER BY (e.embedding <=> %s) + 0, e.id LIMIT %s""",
+        [
+            *params,
+            *own_params,
+            scope.user_id,
+            *mentioned_params,
+            query_vector,
+            *params,
+            *extra_params,
+            query_vector,
+            limit,
+        ],
+    ).fetchall()
+    return _candidates([(r[0], 1.0 - float(r[1]), *r[2:]) for r in rows])

@@ -1,0 +1,2 @@
+"""SQL that both backends run, written once over a small dialect object each backend
+passes in: facts, derived items, forgetting, gate decisions, usage counters."""

@@ -1,0 +1,136 @@
+"""The WHERE fragment of a ``Selection``, in either SQL dialect (see ``Store.forget``)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from ...errors import NotFoundError
+from ...types import DeleteCounts, Scope
+from ..base import Selection, scope_clauses
+
+
+class RolledBack(Exception):
+    """Raised inside a dry run's transaction to roll it back, carrying its result."""
+
+    def __init__(self, ids: list[str], counts: DeleteCounts) -> None:
+        super().__init__("dry run")
+        self.ids = ids
+        self.counts = counts
+
+
+@dataclass(frozen=True, slots=True)
+class SelectionDialect:
+    """How one backend spells the pieces of a selection."""
+
+    mark: str
+    #: ``e.id`` in a list passed as one parameter.
+    ids_sql: str
+    ids_param: Callable[[tuple[str, ...]], Any]
+    time_in: Callable[[datetime], Any]
+    #: ``column`` contains the parameter (exact, case-sensitive): a SQL boolean.
+    contains: Callable[[str], str]
+    #: A JSON column as text.
+    json_text: Callable[[str], str]
+    #: SQLite's ``+col`` keeps its planner on the id key when ids are given.
+    key_prefix: str = ""
+
+
+def selection_sql(scope: Scope, selection: Selection, d: SelectionDialect) -> tuple[str, list[Any]]:
+    """``scope`` AND every condition of ``selection``, over ``episodes e``."""
+    by_key = selection.episode_ids is not None
+    where, params = scope_clauses(scope, "e", d.mark, prefix=d.key_prefix if by_key else "")
+    clauses = [where]
+    if selection.episode_ids is not None:
+        clauses.append(d.ids_sql)
+        params.append(d.ids_param(selection.episode_ids))
+    if selection.event_after is not None:
+        clauses.append(f"e.event_time >= {d.mark}")
+        params.append(d.time_in(selection.event_after))
+    if selection.event_before is not None:
+        clauses.append(f"e.event_time < {d.mark}")
+        params.append(d.time_in(selection.event_before))
+    if selection.containing is not None:
+        text = selection.containing
+        # Metadata is JSON: the text may be stored escaped (non-ASCII as \uXXXX).
+        forms = list(dict.fromkeys([text, json.dumps(text)[1:-1]]))
+        in_metadata = " OR ".join(d.contains(d.json_text("{}")) for _ in forms)
+        current = " OR ".join(
+            [d.contains("e.content"), d.contains("COALESCE(e.speaker, '')"), in_metadata]
+        ).replace("{}", "e.metadata")
+        prior = " OR ".join([d.contains("v.content"), in_metadata]).replace("{}", "v.metadata")
+        clauses.append(
+            f"({current} OR EXISTS (SELECT 1 FROM episode_versions v "
+            f"WHERE v.episode_id = e.id AND ({prior})))"
+        )
+        params += [text, text, *forms, text, *forms]
+    return " AND ".join(clauses), params
+
+
+SQLITE_SELECTION = SelectionDialect(
+    mark="?",
+    ids_sql="e.id IN (SELECT value FROM json_each(?))",
+    ids_param=lambda ids: json.dumps(list(ids)),
+    time_in=lambda moment: moment.timestamp(),
+    contains=lambda column: f"instr({column}, ?) > 0",
+    json_text=lambda column: column,
+    key_prefix="+",
+)
+
+POSTGRES_SELECTION = SelectionDialect(
+    mark="%s",
+    ids_sql="e.id = ANY(%s)",
+    ids_param=list,
+    time_in=lambda moment: moment,
+    contains=lambda column: f"strpos({column}, %s) > 0",
+    json_text=lambda column: f"{column}::text",
+)
+
+
+def drop_sessions(
+    conn: Any, found: Sequence[Sequence[Any]], whole_scope: Scope | None, mark: str
+) -> int:
+    """Remove the sessions of a whole scope, or those that the deleted episodes
+    (``(id, user_id, session_id)`` rows) left with no hot or archived episode."""
+    p = mark
+    if whole_scope is not None:
+        where, params = scope_clauses(
+            Scope(whole_scope.user_id, whole_scope.agent_id, None), "s", p
+        )
+        if whole_scope.session_id is not None:
+            where += f" AND s.id = {p}"
+            params.append(whole_scope.session_id)
+        return int(conn.execute(f"DELETE FROM sessions AS s WHERE {where}", params).rowcount)
+    emptied = sorted({(row[1], row[2]) for row in found if row[2] is not None})
+    return sum(
+        conn.execute(
+            f"""DELETE FROM sessions AS s WHERE s.user_id = {p} AND s.id = {p}
+                 AND NOT EXISTS (SELECT 1 FROM episodes e
+                                 WHERE e.user_id = {p} AND e.session_id = {p})
+                 AND NOT EXISTS (SELECT 1 FROM archived_episodes e
+                                 WHERE e.user_id = {p} AND e.session_id = {p})""",
+            (user_id, session_id, user_id, session_id, user_id, session_id),
+        ).rowcount
+        for user_id, session_id in emptied
+    )
+
+
+class DeleteVerbs:
+    """``delete_episode`` and ``delete_scope`` as the two simplest forgets."""
+
+    def forget(
+        self, scope: Scope, selection: Selection, *, dry_run: bool = False
+    ) -> tuple[list[str], DeleteCounts]:  # pragma: no cover - provided by each store
+        raise NotImplementedError
+
+    def delete_episode(self, episode_id: str, scope: Scope) -> DeleteCounts:
+        ids, counts = self.forget(scope, Selection(episode_ids=(episode_id,)))
+        if not ids:
+            raise NotFoundError(f"no episode {episode_id!r} in this scope")
+        return counts
+
+    def delete_scope(self, scope: Scope) -> DeleteCounts:
+        return self.forget(scope, Selection())[1]

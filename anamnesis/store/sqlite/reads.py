@@ -1,0 +1,513 @@
+"""The read side of the SQLite store: episodes by id and by scope, neighbouring turns,
+lexical, dense and time search, iteration and statistics.
+
+Mixed into ``SQLiteStore``, whose connection, lock and in-memory indexes it reads.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ...errors import (
+    StoreError,
+)
+from ...types import Episode, EpisodeVersion, Scope, Session
+from ..base import TURN_COLUMNS, Candidate, Filters, TurnInfo, adjacent_by_episode, fact_scope
+from ..episode_times import EpisodeTimes, TimeRange, times_by_episode
+from ..index.dense import DenseIndex
+from .lexical import SQLiteLexical
+from .sql import (
+    EPISODE_COLUMNS,
+    episode_from_row,
+    filters_sql,
+    from_epoch,
+    fts_query,
+    operational_error,
+    scope_sql,
+    scope_terms,
+    to_epoch,
+)
+
+
+class SQLiteReads:
+    """Reads and searches for ``SQLiteStore`` (uses its connection, lock and indexes)."""
+
+    path: Path
+    dim: int
+    backend: str
+    _lock: Any
+    _conn: sqlite3.Connection
+    _dense: DenseIndex
+    _dense_loaded: bool
+    _dense_epoch: str | None
+    _lexical: SQLiteLexical
+
+    def _read(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:  # pragma: no cover
+        raise NotImplementedError
+
+    def get_episodes(self, episode_ids: Sequence[str], scope: Scope) -> list[Episode]:
+        if not episode_ids:
+            return []
+        where, params = scope_sql(scope, by_key=True)
+        found: dict[str, Episode] = {}
+        for start in range(0, len(episode_ids), 500):
+            chunk = list(episode_ids[start : start + 500])
+            marks = ",".join("?" * len(chunk))
+            for row in self._read(
+                f"SELECT {EPISODE_COLUMNS} FROM episodes e WHERE e.id IN ({marks}) AND {where}",
+                [*chunk, *params],
+            ):
+                found[row[0]] = episode_from_row(row)
+        return [found[i] for i in episode_ids if i in found]
+
+    def list_episodes(
+        self, scope: Scope, *, limit: int, offset: int, filters: Filters | None = None
+    ) -> tuple[list[Episode], int]:
+        where, params = scope_sql(scope)
+        extra, extra_params = filters_sql(filters or Filters())
+        total = self._read(
+            f"SELECT COUNT(*) FROM episodes e WHERE {where} AND {extra}", [*params, *extra_params]
+        )[0][0]
+        rows = self._read(
+            f"SELECT {EPISODE_COLUMNS} FROM episodes e WHERE {where} AND {extra} "
+            "ORDER BY e.event_time, e.rowid LIMIT ? OFFSET ?",
+            [*params, *extra_params, limit, offset],
+        )
+        return [episode_from_row(r) for r in rows], total
+
+    def episode_versions(self, episode_id: str, scope: Scope) -> list[EpisodeVersion]:
+        where, params = scope_sql(scope, by_key=True)
+        rows = self._read(
+            f"""SELECT v.episode_id, v.version, v.content, v.metadata, v.changed_at
+                FROM episode_versions v JOIN (
+                    SELECT id, user_id, agent_id, session_id FROM episodes
+                    UNION ALL
+                    SELECT id, user_id, agent_id, session_id FROM archived_episodes
+                ) e ON e.id = v.episode_id
+                WHERE v.episode_id = ? AND {where} ORDER BY v.version""",
+            [episode_id, *params],
+        )
+        return [EpisodeVersion(r[0], r[1], r[2], json.loads(r[3]), from_epoch(r[4])) for r in rows]
+
+    def neighbours(
+        self, episodes: Sequence[Episode], window: int
+    ) -> dict[str, tuple[Episode, ...]]:
+        result: dict[str, tuple[Episode, ...]] = {e.id: () for e in episodes}
+        anchored = [e for e in episodes if e.session_id is not None and e.turn_index is not None]
+        if window <= 0 or not anchored:
+            return result
+        clauses, params = [], []
+        for episode in anchored:
+            clauses.append("(e.user_id = ? AND e.session_id = ? AND e.turn_index BETWEEN ? AND ?)")
+            params += [
+                episode.user_id,
+                episode.session_id,
+                episode.turn_index - window,  # type: ignore[operator]
+                episode.turn_index + window,  # type: ignore[operator]
+            ]
+        by_session: dict[tuple[str, str], list[Episode]] = {}
+        for row in self._read(
+            f"SELECT {EPISODE_COLUMNS} FROM episodes e WHERE {' OR '.join(clauses)} "
+            "ORDER BY e.turn_index",
+            params,
+        ):
+            found = episode_from_row(row)
+            by_session.setdefault((found.user_id, found.session_id or ""), []).append(found)
+        for episode in anchored:
+            turn = episode.turn_index or 0
+            result[episode.id] = tuple(
+                other
+                for other in by_session.get((episode.user_id, episode.session_id or ""), [])
+                if other.id != episode.id and abs((other.turn_index or 0) - turn) <= window
+            )
+        return result
+
+    def _by_id(self, select: str, episode_ids: Sequence[str], scope: Scope) -> list[tuple]:
+        """Rows of ``SELECT <select> FROM episodes e ...`` for the in-scope episodes
+        among ``episode_ids`` (each id once; 500 to a statement)."""
+        where, params = scope_sql(scope, by_key=True)
+        rows: list[tuple] = []
+        unique = list(dict.fromkeys(episode_ids))
+        for start in range(0, len(unique), 500):
+            chunk = unique[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            rows += self._read(
+                f"SELECT {select} WHERE e.id IN ({marks}) AND {where}", [*chunk, *params]
+            )
+        return rows
+
+    def turn_info(self, episode_ids: Sequence[str], scope: Scope) -> dict[str, TurnInfo]:
+        rows = self._by_id(
+            f"e.id, {TURN_COLUMNS} FROM episodes e",
+            episode_ids,
+            scope,
+        )
+        return {r[0]: (r[1], r[2], r[3], r[4]) for r in rows}
+
+    def episode_vectors(self, episode_ids: Sequence[str], scope: Scope) -> dict[str, np.ndarray]:
+        rows = self._by_id(
+            "e.id, v.embedding FROM episodes e JOIN vectors v ON v.episode_rowid = e.rowid",
+            episode_ids,
+            scope,
+        )
+        return {episode_id: np.frombuffer(blob, dtype=np.float32) for episode_id, blob in rows}
+
+    def adjacent_turns(
+        self, episode_ids: Sequence[str], scope: Scope, filters: Filters, window: int
+    ) -> dict[str, list[tuple[str, int]]]:
+        unique = list(dict.fromkeys(episode_ids))
+        if window <= 0 or not unique:
+            return {}
+        where_h, params_h = scope_sql(scope, "h", by_key=True)
+        where_e, params_e = scope_sql(scope, by_key=True)  # the join drives e, not scope
+        extra, extra_params = filters_sql(filters)
+        rows: list[tuple] = []
+        for start in range(0, len(unique), 500):
+            chunk = unique[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            rows += self._read(
+                f"""SELECT h.id, e.id, e.turn_index - h.turn_index FROM episodes h
+                    JOIN episodes e ON e.user_id = h.user_id AND e.session_id = h.session_id
+                     AND e.turn_index BETWEEN h.turn_index - ? AND h.turn_index + ?
+                     AND e.rowid <> h.rowid
+                    WHERE h.id IN ({marks}) AND {where_h} AND {where_e} AND {extra}""",
+                [window, window, *chunk, *params_h, *params_e, *extra_params],
+            )
+        return adjacent_by_episode(rows)
+
+    def lexical_search(
+        self, terms: Sequence[str], scope: Scope, filters: Filters, limit: int
+    ) -> list[Candidate]:
+        if not terms:
+            return []
+        with self._lock:
+            try:
+                tokens = scope_terms(scope.user_id, scope.agent_id, scope.session_id).split()
+                ranked = self._lexical.search(
+                    self._conn, terms, tokens, lambda: self._refreshed_rowids(scope, filters), limit
+                )
+                if ranked is not None:
+                    return self._candidates(ranked, scope)
+            except sqlite3.OperationalError as exc:
+                raise operational_error(exc, self.path, "lexical search") from exc
+        return self.fts5_lexical_search(terms, scope, filters, limit)
+
+    def fts5_lexical_search(
+        self, terms: Sequence[str], scope: Scope, filters: Filters, limit: int
+    ) -> list[Candidate]:
+        """``lexical_search`` answered by FTS5's own ``bm25()`` (the reference ranking)."""
+        if not terms:
+            return []
+        where, params = scope_sql(scope, by_key=True)
+        extra, extra_params = filters_sql(filters)
+        rows = self._read(
+            f"""SELECT e.id, bm25(episodes_fts, 1.0, 0.0) AS rank FROM episodes_fts
+                JOIN episodes e ON e.rowid = episodes_fts.rowid
+                WHERE episodes_fts MATCH ? AND {where} AND {extra}
+                ORDER BY rank LIMIT ?""",
+            [fts_query(terms, scope), *params, *extra_params, limit],
+        )
+        # FTS5's bm25() is negative (smaller is better); report the usual positive score.
+        return [Candidate(r[0], -float(r[1])) for r in rows]
+
+    def warm_up(self) -> None:
+        """Load the dense and lexical indexes now rather than on the first searches.
+
+        The lexical index is built on a connection of its own, so searches running
+        meanwhile are not held up (they use FTS5 until it is ready).
+        """
+        with self._lock:
+            if self._conn is None:  # closed while a warm-up was queued
+                return
+            self._refresh_dense()
+        self._lexical.warm_up()
+
+    def _refreshed_rowids(self, scope: Scope, filters: Filters) -> np.ndarray | None:
+        """``_allowed_rowids`` with the dense index brought up to date first."""
+        if not filters.is_empty():
+            self._refresh_dense()
+        return self._allowed_rowids(scope, filters)
+
+    def _allowed_rowids(self, scope: Scope, filters: Filters) -> np.ndarray | None:
+        """Rowids in ``scope`` passing ``filters``, ascending; None when there are no
+        filters. Read off the dense index's columns (every episode has a row there;
+        the caller has refreshed it), except for metadata filters, which SQL evaluates."""
+        if filters.is_empty():
+            return None
+        if not filters.metadata:
+            self._load_dense_columns()
+            return self._dense.rowids_where(
+                scope.user_id, scope.agent_id, scope.session_id, filters
+            )
+        where, params = scope_sql(scope)
+        extra, extra_params = filters_sql(filters)
+        return self._rowids(
+            f"SELECT e.rowid FROM episodes e WHERE {where} AND {extra}", [*params, *extra_params]
+        )
+
+    def _candidates(self, pairs: Sequence[tuple[int, float]], scope: Scope) -> list[Candidate]:
+        """Map ranked ``(rowid, score)`` pairs to episode ids (with where each turn sits),
+        re-checking scope in SQL."""
+        known = self._in_scope([rowid for rowid, _ in pairs], scope)
+        return [Candidate(known[r][0], score, known[r][1]) for r, score in pairs if r in known]
+
+    def _in_scope(self, rowids: Sequence[int], scope: Scope) -> dict[int, tuple[str, TurnInfo]]:
+        """The id and ``turn_info`` of each of ``rowids`` that is in ``scope``, read in SQL."""
+        if not rowids:
+            return {}
+        where, params = scope_sql(scope, by_key=True)
+        marks = ",".join("?" * len(rowids))
+        rows = self._conn.execute(
+            f"SELECT e.rowid, e.id, {TURN_COLUMNS} "
+            f"FROM episodes e WHERE e.rowid IN ({marks}) AND {where}",
+            [*rowids, *params],
+        ).fetchall()
+        return {row[0]: (row[1], (row[2], row[3], row[4], row[5])) for row in rows}
+
+    def _refresh_dense(self) -> None:
+        """Bring the numpy matrix up to date with the file, incrementally when possible."""
+        epoch_row = self._conn.execute(
+            "SELECT value FROM meta WHERE key = 'vector_epoch'"
+        ).fetchone()
+        epoch = epoch_row[0] if epoch_row else "0"
+        if not self._dense_loaded or epoch != self._dense_epoch:
+            self._dense.clear()
+        # Rowids only grow (AUTOINCREMENT), so rows past the last one loaded are exactly
+        # the appends made since, by this process or another.
+        (pending,) = self._conn.execute(
+            "SELECT COUNT(*) FROM vectors WHERE episode_rowid > ?", (self._dense.max_rowid,)
+        ).fetchone()
+        if not pending:
+            self._dense_loaded, self._dense_epoch = True, epoch
+            return
+        self._dense.reserve(pending)
+        cursor = self._conn.execute(
+            """SELECT e.rowid, e.user_id, e.agent_id, e.session_id, v.embedding
+               FROM vectors v JOIN episodes e ON e.rowid = v.episode_rowid
+               WHERE v.episode_rowid > ? ORDER BY v.episode_rowid""",
+            (self._dense.max_rowid,),
+        )
+        while rows := cursor.fetchmany(20000):
+            self._dense.append(rows)
+        self._dense_loaded = True
+        self._dense_epoch = epoch
+
+    def _load_dense_columns(self) -> None:
+        """Give the dense index's rows that lack them their filter columns.
+
+        Read in rowid order over the same join as the vectors, up to the last row
+        loaded; should another process have deleted rows since the vectors were read,
+        the counts differ and the index is rebuilt.
+        """
+        for _ in range(2):
+            loaded, size = self._dense.columns_loaded, self._dense.size
+            if loaded == size:
+                return
+            after = self._dense.rowid_at(loaded - 1) if loaded else 0
+            rows = self._conn.execute(
+                """SELECT e.role, e.speaker, e.modality, e.event_time, e.recorded_at
+                   FROM vectors v JOIN episodes e ON e.rowid = v.episode_rowid
+                   WHERE v.episode_rowid > ? AND v.episode_rowid <= ?
+                   ORDER BY v.episode_rowid""",
+                (after, self._dense.max_rowid),
+            ).fetchall()
+            if len(rows) == size - loaded:
+                self._dense.add_columns(rows)
+                return
+            self._dense.clear()
+            self._dense_loaded = False
+            self._refresh_dense()
+        raise StoreError(f"{self.path} changed while its vectors were being read; retry")
+
+    def dense_search(
+        self, vector: np.ndarray, scope: Scope, filters: Filters, limit: int
+    ) -> list[Candidate]:
+        with self._lock:
+            self._refresh_dense()
+            allowed = self._allowed_rowids(scope, filters)
+            return self._dense_ranked(vector, scope, allowed, limit)
+
+    def dense_search_sessions(
+        self,
+        vector: np.ndarray,
+        scope: Scope,
+        session_ids: Sequence[str],
+        filters: Filters,
+        limit: int,
+    ) -> dict[str, list[Candidate]]:
+        wanted = [s for s in dict.fromkeys(session_ids) if scope.session_id in (None, s)]
+        with self._lock:
+            self._refresh_dense()
+            allowed = self._allowed_rowids(scope, filters)
+            ranked = {
+                session_id: self._dense.search(
+                    vector,
+                    user_id=scope.user_id,
+                    agent_id=scope.agent_id,
+                    session_id=session_id,
+                    allowed_rowids=allowed,
+                    limit=limit,
+                )
+                for session_id in wanted
+            }
+            # One statement maps every session's rowids to ids, re-checking the scope
+            # and each turn's session in SQL.
+            known = self._in_scope([r for pairs in ranked.values() for r, _ in pairs], scope)
+        found: dict[str, list[Candidate]] = {s: [] for s in dict.fromkeys(session_ids)}
+        for session_id, session_pairs in ranked.items():
+            found[session_id] = [
+                Candidate(known[rowid][0], score, known[rowid][1])
+                for rowid, score in session_pairs
+                if rowid in known and known[rowid][1][0] == session_id
+            ]
+        return found
+
+    def _rowids(self, sql: str, params: Sequence[Any]) -> np.ndarray:
+        return np.fromiter((r[0] for r in self._conn.execute(sql, params)), dtype=np.int64)
+
+    def _dense_ranked(
+        self, vector: np.ndarray, scope: Scope, allowed: np.ndarray | None, limit: int
+    ) -> list[Candidate]:
+        """Rank the scope's vectors (only ``allowed`` rowids, when given) by cosine."""
+        pairs = self._dense.search(
+            vector,
+            user_id=scope.user_id,
+            agent_id=scope.agent_id,
+            session_id=scope.session_id,
+            allowed_rowids=allowed,
+            limit=limit,
+        )
+        return self._candidates(pairs, scope)
+
+    def time_search(
+        self,
+        vector: np.ndarray,
+        ranges: Sequence[TimeRange],
+        scope: Scope,
+        filters: Filters,
+        limit: int,
+    ) -> list[Candidate]:
+        if not ranges or limit <= 0:
+            return []
+        where, params = scope_sql(scope)
+        extra, extra_params = filters_sql(filters)
+        own = " OR ".join("(e.event_time >= ? AND e.event_time < ?)" for _ in ranges)
+        mentioned = " OR ".join("(t.start_time < ? AND t.end_time > ?)" for _ in ranges)
+        own_params = [to_epoch(moment) for r in ranges for moment in r]
+        mentioned_params = [to_epoch(moment) for start, end in ranges for moment in (end, start)]
+        with self._lock:
+            self._refresh_dense()
+            allowed = self._rowids(
+                f"""SELECT e.rowid FROM episodes e WHERE {where} AND {extra} AND ({own})
+                    UNION
+                    SELECT e.rowid FROM episode_times t
+                    JOIN episodes e ON e.rowid = t.episode_rowid
+                    WHERE t.user_id = ? AND ({mentioned}) AND {where} AND {extra}""",
+                [
+                    *params,
+                    *extra_params,
+                    *own_params,
+                    scope.user_id,
+                    *mentioned_params,
+                    *params,
+                    *extra_params,
+                ],
+            )
+            if not len(allowed):
+                return []
+            return self._dense_ranked(vector, scope, allowed, limit)
+
+    def episode_times(self, episode_ids: Sequence[str], scope: Scope) -> dict[str, EpisodeTimes]:
+        if not episode_ids:
+            return {}
+        where, params = scope_sql(scope, by_key=True)
+        rows: list[tuple] = []
+        for start in range(0, len(episode_ids), 500):
+            chunk = list(episode_ids[start : start + 500])
+            marks = ",".join("?" * len(chunk))
+            rows += self._read(
+                f"""SELECT e.id, e.event_time, t.start_time, t.end_time, t.granularity,
+                           t.expression
+                    FROM episodes e LEFT JOIN episode_times t ON t.episode_rowid = e.rowid
+                    WHERE e.id IN ({marks}) AND {where} ORDER BY e.id, t.position""",
+                [*chunk, *params],
+            )
+        return times_by_episode(rows, from_epoch)
+
+    def iter_episodes(self, batch_size: int = 1000) -> Iterator[tuple[Episode, np.ndarray | None]]:
+        last = 0
+        while True:
+            rows = self._read(
+                f"""SELECT e.rowid, v.embedding, {EPISODE_COLUMNS} FROM episodes e
+                    LEFT JOIN vectors v ON v.episode_rowid = e.rowid
+                    WHERE e.rowid > ? ORDER BY e.rowid LIMIT ?""",
+                (last, batch_size),
+            )
+            if not rows:
+                return
+            for row in rows:
+                vector = None if row[1] is None else np.frombuffer(row[1], dtype=np.float32)
+                yield episode_from_row(row[2:]), vector
+            last = rows[-1][0]
+
+    def iter_sessions(self) -> Iterator[Session]:
+        for user_id, session_id, agent_id, started_at, metadata in self._read(
+            "SELECT user_id, id, agent_id, started_at, metadata FROM sessions ORDER BY user_id, id"
+        ):
+            yield Session(
+                id=session_id,
+                user_id=user_id,
+                agent_id=agent_id,
+                started_at=from_epoch(started_at) if started_at is not None else None,
+                metadata=json.loads(metadata),
+            )
+
+    def stats(self, scope: Scope | None) -> dict[str, Any]:
+        params: list[Any]
+        if scope is None:
+            where, params = "1", []
+        else:
+            where, params = scope_sql(scope)
+        episodes, users, sessions, first, last = self._read(
+            f"""SELECT COUNT(*), COUNT(DISTINCT e.user_id),
+                       COUNT(DISTINCT e.user_id || '/' || COALESCE(e.session_id, '')),
+                       MIN(e.event_time), MAX(e.event_time)
+                FROM episodes e WHERE {where}""",
+            params,
+        )[0]
+        vectors = self._read(
+            f"SELECT COUNT(*) FROM vectors v JOIN episodes e ON e.rowid = v.episode_rowid "
+            f"WHERE {where}",
+            params,
+        )[0][0]
+        versions = self._read(
+            f"SELECT COUNT(*) FROM episode_versions v JOIN episodes e ON e.id = v.episode_id "
+            f"WHERE {where}",
+            params,
+        )[0][0]
+        fact_where, fact_params = ("1", []) if scope is None else scope_sql(fact_scope(scope), "f")
+        facts, current = self._read(
+            f"SELECT COUNT(*), COUNT(*) FILTER (WHERE f.superseded_at IS NULL) FROM facts f "
+            f"WHERE {fact_where}",
+            fact_params,
+        )[0]
+        return {
+            "backend": self.backend,
+            "path": str(self.path),
+            "file_bytes": self.path.stat().st_size if self.path.exists() else 0,
+            "episodes": episodes,
+            "users": users,
+            "sessions": sessions,
+            "vectors": vectors,
+            "versions": versions,
+            "facts": facts,
+            "current_facts": current,
+            "first_event": from_epoch(first).isoformat() if first is not None else None,
+            "last_event": from_epoch(last).isoformat() if last is not None else None,
+        }

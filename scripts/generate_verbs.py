@@ -1,0 +1,471 @@
+"""Write the verbs of AsyncMemory, RemoteMemory and AsyncRemoteMemory from Memory's.
+
+``Memory`` (``anamnesis/memory/``) is the one source of every verb's signature: its
+name, parameters, defaults, annotations and return type. Each other surface is the
+same verb over a transport:
+
+- ``AsyncMemory``: a coroutine that runs the verb on the writer thread or a reader
+  thread (``@writes`` / ``@reads`` on the verb says which);
+- ``RemoteMemory`` / ``AsyncRemoteMemory``: one HTTP request (``wire.ROUTES``).
+
+This script copies each public verb's signature (and ``memory.derived``'s views) into
+generated mixin classes, ruff-formats them, and writes them beside the surfaces::
+
+    python scripts/generate_verbs.py          # rewrite the generated modules
+    python scripts/generate_verbs.py --check  # exit 1 if one is stale (CI, tests)
+
+Verbs a surface cannot express as one call (a streamed export, progress reported once,
+a worker that only runs beside the store) are written by hand in the surface class and
+listed in ``HAND_WRITTEN`` with the reason; the parity test keeps their signatures
+equal too (tests/test_surfaces.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import builtins
+import importlib
+import inspect
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: Verbs a surface writes by hand, and why.
+HAND_WRITTEN: dict[str, dict[str, str]] = {
+    "remote": {
+        "add_many": "one request; progress is reported once, when it is done",
+        "analyse": "computed in the client: reading a question needs no store",
+        "start_consolidation": "the worker runs where the store is, not over HTTP",
+        "reindex": "progress is reported once, when it is done",
+        "export_jsonl": "the export is streamed into a file",
+        "import_jsonl": "the lines travel as one NDJSON body",
+    },
+}
+
+
+@dataclass(frozen=True)
+class Verb:
+    """One public verb of Memory (or of its derived view), as written in its source."""
+
+    name: str
+    group: str  # the module that defines it, e.g. "reads"
+    thread: str  # "read" or "write"
+    signature: str  # the text between "def name" and ":" (parameters and return)
+    parameters: list[tuple[str, str]]  # (name, kind): kind is "positional" or "keyword"
+    returns: str
+    names: set[str]  # the names the annotations and defaults use
+    module: ModuleType  # where those names resolve
+
+
+@dataclass(frozen=True)
+class Target:
+    """A generated module: which verbs, and how each body calls the transport."""
+
+    path: str
+    docstring: str
+    classes: list[tuple[str, str, str, Callable[[Verb], str]]]  # name, doc, kind, body
+
+
+def _segment(source: str, node: ast.AST | None) -> str:
+    text = ast.get_source_segment(source, node) if node is not None else None
+    return " ".join((text or "").split())
+
+
+def _names(nodes: list[ast.AST | None], annotations: bool) -> set[str]:
+    found: set[str] = set()
+    for node in nodes:
+        if node is None:
+            continue
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.Name):
+                found.add(sub.id)
+            elif annotations and isinstance(sub, ast.Constant) and isinstance(sub.value, str):
+                # A string annotation ("Memory") names a class too.
+                try:
+                    found |= _names([ast.parse(sub.value, mode="eval")], annotations)
+                except SyntaxError:
+                    pass
+    return found
+
+
+def _verb(function: Callable[..., object], group: str, thread: str) -> Verb:
+    module = sys.modules[function.__module__]
+    source = inspect.getsource(module)
+    tree = ast.parse(source)
+    qualname = function.__qualname__.split(".")
+    node: ast.AST = tree
+    for part in qualname:
+        node = next(
+            child
+            for child in ast.iter_child_nodes(node)
+            if isinstance(child, ast.ClassDef | ast.FunctionDef) and child.name == part
+        )
+    assert isinstance(node, ast.FunctionDef), function.__qualname__
+    args = node.args
+    parts: list[str] = []
+    parameters: list[tuple[str, str]] = []
+    positional = args.posonlyargs + args.args
+    defaults = [None] * (len(positional) - len(args.defaults)) + list(args.defaults)
+    for arg, default in zip(positional, defaults, strict=True):
+        parts.append(_param(source, arg, default))
+        if arg.arg != "self":
+            parameters.append((arg.arg, "positional"))
+    if args.posonlyargs:
+        parts.insert(len(args.posonlyargs), "/")
+    if args.vararg is not None or args.kwarg is not None:
+        raise SystemExit(f"{function.__qualname__}: *args and **kwargs are not generated")
+    if args.kwonlyargs:
+        parts.append("*")
+    for arg, default in zip(args.kwonlyargs, args.kw_defaults, strict=True):
+        parts.append(_param(source, arg, default))
+        parameters.append((arg.arg, "keyword"))
+    returns = _segment(source, node.returns)
+    annotations: list[ast.AST | None] = [a.annotation for a in positional + args.kwonlyargs]
+    used = _names([*annotations, node.returns], True) | _names(
+        [*defaults, *args.kw_defaults], False
+    )
+    return Verb(
+        name=node.name,
+        group=group,
+        thread=thread,
+        signature=f"({', '.join(parts)}) -> {returns}",
+        parameters=parameters,
+        returns=returns,
+        names=used,
+        module=module,
+    )
+
+
+def _param(source: str, arg: ast.arg, default: ast.AST | None) -> str:
+    text = arg.arg
+    if arg.annotation is not None:
+        text += f": {_segment(source, arg.annotation)}"
+    if default is not None:
+        text += (
+            f" = {_segment(source, default)}" if arg.annotation else f"={_segment(source, default)}"
+        )
+    return text
+
+
+def memory_verbs() -> list[Verb]:
+    """Memory's public verbs, group by group (``class Memory(WriteVerbs, ...)``)."""
+    from anamnesis.memory import Memory
+    from anamnesis.memory.state import MemoryState
+    from anamnesis.memory.verbs import thread_of
+
+    verbs: list[Verb] = []
+    groups = [c for c in Memory.__mro__ if issubclass(c, MemoryState)]
+    for cls in groups:
+        if cls in (Memory, MemoryState):
+            continue
+        for name, member in vars(cls).items():
+            if name.startswith("_") or not inspect.isfunction(member):
+                continue
+            group = cls.__module__.rsplit(".", 1)[-1]
+            verbs.append(_verb(member, group, thread_of(member)))
+    return verbs
+
+
+def derived_verbs() -> list[Verb]:
+    """``Memory.derived``'s views: every one is a read."""
+    from anamnesis.memory.derived import DerivedView
+
+    return [
+        _verb(member, "derived", "read")
+        for name, member in vars(DerivedView).items()
+        if not name.startswith("_") and inspect.isfunction(member)
+    ]
+
+
+def _forward(verb: Verb) -> str:
+    return ", ".join(
+        name if kind == "positional" else f"{name}={name}" for name, kind in verb.parameters
+    )
+
+
+def _async_local(verb: Verb) -> str:
+    pool = "writer thread" if verb.thread == "write" else "a reader thread"
+    call = "self._write" if verb.thread == "write" else "self._read"
+    args = _forward(verb)
+    return (
+        f'"""``Memory.{verb.name}``, run on the {pool}."""\n'
+        f"return await {call}(self._memory.{verb.name}{', ' + args if args else ''})"
+    )
+
+
+def _async_derived(verb: Verb) -> str:
+    args = _forward(verb)
+    return (
+        f'"""``Memory.derived.{verb.name}``, run on a reader thread."""\n'
+        f"found: {verb.returns} = await self._read(self._view.{verb.name}"
+        f"{', ' + args if args else ''})\nreturn found"
+    )
+
+
+def _remote(verb: Verb) -> str:
+    return f'"""``Memory.{verb.name}``, over HTTP."""\nreturn self._call("{verb.name}", locals())'
+
+
+def _async_remote(verb: Verb) -> str:
+    return (
+        f'"""``Memory.{verb.name}``, over HTTP."""\n'
+        f'return await self._call("{verb.name}", locals())'
+    )
+
+
+def _remote_derived(verb: Verb) -> str:
+    return (
+        f'"""``Memory.derived.{verb.name}``, over HTTP."""\n'
+        f'found: {verb.returns} = self._call("derived.{verb.name}", locals())\nreturn found'
+    )
+
+
+def _async_remote_derived(verb: Verb) -> str:
+    return (
+        f'"""``Memory.derived.{verb.name}``, over HTTP."""\n'
+        f'found: {verb.returns} = await self._call("derived.{verb.name}", locals())\n'
+        "return found"
+    )
+
+
+HEADER = '''"""{doc}
+
+Generated by scripts/generate_verbs.py from ``Memory``'s verbs: do not edit by hand;
+change the verb in anamnesis/memory/ and run the script (CI fails when this is stale).
+"""
+
+
+from __future__ import annotations
+
+'''
+
+#: What each generated class's host provides, declared once at the top of the class.
+HOSTS = {
+    "async": (
+        "_memory: Memory\n\n"
+        "async def _read(self, call: Callable[..., T], *args: Any, **kwargs: Any) -> T:\n"
+        "    raise NotImplementedError  # pragma: no cover - provided by AsyncMemory\n\n"
+        "async def _write(self, call: Callable[..., T], *args: Any, **kwargs: Any) -> T:\n"
+        "    raise NotImplementedError  # pragma: no cover - provided by AsyncMemory\n"
+    ),
+    "async-derived": (
+        "def __init__(self, view: DerivedView, read: Read) -> None:\n"
+        "    self._view = view\n"
+        "    self._read = read\n"
+    ),
+    "remote": (
+        "def _call(self, verb: str, arguments: dict[str, Any]) -> Any:\n"
+        "    raise NotImplementedError  # pragma: no cover - provided by RemoteMemory\n"
+    ),
+    "async-remote": (
+        "async def _call(self, verb: str, arguments: dict[str, Any]) -> Any:\n"
+        "    raise NotImplementedError  # pragma: no cover - provided by AsyncRemoteMemory\n"
+    ),
+    "remote-derived": ("def __init__(self, call: Call) -> None:\n    self._call = call\n"),
+    "async-remote-derived": (
+        "def __init__(self, call: AsyncCall) -> None:\n    self._call = call\n"
+    ),
+}
+
+#: Imports each kind of host needs beyond the verbs' own names.
+HOST_IMPORTS = {
+    "async": [
+        "from collections.abc import Callable",
+        "from typing import Any, TypeVar",
+        "from anamnesis.memory.memory import Memory",
+    ],
+    "async-derived": [
+        "from collections.abc import Awaitable, Callable",
+        "from typing import Any",
+        "from anamnesis.memory.derived import DerivedView",
+    ],
+    "remote": ["from typing import Any"],
+    "async-remote": ["from typing import Any"],
+    "remote-derived": ["from collections.abc import Awaitable, Callable", "from typing import Any"],
+    "async-remote-derived": [
+        "from collections.abc import Awaitable, Callable",
+        "from typing import Any",
+    ],
+}
+
+HOST_ALIASES = {
+    "async": 'T = TypeVar("T")',
+    "async-derived": (
+        "#: ``AsyncMemory._read``: runs a call on a reader thread.\n"
+        "Read = Callable[..., Awaitable[Any]]"
+    ),
+    "remote-derived": (
+        "#: A client's ``_call``: sends one verb's arguments and decodes its answer.\n"
+        "Call = Callable[[str, dict[str, Any]], Any]\n"
+        "AsyncCall = Callable[[str, dict[str, Any]], Awaitable[Any]]"
+    ),
+}
+
+
+def _imports_for(verbs: list[Verb]) -> list[str]:
+    """``from X import Y`` lines for every name the verbs' signatures use."""
+    lines: set[str] = set()
+    for verb in verbs:
+        table = _import_table(verb.module)
+        for name in sorted(verb.names):
+            if hasattr(builtins, name):
+                continue
+            if name in table:
+                lines.add(f"from {table[name]} import {name}")
+            elif hasattr(verb.module, name):
+                lines.add(f"from {verb.module.__name__} import {name}")
+            else:
+                raise SystemExit(f"{verb.name}: cannot tell where {name!r} comes from")
+    return sorted(lines)
+
+
+def _import_table(module: ModuleType) -> dict[str, str]:
+    """Each imported name of a module, and the absolute module it comes from."""
+    table: dict[str, str] = {}
+    package = module.__name__.rsplit(".", 1)[0]
+    for node in ast.walk(ast.parse(inspect.getsource(module))):
+        if isinstance(node, ast.ImportFrom):
+            source = node.module or ""
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - node.level + 1]
+                source = ".".join([*base, source] if source else base)
+            for alias in node.names:
+                table[alias.asname or alias.name] = source
+    return table
+
+
+def _class(name: str, doc: str, kind: str, verbs: list[Verb], body: Callable[[Verb], str]) -> str:
+    out = [f"class {name}:", textwrap.indent(f'"""{doc}"""', "    "), ""]
+    host = HOSTS[kind]
+    out.append(textwrap.indent(host, "    "))
+    is_async = kind.startswith("async")
+    group = None
+    for verb in verbs:
+        if verb.group != group and not kind.endswith("derived"):
+            group = verb.group
+            out.append(f"    # {verb.group}: anamnesis/memory/{verb.group}.py\n")
+        prefix = "async def" if is_async else "def"
+        out.append(f"    {prefix} {verb.name}{verb.signature}:")
+        out.append(textwrap.indent(body(verb), "        "))
+        out.append("")
+    return "\n".join(out)
+
+
+def render() -> dict[Path, str]:
+    """Every generated module's text, by path."""
+    verbs = memory_verbs()
+    views = derived_verbs()
+    remote = [v for v in verbs if v.name not in HAND_WRITTEN["remote"]]
+    modules = {
+        "anamnesis/memory/async_verbs.py": (
+            "The coroutine verbs of ``AsyncMemory``: each ``Memory`` verb on the writer thread\n"
+            "or a reader thread (``anamnesis.memory.async_memory`` explains the threads).",
+            [
+                ("AsyncVerbs", "``Memory``'s verbs as coroutines.", "async", verbs, _async_local),
+                (
+                    "AsyncDerivedView",
+                    "Summaries and profiles of one ``AsyncMemory`` (``memory.derived``).",
+                    "async-derived",
+                    views,
+                    _async_derived,
+                ),
+            ],
+        ),
+        "anamnesis/server/remote_verbs.py": (
+            "The verbs of ``RemoteMemory`` and ``AsyncRemoteMemory``: each ``Memory`` verb as\n"
+            "one HTTP request (``wire.ROUTES``); the few a request cannot express are written\n"
+            "by hand in the clients.",
+            [
+                ("RemoteVerbs", "``Memory``'s verbs over HTTP.", "remote", remote, _remote),
+                (
+                    "AsyncRemoteVerbs",
+                    "``Memory``'s verbs over HTTP, as coroutines.",
+                    "async-remote",
+                    remote,
+                    _async_remote,
+                ),
+                (
+                    "RemoteDerivedView",
+                    "Summaries and profiles served by ``anamnesis serve`` (``remote.derived``).",
+                    "remote-derived",
+                    views,
+                    _remote_derived,
+                ),
+                (
+                    "AsyncRemoteDerivedView",
+                    "Summaries and profiles served by ``anamnesis serve``, as coroutines.",
+                    "async-remote-derived",
+                    views,
+                    _async_remote_derived,
+                ),
+            ],
+        ),
+    }
+    out: dict[Path, str] = {}
+    for path, (doc, classes) in modules.items():
+        imports: set[str] = set()
+        aliases: list[str] = []
+        for _, _, kind, members, _ in classes:
+            imports |= set(_imports_for(members)) | set(HOST_IMPORTS[kind])
+            if kind in HOST_ALIASES and HOST_ALIASES[kind] not in aliases:
+                aliases.append(HOST_ALIASES[kind])
+        text = HEADER.format(doc=doc) + "\n".join(sorted(imports)) + "\n\n"
+        text += "\n\n".join(aliases) + "\n\n\n" if aliases else ""
+        text += "\n\n".join(_class(n, d, k, m, b) for n, d, k, m, b in classes)
+        out[ROOT / path] = _format(text, ROOT / path)
+    return out
+
+
+def _format(text: str, path: Path) -> str:
+    """The text as ruff would write it (imports sorted, then formatted)."""
+    for command in (
+        ["ruff", "check", "--select", "I,F401", "--fix-only", "--quiet", "--stdin-filename"],
+        ["ruff", "format", "--quiet", "--stdin-filename"],
+    ):
+        done = subprocess.run(
+            [*command, str(path), "-"],
+            input=text,
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            check=False,
+        )
+        if done.returncode not in (0, 1) or not done.stdout:
+            raise SystemExit(f"ruff failed on {path}: {done.stderr}")
+        text = done.stdout
+    return text
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--check", action="store_true", help="fail if a file is stale")
+    args = parser.parse_args(argv)
+    sys.path.insert(0, str(ROOT))
+    importlib.invalidate_caches()
+    stale = []
+    for path, text in render().items():
+        current = path.read_text(encoding="utf-8") if path.exists() else None
+        if current == text:
+            continue
+        stale.append(path.relative_to(ROOT))
+        if not args.check:
+            path.write_text(text, encoding="utf-8")
+    if args.check and stale:
+        names = ", ".join(str(p) for p in stale)
+        print(f"stale: {names}; run python scripts/generate_verbs.py", file=sys.stderr)
+        return 1
+    for path in stale:
+        print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
