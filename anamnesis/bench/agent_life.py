@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import math
 import tempfile
+from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -56,6 +57,7 @@ class Question:
     text: str
     asked_at: datetime
     type: str
+    kind: str
     gold: frozenset[str]
     stale: frozenset[str]
 
@@ -92,6 +94,7 @@ def load_personas(folder: Path = PERSONAS, names: Sequence[str] = ()) -> list[Pe
                     text=q["question"],
                     asked_at=parse_time(q["asked_at"], "asked_at") or datetime.max,
                     type=q.get("type", "single_fact"),
+                    kind=persona.kind,
                     gold=frozenset(q["gold"]),
                     stale=frozenset(q.get("stale", ())),
                 )
@@ -180,9 +183,10 @@ def summarise(
 ) -> dict[str, Any]:
     """Means with 95% intervals per config, overall and per question type and persona
     kind; with ``baseline``, each config's paired difference from it."""
-    groups: dict[str, list[Question]] = {"all": list(questions)}
+    groups: dict[str, list[Question]] = defaultdict(list)
     for q in questions:
-        groups[q.type].append(q) if q.type in groups else groups.setdefault(q.type, [q])
+        for group in ("all", q.type, f"kind:{q.kind}"):
+            groups[group].append(q)
     summary: dict[str, Any] = {}
     for config, per_question in results.items():
         rows: dict[str, Any] = {}
@@ -295,6 +299,9 @@ def agent_life_command(
     summary = summarise(results, questions, baseline=chosen[0])
     click.echo(f"{len(personas)} personas, {len(questions)} questions, embedder {embedder}\n")
     click.echo(table(summary))
+    for kind in sorted({q.kind for q in questions}):
+        click.echo(f"\npersonas of kind {kind}\n")
+        click.echo(table(summary, f"kind:{kind}"))
     click.echo("\nhit@1 by question type\n")
     click.echo(type_table(summary))
     click.echo("\nsuperseded above current, by question type\n")

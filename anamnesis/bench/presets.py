@@ -336,3 +336,28 @@ BENCH_PRESETS["default-stc"] = (
     .with_(query=(*_DEFAULT.query, "tense", "subject"))
     .with_options("current_first", pool=10, same_thing=0.55)
 )
+BENCH_PRESETS["hybrid-stc-nearest"] = BENCH_PRESETS["hybrid-stc"].with_options(
+    "current_first", successor="nearest"
+)
+for _tau in (45, 50, 60):
+    BENCH_PRESETS[f"hybrid-stc-nearest-{_tau}"] = BENCH_PRESETS["hybrid-stc-nearest"].with_options(
+        "current_first", same_thing=_tau / 100
+    )
+_NOTES = _DEFAULT
+for _channel in ("speaker_lexical", "session", "role_lexical", "role_dense", "replies"):
+    _NOTES = without(_NOTES, channel=_channel)
+_STC = {"query": (*_DEFAULT.query, "tense", "subject")}
+_CF = ("time_match", "question_prior", "current_first", "place_prior", "exact_match")
+BENCH_PRESETS["notes"] = _NOTES
+BENCH_PRESETS["notes-stc"] = _NOTES.with_(stages=_CF, **_STC).with_options(
+    "current_first", same_thing=0.55, pool=10
+)
+BENCH_PRESETS["notes-eq-stc"] = BENCH_PRESETS["notes-stc"].with_(
+    weights={"lexical": 1.0, "dense": 1.0, "prf": 0.5, "temporal": 0.5, "summaries": 0.5},
+    score_mix=0.0,
+)
+BENCH_PRESETS["hybrid-time-stc"] = BENCH_PRESETS["hybrid-stc"].with_(
+    channels=("lexical", "dense", "temporal"),
+    weights={"lexical": 1.0, "dense": 1.0, "temporal": 0.5},
+    stages=("time_match", "current_first", "exact_match"),
+)

@@ -11,7 +11,8 @@ its rank, and a superseded statement stays findable a few places down.
 
 The stage stands aside when the question asks about the past or about time itself:
 a past-tense question ("where did she work…", "what was…"), history ("used to",
-"previously", "changed"), a named time ("in 2023"), and when/order/first questions.
+"previously", "changed"), a named time ("in 2023"), and questions of duration, order
+or sequence ("how long…", "which came first…", "before…").
 ``present_tense`` and ``present_terms`` also serve the lexical channel: "now",
 "currently", "these days" say when, not what, and are dropped from its terms.
 """
@@ -33,6 +34,8 @@ POOL = 30
 #: about the same thing.
 SAME_THING = 0.5
 
+#: Questions about time itself: how long, in what order, which came first.
+_BY_TIME = frozenset({"duration", "order", "first", "before", "after"})
 #: A past-tense or perfect auxiliary asking about an event or a former state.
 _PAST = re.compile(
     r"\b(?:did|didn't|was|wasn't|were|weren't|had|hadn't|used to|previous(?:ly)?|"
@@ -60,11 +63,11 @@ def asks_about_present(request: SearchRequest) -> bool:
     """Whether the question asks how things stand now (see the module docstring)."""
     analysis = request.analysis
     time = analysis.time
-    if time.history and not time.current:
+    if time.ranges or _BY_TIME.intersection(time.asks):
         return False
-    if time.ranges or time.dating or time.ordering:
-        return False
-    return _PAST.search(analysis.text) is None or time.current
+    if time.current:
+        return True
+    return not time.history and _PAST.search(analysis.text) is None
 
 
 def current_first(request: SearchRequest, fused: list[Fused]) -> list[Fused]:
@@ -87,19 +90,26 @@ def current_first(request: SearchRequest, fused: list[Fused]) -> list[Fused]:
     matrix = np.stack([vectors[f.episode_id] for f in known]).astype(np.float32)
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     matrix /= np.where(norms == 0, 1.0, norms)
-    similar = matrix @ matrix.T >= threshold
+    scores = matrix @ matrix.T
+    similar = scores >= threshold
     times = [episodes[f.episode_id].event_time for f in known]
     head = {f.episode_id for f in pool[:depth]}
-    for i, candidate in enumerate(known):
+    nearest = options.get("successor", "latest") == "nearest"
+    # Oldest first, so that a chain of restatements ends with the latest on top.
+    for i in sorted(range(len(known)), key=lambda k: times[k]):
+        candidate = known[i]
         if candidate.episode_id not in head:
             continue
         later = [j for j in range(len(known)) if similar[i, j] and times[j] > times[i]]
         if not later:
             continue
-        latest = known[max(later, key=lambda j: times[j])]
-        latest.score = max(latest.score, candidate.score)
+        pick = (lambda j: scores[i, j]) if nearest else (lambda j: times[j])
+        successor = known[max(later, key=pick)]
+        successor.score = max(successor.score, candidate.score)
         # A hair under: a tie would keep the old order.
-        candidate.score = min(candidate.score, latest.score - max(abs(latest.score) * 1e-6, 1e-12))
+        step = max(abs(successor.score) * 1e-6, 1e-12)
+        candidate.score = min(candidate.score, successor.score - step)
+        head.add(successor.episode_id)
     return by_score(fused)
 
 
