@@ -33,6 +33,7 @@ from ..errors import (
 )
 from ..types import Episode, EpisodeVersion, Scope, Session
 from . import sqlite_health as health
+from .base import replaced_at
 from .dense_index import DenseIndex
 from .sqlite_archive import SQLiteArchive
 from .sqlite_facts import SQLiteFacts
@@ -405,7 +406,7 @@ class SQLiteStore(
                     v.version,
                     v.content,
                     json.dumps(v.metadata),
-                    to_epoch(v.changed_at),
+                    to_epoch(replaced_at(v)),
                 )
                 for v in versions
             ],
