@@ -26,6 +26,13 @@ For each draft, in event-time order:
    the memory never held is kept as a fact that already ended ("user worked at
    Tencent, until ..."); one already ended is only confirmed. A value stated again
    after it ended starts a new fact.
+5. **Dependent slots** (``predicates.DEPENDENT_SLOTS``). When a statement replaces a
+   slot's value with another one, or ends it, the current values of the slots that
+   depend on it and began before the change end at the change's time, with no
+   successor ("I started a new job at Globex" ends the old job title and manager),
+   unless the same statement states that slot again (then steps 1-4 decide). This
+   runs once all the statement's drafts are applied: at the next statement, or in
+   ``finish``.
 """
 
 from __future__ import annotations
@@ -42,6 +49,7 @@ from ..ingest.normalise import new_id
 from ..store.base import FactChanges, FactQuery, Store, Supersession, fact_scope
 from ..types import Fact, Scope
 from .predicates import (
+    DEPENDENT_SLOTS,
     bare_value,
     embedding_text,
     is_single_valued,
@@ -112,6 +120,11 @@ class Resolver:
         self.changes = FactChanges()
         self._slots: dict[tuple[str, str], list[Fact]] = {}
         self._labels = labels if labels is not None else {}
+        # The statement (episode) being applied: the slots it states, and the changes
+        # it made to slots others depend on (step 5 of the module docstring).
+        self._statement: str | None = None
+        self._stated: set[tuple[str, str]] = set()
+        self._changed: list[tuple[Draft, datetime]] = []
 
     # -- the working view of the store ------------------------------------------------
     def _slot(self, subject: str, predicate: str) -> list[Fact]:
@@ -150,6 +163,10 @@ class Resolver:
     # -- decisions ----------------------------------------------------------------------
     def apply(self, draft: Draft) -> None:
         """Decide what ``draft`` changes and record it in ``self.changes``."""
+        if draft.episode.id != self._statement:
+            self._end_dependents()
+            self._statement = draft.episode.id
+        self._stated.add((draft.subject, draft.predicate))
         self.report.drafts += 1
         if draft.action in ("UPDATE", "NONE") and draft.target:
             target = self._find(draft.target)
@@ -157,10 +174,14 @@ class Resolver:
                 if draft.action == "NONE":
                     self._confirm(target, draft)
                 else:
-                    self._supersede(target, self._add(draft))
+                    new = self._add(draft)
+                    self._supersede(target, new)
+                    if normalise_value(target.object) != normalise_value(draft.object):
+                        self._changed.append((draft, _start(new)))
                 return
         if draft.action == "END":
             self._end_value(draft)
+            self._changed.append((draft, draft.valid_from or draft.episode.event_time))
             return
         single = draft.single_valued
         if single is None:
@@ -210,6 +231,7 @@ class Resolver:
         new = self._add(draft)
         if previous is not None:
             self._supersede(previous, new)
+            self._changed.append((draft, when))
             new = self._resume(previous, draft, new, following)
         if following is not None:
             self._supersede(new, following)
@@ -381,6 +403,19 @@ class Resolver:
         self._update(updated)
         self.report.ended += 1
 
+    def _end_dependents(self) -> None:
+        """Step 5 of the module docstring, for the statement just applied."""
+        for draft, when in self._changed:
+            for predicate in DEPENDENT_SLOTS.get(draft.predicate, ()):
+                if (draft.subject, predicate) in self._stated:
+                    continue
+                for fact in list(self._slot(draft.subject, predicate)):
+                    if fact.is_current and _start(fact) < when:
+                        ended = self._with_source(fact, draft)
+                        self._end(ended, when, draft.episode.recorded_at)
+        self._stated.clear()
+        self._changed.clear()
+
     def _pending(self, fact_id: str) -> int | None:
         for i, fact in enumerate(self.changes.added):
             if fact.id == fact_id:
@@ -393,6 +428,8 @@ class Resolver:
         Supersessions between two facts both added in this step are already in the
         rows written; the store applies the rest to stored facts.
         """
+        self._end_dependents()
+        self._statement = None
         changes = self.changes
         if changes.added:
             vectors = self.embedder.embed_documents([embedding_text(f) for f in changes.added])
