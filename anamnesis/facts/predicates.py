@@ -33,6 +33,7 @@ class Predicate:
 
 _TABLE = [
     Predicate("name", "{s}'s name is {o}", "My name is {o}", True),
+    Predicate("goes_by", "{s} goes by {o}", "I go by {o}", False),
     Predicate("age", "{s} is {o} years old", "I am {o} years old", True),
     Predicate("lives_in", "{s} lives in {o}", "I live in {o}", True),
     Predicate("from", "{s} is from {o}", "I am from {o}", True),

@@ -1,5 +1,8 @@
 """Conflict resolution: decide, cheaply first, what each draft fact does to the store.
 
+A draft about one of the names the scope's user goes by is a draft about the user
+(``people``); each named user turn records its speaker name as one of them.
+
 For each draft, in event-time order:
 
 1. **Same slot** (subject and predicate). A multi-valued predicate adds the value
@@ -47,11 +50,14 @@ import numpy as np
 from ..embed.base import Embedder
 from ..ingest.normalise import new_id
 from ..store.base import FactChanges, FactQuery, Store, Supersession, fact_scope
-from ..types import Fact, Scope
+from ..types import Episode, Fact, Scope
+from .people import is_user, speaker_name, user_names
 from .predicates import (
     DEPENDENT_SLOTS,
+    USER,
     bare_value,
     embedding_text,
+    fact_text,
     is_single_valued,
     normalise_value,
     predicate_label,
@@ -125,6 +131,7 @@ class Resolver:
         self._statement: str | None = None
         self._stated: set[tuple[str, str]] = set()
         self._changed: list[tuple[Draft, datetime]] = []
+        self._names: list[str] | None = None
 
     # -- the working view of the store ------------------------------------------------
     def _slot(self, subject: str, predicate: str) -> list[Fact]:
@@ -160,9 +167,42 @@ class Resolver:
             slot.append(fact)
         slot.sort(key=_start)
 
+    def _user_names(self) -> list[str]:
+        """The names the scope's user goes by: stored, and added in this step."""
+        if self._names is None:
+            self._names = list(user_names(self.store, self.scope))
+        return self._names
+
     # -- decisions ----------------------------------------------------------------------
+    def note_speaker(self, episode: Episode) -> None:
+        """Record the name the user speaks under in ``episode`` (a user turn with a
+        speaker) as a name of theirs, once: from the first episode that shows it."""
+        name = speaker_name(episode)
+        if name is None or is_user(name, self._user_names()):
+            return
+        self._add(
+            Draft(
+                subject=USER,
+                predicate="goes_by",
+                object=name,
+                text=fact_text(USER, "goes_by", name),
+                episode=episode,
+                valid_from=episode.event_time,
+                confidence=1.0,
+                extractor="speaker",
+            )
+        )
+        self._user_names().append(name)
+
     def apply(self, draft: Draft) -> None:
         """Decide what ``draft`` changes and record it in ``self.changes``."""
+        if draft.subject != USER and is_user(draft.subject, self._user_names()):
+            draft = replace(
+                draft, subject=USER, text=fact_text(USER, draft.predicate, draft.object)
+            )
+        if draft.subject == USER and draft.predicate == "name" and draft.action != "END":
+            if not is_user(draft.object, self._user_names()):
+                self._user_names().append(draft.object)
         if draft.episode.id != self._statement:
             self._end_dependents()
             self._statement = draft.episode.id
