@@ -84,7 +84,11 @@ def test_the_tools_remember_recall_and_forget_in_the_servers_scope(tmp_path: Pat
             assert "Porto" in text
             await _call(session, "update_memory", memory_id=memory_id, content="I moved to Lisbon")
             failed, text = await _call(session, "memory_history", memory_id=memory_id)
-            assert "Porto" in text
+            first, current = text.splitlines()
+            assert first.startswith("version 1, recorded ") and "Porto" in first
+            assert current.startswith("version 2 (current), recorded ") and "Lisbon" in current
+            # Each version shows when it was written: the first, when it was remembered.
+            assert first.split(": ")[0].split()[-1] < current.split(": ")[0].split()[-1]
             # Another user's memory is out of reach, whatever the arguments say.
             failed, text = await _call(session, "get_memory", memory_id=other.id)
             assert failed and "NotFoundError" in text and "Traceback" not in text

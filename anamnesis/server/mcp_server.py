@@ -414,12 +414,13 @@ def build_server(
 
     @server.tool(annotations=read_only)
     async def memory_history(ctx: Context, memory_id: Id) -> str:
-        """Every earlier version of a memory, oldest first."""
+        """Every version of a memory, oldest first, the current one last, each with the
+        time it was written."""
         versions = await _tool(memory.history(memory_id, **whose(ctx)))
-        if not versions:
-            return f"[{memory_id}] has no earlier versions"
         lines = [
-            f"version {v.version}, changed {v.changed_at.isoformat()}: {_preview(v.content)}"
+            f"version {v.version}{' (current)' if v.changed_at is None else ''}, recorded "
+            f"{v.recorded_at.isoformat() if v.recorded_at else 'at an unknown time'}: "
+            f"{_preview(v.content)}"
             for v in versions
         ]
         return answers.fit(lines, "... {left} more versions left out (token budget)")
