@@ -49,13 +49,20 @@ class Episode:
 
 @dataclass(frozen=True, slots=True)
 class EpisodeVersion:
-    """A prior state of an episode, kept when it is updated."""
+    """One version of an episode's content and metadata.
+
+    ``changed_at`` is when an update replaced this version (None for the current
+    one); ``recorded_at`` is when this version was written: the episode's
+    ``recorded_at`` for version 1, the update that made it for each later one.
+    ``Memory.history`` sets both; a store's kept versions carry ``changed_at`` only.
+    """
 
     episode_id: str
     version: int
     content: str
     metadata: dict[str, Any]
-    changed_at: datetime
+    changed_at: datetime | None
+    recorded_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)

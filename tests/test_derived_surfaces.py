@@ -66,10 +66,12 @@ class Derived:
             self.second = memory.derived.summaries(user_id="maya", session_id="s2")
             self.profiles = memory.derived.profiles(user_id="maya")
             self.user = memory.derived.profile("user", user_id="maya")
+            self.by_name = memory.derived.profile("Maya", user_id="maya")
             self.context = memory.context("Where do I work now?", user_id="maya", profile=True)
         assert [s.session_id for s in self.summaries] == ["s1", "s2"]
         assert self.user is not None and "Porto" in self.user.text
-        assert {p.subject for p in self.profiles} == {"Maya", "user"}
+        # Maya's turns are the user's: one person, one profile, reached by either name.
+        assert [p.subject for p in self.profiles] == ["user"] and self.by_name == self.user
 
     def read(self, derived: Any) -> tuple[Any, ...]:
         return (
@@ -136,6 +138,7 @@ def test_the_mcp_tools_show_the_same_summaries_and_profile(store: Path) -> None:
             answers["summaries"] = await _call(session, "summaries")
             answers["s2"] = await _call(session, "summaries", session_id="s2")
             answers["profile"] = await _call(session, "profile")
+            answers["by name"] = await _call(session, "profile", subject="Maya")
             answers["nobody"] = await _call(session, "profile", subject="Zed")
             answers["context"] = await _call(
                 session, "get_context", question="Where do I work now?", profile=True
@@ -156,6 +159,7 @@ def test_the_mcp_tools_show_the_same_summaries_and_profile(store: Path) -> None:
     assert not failed and text.splitlines()[0] == "Profile of user:"
     for entry in local.user.entries:
         assert f"- {entry.text}" in text and f"[{entry.fact_id}]" in text
+    assert answers["by name"] == answers["profile"]
     assert answers["nobody"] == (
         False,
         f"no profile of 'Zed'; profiles known: {', '.join(p.subject for p in local.profiles)}",

@@ -133,7 +133,7 @@ REAL_SENTENCES: list[tuple[str, str | None, date, str, list[tuple[str, str]]]] =
 ]
 
 
-def episode(text: str, speaker: str | None, said: date, role: str = "user") -> Episode:
+def episode(text: str, speaker: str | None, said: date, role: str | None = "user") -> Episode:
     when = datetime(said.year, said.month, said.day, 13, 0, tzinfo=UTC)
     return Episode(
         id="ep_test",
@@ -161,14 +161,16 @@ def test_rule_extractor_on_real_sentences(source, speaker, said, text, expected)
     assert [(d.predicate, d.object) for d in drafts] == expected
 
 
-def test_first_person_is_the_speaker_or_the_user():
+def test_first_person_is_the_user_in_a_user_turn_else_the_named_speaker():
     extractor = RuleExtractor()
-    [named] = extractor.extract(
-        episode("I live in Denver, Colorado.", "Caroline", date(2023, 1, 1))
-    )
-    [anonymous] = extractor.extract(episode("I live in Denver, Colorado.", None, date(2023, 1, 1)))
-    assert (named.subject, anonymous.subject) == ("Caroline", "user")
-    assert anonymous.text == "user lives in Denver"
+    said = date(2023, 1, 1)
+    # A conversation between named people (no roles): each speaks of themselves.
+    [named] = extractor.extract(episode("I live in Denver, Colorado.", "Caroline", said, None))
+    [anonymous] = extractor.extract(episode("I live in Denver, Colorado.", None, said))
+    # A user turn is the scope's user, whatever name they speak under.
+    [user] = extractor.extract(episode("I live in Denver, Colorado.", "Miguel", said))
+    assert (named.subject, anonymous.subject, user.subject) == ("Caroline", "user", "user")
+    assert anonymous.text == user.text == "user lives in Denver"
 
 
 def test_assistant_turns_state_nothing_about_the_user():

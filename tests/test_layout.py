@@ -43,7 +43,7 @@ LAYERS: list[tuple[str, set[str]]] = [
         {"retrieve", "facts", "consolidate", "decay", "usage", "portable"},
     ),
     ("context", {"context"}),
-    ("facade", {"memory", "memory_*", "async_*"}),
+    ("facade", {"memory"}),
     ("server", {"server"}),
     ("package", {""}),
     ("cli", {"cli", "cli_errors", "demo", "__main__"}),

@@ -6,6 +6,11 @@ import sqlite3
 from datetime import UTC, datetime
 
 import pytest
+from store_fixtures import (  # noqa: F401  (fixtures are found by their registered names)
+    backend_fixture,
+    postgres_schema_url_fixture,
+    store_url_fixture,
+)
 
 from anamnesis import Memory, NotFoundError
 
@@ -202,3 +207,27 @@ def test_default_path_is_the_os_data_dir_not_tmp(monkeypatch) -> None:
     monkeypatch.delenv("ANAMNESIS_PATH", raising=False)
     assert not str(default_path()).startswith("/tmp")
     assert default_path().name == "memory.db"
+
+
+def test_history_gives_each_version_the_time_it_was_written_on_both_backends(
+    backend: str, store_url: str
+) -> None:
+    from anamnesis.embed import get_embedder
+
+    where = {"path": store_url} if backend == "sqlite" else {"url": store_url}
+    with Memory(**where, embedder=get_embedder("edge"), warm=False) as memory:
+        (episode,) = memory.add("I work at Acme", user_id="ana")
+        memory.update(episode.id, content="I work at Initech", user_id="ana")
+        memory.update(episode.id, content="I work at Globex", user_id="ana")
+        first, second, current = memory.history(episode.id, user_id="ana")
+    assert [v.content for v in (first, second, current)] == [
+        "I work at Acme",
+        "I work at Initech",
+        "I work at Globex",
+    ]
+    # Version 1 was written when the episode was recorded, each later one by the
+    # update that replaced the version before it; only the current one is unreplaced.
+    assert first.recorded_at == episode.recorded_at
+    assert second.recorded_at == first.changed_at and current.recorded_at == second.changed_at
+    assert first.recorded_at < second.recorded_at < current.recorded_at
+    assert current.changed_at is None and current.version == 3

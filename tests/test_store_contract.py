@@ -25,7 +25,7 @@ from store_fixtures import (  # noqa: F401  (fixtures are found by their registe
 
 from anamnesis.errors import InvalidInputError, NotFoundError
 from anamnesis.store.base import Filters, Selection
-from anamnesis.types import DeleteCounts, EpisodeVersion, Scope, Session
+from anamnesis.types import DeleteCounts, EpisodeVersion, GateDecision, Scope, Session
 
 ALICE = Scope("alice")
 BOB = Scope("bob")
@@ -89,6 +89,43 @@ def test_get_keeps_requested_order_and_skips_other_scopes(store):
 def test_insert_requires_one_vector_per_episode(store):
     with pytest.raises(ValueError):
         store.insert_episodes([make_episode()], unit_vectors(2))
+
+
+def _decision(episode_id: str, admitted: bool) -> GateDecision:
+    return GateDecision(
+        episode_id=episode_id,
+        admitted=admitted,
+        novelty=0.5,
+        salience=0.5,
+        prediction_error=0.5,
+        score=0.5,
+        threshold=0.4,
+        category="other",
+        reason="test",
+        gate="custom",
+        decided_at=T0,
+    )
+
+
+def test_a_gated_insert_sends_the_admitted_hot_and_the_rejected_to_the_archive(store):
+    kept, dropped = make_episode("kept", id="kept"), make_episode("dropped", id="dropped")
+    decisions = [_decision("kept", True), _decision("dropped", False)]
+    store.insert_gated([kept, dropped], unit_vectors(2), decisions)
+    assert [e.id for e in store.get_episodes(["kept", "dropped"], DEFAULT_SCOPE)] == ["kept"]
+    assert [e.id for e, _ in store.iter_archived(DEFAULT_SCOPE, Filters())] == ["dropped"]
+    found = store.gate_decisions(["kept", "dropped"], DEFAULT_SCOPE)
+    assert {i: d.admitted for i, d in found.items()} == {"kept": True, "dropped": False}
+    assert store.gate_decisions(["kept", "dropped"], Scope(user_id="someone-else")) == {}
+
+
+def test_a_gated_insert_requires_one_vector_and_one_decision_per_episode(store):
+    episodes = [make_episode("a", id="a"), make_episode("b", id="b")]
+    decisions = [_decision("a", True), _decision("b", True)]
+    with pytest.raises(ValueError):
+        store.insert_gated(episodes, unit_vectors(1), decisions)
+    with pytest.raises(ValueError):
+        store.insert_gated(episodes, unit_vectors(2), decisions[:1])
+    assert store.get_episodes(["a", "b"], DEFAULT_SCOPE) == []
 
 
 def test_insert_is_all_or_nothing_on_a_duplicate_id_in_the_batch(store):

@@ -11,7 +11,9 @@ holds: "I'm single again").
 Matching: an extracted draft is correct when its subject, predicate and op equal a
 labelled fact's and its object equals the labelled object or one of its ``also``
 forms after ``normalise_value`` (lower case, no leading article, no punctuation).
-Each labelled fact is matched at most once. A change statement ("I left X and now
+Each labelled fact is matched at most once. The first person of a user turn is the
+scope's user whatever name its speaker goes by (``facts.people``), so a label that
+names the speaker of a user turn is read as subject ``user``. A change statement ("I left X and now
 work at Y") is labelled as two facts, the new value added and the old one ended,
 and scores both.
 
@@ -32,7 +34,7 @@ from typing import Literal
 import click
 
 from ..errors import InvalidInputError
-from ..facts.predicates import RELATIONS, normalise_value
+from ..facts.predicates import RELATIONS, USER, normalise_value
 from ..facts.rules import RuleExtractor
 from ..facts.types import Draft
 from ..types import Episode
@@ -152,9 +154,12 @@ def load(path: Path) -> list[Statement]:
             continue
         try:
             row = json.loads(line)
+            user_turn = row["role"] == "user"
             facts = tuple(
                 Labelled(
-                    subject=f["subject"],
+                    subject=USER
+                    if user_turn and f["subject"] == row.get("speaker")
+                    else f["subject"],
                     predicate=f["predicate"],
                     objects=frozenset(
                         normalise_value(o) for o in [f["object"], *f.get("also", [])]

@@ -195,7 +195,9 @@ def context(
 @click.command()
 @click.argument("episode_id")
 @with_scope
-@click.option("--history", "show_history", is_flag=True, help="Also list prior versions.")
+@click.option(
+    "--history", "show_history", is_flag=True, help="Also list every version (current last)."
+)
 @click.pass_context
 def get(
     ctx: click.Context,
@@ -212,7 +214,11 @@ def get(
         record = episode_json(episode)
         if show_history:
             record["history"] = [
-                {**asdict(v), "changed_at": v.changed_at.isoformat()}
+                {
+                    **asdict(v),
+                    "changed_at": v.changed_at.isoformat() if v.changed_at else None,
+                    "recorded_at": v.recorded_at.isoformat() if v.recorded_at else None,
+                }
                 for v in memory.history(
                     episode_id, user_id=user_id, agent_id=agent_id, session_id=session_id
                 )

@@ -4,6 +4,7 @@ and its API keys (``anamnesis keys``)."""
 from __future__ import annotations
 
 import asyncio
+import inspect
 import ipaddress
 import logging
 import signal
@@ -14,6 +15,7 @@ from typing import Any
 import click
 
 from ..cli_errors import errors, handled
+from ..context import MIN_BUDGET_TOKENS
 from ..errors import InvalidInputError
 from ..memory.async_memory import AsyncMemory
 from ..server import DEFAULT_BUDGET_TOKENS, DEFAULT_MAX_BODY_BYTES, MAX_BUDGET_TOKENS
@@ -38,7 +40,30 @@ keys_option = click.option(
 )
 
 
-@click.command("mcp")
+class ToolsHelp(click.Command):
+    """A command whose help lists the MCP server's tools where it says ``{tools}``,
+    read from the server when the help is shown: ``anamnesis --help``, which shows
+    only the first sentence, imports nothing of MCP."""
+
+    def format_help_text(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        text = inspect.cleandoc(self.help or "").replace("{tools}", _tools())
+        formatter.write_paragraph()
+        with formatter.indentation():
+            formatter.write_text(text)
+
+
+def _tools() -> str:
+    """The server's tools, in words."""
+    try:
+        from ..server.mcp_server import tool_names
+    except ImportError:
+        return "listed here once the server extras are installed"
+    offered = tool_names()
+    extra = [name for name in tool_names(forget_all=True) if name not in offered]
+    return f"{', '.join(offered)}; with --allow-forget-all, also {', '.join(extra)}"
+
+
+@click.command("mcp", cls=ToolsHelp)
 @click.option(
     "--user",
     "user_id",
@@ -49,7 +74,7 @@ keys_option = click.option(
 @click.option("--agent", "agent_id", default=None, help="The agent's own scope within the user.")
 @click.option(
     "--budget-tokens",
-    type=click.IntRange(1, MAX_BUDGET_TOKENS),
+    type=click.IntRange(MIN_BUDGET_TOKENS, MAX_BUDGET_TOKENS),
     default=DEFAULT_BUDGET_TOKENS,
     show_default=True,
     help="The most any tool answer may take.",
@@ -81,8 +106,9 @@ def mcp(
     keys_path: Path | None,
 ) -> None:
     """Serve this memory as MCP tools for an agent host (Claude Code, Claude Desktop,
-    Cursor, ...): remember, recall, get_context, get_memory, update_memory,
-    forget_memory, memory_history, facts. Speaks stdio unless --http is given.
+    Cursor, ...). Speaks stdio unless --http is given.
+
+    Tools: {tools}.
 
     Over HTTP, once the key file (the one `anamnesis serve` uses) holds a key, every
     request presents one (Authorization: Bearer anm_...): a user key's tools reach

@@ -24,6 +24,8 @@ from datetime import UTC, datetime
 import numpy as np
 
 from ..embed.base import Embedder
+from ..facts.people import is_user, names_in
+from ..facts.predicates import USER
 from ..store.base import DerivedRow, FactQuery, SessionPrint, Store, fact_scope
 from ..types import Episode, Fact, Scope
 from . import profiles, summaries
@@ -176,7 +178,11 @@ def _fact_objects(facts: Sequence[Fact]) -> dict[str, tuple[str, ...]]:
 
 
 def _by_person(facts: Sequence[Fact]) -> dict[tuple[str | None, str], list[Fact]]:
+    """The facts of each person and agent; the user's under ``"user"``, whatever name
+    a fact gives them (``facts.people``)."""
+    names = names_in(facts)
     out: dict[tuple[str | None, str], list[Fact]] = {}
     for fact in facts:
-        out.setdefault((fact.agent_id, fact.subject), []).append(fact)
+        subject = USER if is_user(fact.subject, names) else fact.subject
+        out.setdefault((fact.agent_id, subject), []).append(fact)
     return out

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 
+from ..facts.people import is_user, user_names
+from ..facts.predicates import USER
 from ..store.base import Store
 from ..types import ContextFact, Scope
 from . import profiles, summaries
@@ -25,17 +27,27 @@ def list_profiles(store: Store, scope: Scope) -> list[Profile]:
     return sorted((profiles.to_profile(row) for row, _ in rows), key=lambda p: p.subject)
 
 
+def find_profile(store: Store, scope: Scope, subject: str) -> Profile | None:
+    """The profile of one person, or None; the user's by any of their names."""
+    if is_user(subject, user_names(store, scope)):
+        subject = USER
+    found = [p for p in list_profiles(store, scope) if p.subject == subject]
+    return found[0] if found else None
+
+
+def _names(text: str, names: tuple[str, ...]) -> bool:
+    """Whether ``text`` names one of ``names`` (as a word)."""
+    return any(re.search(rf"\b{re.escape(name)}\b", text, re.I) for name in names)
+
+
 def profile_block(store: Store, scope: Scope, question: str) -> list[ContextFact]:
     """The current entries of the profiles of the people ``question`` names (by their
-    subject name, as a word), else of the user's; at most ``PROFILE_LINES``, newest
-    first, each with its date and the episodes behind it."""
+    subject name, or one of the user's names, as a word), else of the user's; at most
+    ``PROFILE_LINES``, newest first, each with its date and the episodes behind it."""
     people = list_profiles(store, scope)
-    named = [
-        p
-        for p in people
-        if p.subject != "user" and re.search(rf"\b{re.escape(p.subject)}\b", question, re.I)
-    ]
-    chosen = named or [p for p in people if p.subject == "user"]
+    mine = user_names(store, scope)
+    named = [p for p in people if _names(question, mine if p.subject == USER else (p.subject,))]
+    chosen = named or [p for p in people if p.subject == USER]
     entries = [e for p in chosen for e in p.current]
     entries.sort(key=lambda e: e.valid_from.timestamp() if e.valid_from else 0.0, reverse=True)
     return [

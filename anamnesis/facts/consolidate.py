@@ -4,7 +4,8 @@ Runs off the hot path (``Memory.consolidate``): ``add()`` only stores episodes.
 Episodes are read in event-time order, in batches; each batch's facts, supersessions
 and "consolidated" marks are written in one transaction, so an interrupted run
 resumes where it stopped and never half-applies a batch. Facts take the agent of the
-episode they came from.
+episode they came from; the name a user turn's speaker goes by becomes one of the
+user's names (``people``).
 """
 
 from __future__ import annotations
@@ -74,12 +75,14 @@ def consolidate(
                 assert llm is not None
                 reader = LLMExtractor(llm, store, embedder, home)
                 for episode in group:
+                    resolver.note_speaker(episode)
                     for draft in reader.extract(episode, resolver.changes.added):
                         resolver.apply(draft)
                 report.llm_calls += reader.calls
             else:
                 rules = RuleExtractor()
                 for episode in group:
+                    resolver.note_speaker(episode)
                     for draft in rules.extract(episode):
                         resolver.apply(draft)
             changes = resolver.finish([e.id for e in group], datetime.now(UTC))

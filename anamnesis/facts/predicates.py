@@ -33,11 +33,14 @@ class Predicate:
 
 _TABLE = [
     Predicate("name", "{s}'s name is {o}", "My name is {o}", True),
+    Predicate("goes_by", "{s} goes by {o}", "I go by {o}", False),
     Predicate("age", "{s} is {o} years old", "I am {o} years old", True),
     Predicate("lives_in", "{s} lives in {o}", "I live in {o}", True),
     Predicate("from", "{s} is from {o}", "I am from {o}", True),
     Predicate("works_at", "{s} works at {o}", "I work at {o}", True),
     Predicate("job", "{s} works as {o}", "I work as {o}", True),
+    Predicate("team", "{s} is on the {o} team", "I am on the {o} team", True),
+    Predicate("work_location", "{s} works from {o}", "I work from {o}", True),
     Predicate("studies_at", "{s} studies at {o}", "I study at {o}", True),
     Predicate("partner", "{s}'s partner is {o}", "My partner is {o}", True),
     Predicate("likes", "{s} likes {o}", "I like {o}", False),
@@ -69,6 +72,15 @@ RELATIONS = {
 }  # fmt: skip
 #: Relations a person has one of at a time (a new one replaces the old).
 SINGLE_RELATIONS = frozenset({"partner", "mother", "father", "boss", "therapist", "mentor"})
+
+
+#: Slots that belong to another slot's value: when that value changes or ends, the
+#: values of its dependent slots stated before the change end with it, unless the
+#: statement of the change states them again (``resolve``, step 5). A new employer
+#: ends the old job's title, manager, team and place of work.
+DEPENDENT_SLOTS: dict[str, tuple[str, ...]] = {
+    "works_at": ("job", "boss", "team", "work_location"),
+}
 
 
 def is_single_valued(predicate: str) -> bool:

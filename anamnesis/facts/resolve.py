@@ -1,5 +1,8 @@
 """Conflict resolution: decide, cheaply first, what each draft fact does to the store.
 
+A draft about one of the names the scope's user goes by is a draft about the user
+(``people``); each named user turn records its speaker name as one of them.
+
 For each draft, in event-time order:
 
 1. **Same slot** (subject and predicate). A multi-valued predicate adds the value
@@ -26,6 +29,13 @@ For each draft, in event-time order:
    the memory never held is kept as a fact that already ended ("user worked at
    Tencent, until ..."); one already ended is only confirmed. A value stated again
    after it ended starts a new fact.
+5. **Dependent slots** (``predicates.DEPENDENT_SLOTS``). When a statement replaces a
+   slot's value with another one, or ends it, the current values of the slots that
+   depend on it and began before the change end at the change's time, with no
+   successor ("I started a new job at Globex" ends the old job title and manager),
+   unless the same statement states that slot again (then steps 1-4 decide). This
+   runs once all the statement's drafts are applied: at the next statement, or in
+   ``finish``.
 """
 
 from __future__ import annotations
@@ -40,10 +50,14 @@ import numpy as np
 from ..embed.base import Embedder
 from ..ingest.normalise import new_id
 from ..store.base import FactChanges, FactQuery, Store, Supersession, fact_scope
-from ..types import Fact, Scope
+from ..types import Episode, Fact, Scope
+from .people import is_user, speaker_name, user_names
 from .predicates import (
+    DEPENDENT_SLOTS,
+    USER,
     bare_value,
     embedding_text,
+    fact_text,
     is_single_valued,
     normalise_value,
     predicate_label,
@@ -112,6 +126,12 @@ class Resolver:
         self.changes = FactChanges()
         self._slots: dict[tuple[str, str], list[Fact]] = {}
         self._labels = labels if labels is not None else {}
+        # The statement (episode) being applied: the slots it states, and the changes
+        # it made to slots others depend on (step 5 of the module docstring).
+        self._statement: str | None = None
+        self._stated: set[tuple[str, str]] = set()
+        self._changed: list[tuple[Draft, datetime]] = []
+        self._names: list[str] | None = None
 
     # -- the working view of the store ------------------------------------------------
     def _slot(self, subject: str, predicate: str) -> list[Fact]:
@@ -147,9 +167,46 @@ class Resolver:
             slot.append(fact)
         slot.sort(key=_start)
 
+    def _user_names(self) -> list[str]:
+        """The names the scope's user goes by: stored, and added in this step."""
+        if self._names is None:
+            self._names = list(user_names(self.store, self.scope))
+        return self._names
+
     # -- decisions ----------------------------------------------------------------------
+    def note_speaker(self, episode: Episode) -> None:
+        """Record the name the user speaks under in ``episode`` (a user turn with a
+        speaker) as a name of theirs, once: from the first episode that shows it."""
+        name = speaker_name(episode)
+        if name is None or is_user(name, self._user_names()):
+            return
+        self._add(
+            Draft(
+                subject=USER,
+                predicate="goes_by",
+                object=name,
+                text=fact_text(USER, "goes_by", name),
+                episode=episode,
+                valid_from=episode.event_time,
+                confidence=1.0,
+                extractor="speaker",
+            )
+        )
+        self._user_names().append(name)
+
     def apply(self, draft: Draft) -> None:
         """Decide what ``draft`` changes and record it in ``self.changes``."""
+        if draft.subject != USER and is_user(draft.subject, self._user_names()):
+            draft = replace(
+                draft, subject=USER, text=fact_text(USER, draft.predicate, draft.object)
+            )
+        if draft.subject == USER and draft.predicate == "name" and draft.action != "END":
+            if not is_user(draft.object, self._user_names()):
+                self._user_names().append(draft.object)
+        if draft.episode.id != self._statement:
+            self._end_dependents()
+            self._statement = draft.episode.id
+        self._stated.add((draft.subject, draft.predicate))
         self.report.drafts += 1
         if draft.action in ("UPDATE", "NONE") and draft.target:
             target = self._find(draft.target)
@@ -157,10 +214,14 @@ class Resolver:
                 if draft.action == "NONE":
                     self._confirm(target, draft)
                 else:
-                    self._supersede(target, self._add(draft))
+                    new = self._add(draft)
+                    self._supersede(target, new)
+                    if normalise_value(target.object) != normalise_value(draft.object):
+                        self._changed.append((draft, _start(new)))
                 return
         if draft.action == "END":
             self._end_value(draft)
+            self._changed.append((draft, draft.valid_from or draft.episode.event_time))
             return
         single = draft.single_valued
         if single is None:
@@ -210,6 +271,7 @@ class Resolver:
         new = self._add(draft)
         if previous is not None:
             self._supersede(previous, new)
+            self._changed.append((draft, when))
             new = self._resume(previous, draft, new, following)
         if following is not None:
             self._supersede(new, following)
@@ -381,6 +443,19 @@ class Resolver:
         self._update(updated)
         self.report.ended += 1
 
+    def _end_dependents(self) -> None:
+        """Step 5 of the module docstring, for the statement just applied."""
+        for draft, when in self._changed:
+            for predicate in DEPENDENT_SLOTS.get(draft.predicate, ()):
+                if (draft.subject, predicate) in self._stated:
+                    continue
+                for fact in list(self._slot(draft.subject, predicate)):
+                    if fact.is_current and _start(fact) < when:
+                        ended = self._with_source(fact, draft)
+                        self._end(ended, when, draft.episode.recorded_at)
+        self._stated.clear()
+        self._changed.clear()
+
     def _pending(self, fact_id: str) -> int | None:
         for i, fact in enumerate(self.changes.added):
             if fact.id == fact_id:
@@ -393,6 +468,8 @@ class Resolver:
         Supersessions between two facts both added in this step are already in the
         rows written; the store applies the rest to stored facts.
         """
+        self._end_dependents()
+        self._statement = None
         changes = self.changes
         if changes.added:
             vectors = self.embedder.embed_documents([embedding_text(f) for f in changes.added])

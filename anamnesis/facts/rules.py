@@ -5,8 +5,10 @@ It reads what a person says about themselves ("I moved to Denver", "my sister Em
 and proposes ``(subject, predicate, object)`` drafts; a change said with a negation
 or a past tense ("I left Tencent", "we moved out of Boston", "I quit smoking") is an
 END draft, which ends the old value (see ``resolve``). First-person statements are
-about the speaker: the episode's ``speaker`` when it names one, else the scope's
-user, subject ``"user"``. Assistant turns are skipped (their "I" is the assistant).
+about the speaker: in a ``role="user"`` turn the scope's user, subject ``"user"``,
+whatever name they speak under (``people``); in a turn without a role, its
+``speaker`` when it names one (a conversation between named people), else the user.
+Assistant turns are skipped (their "I" is the assistant).
 
 The rules are in ``state_rules`` (what holds) and ``change_rules`` (what stopped
 holding), built from ``rule_parts``. Patterns favour precision: objects are cut at
@@ -113,8 +115,11 @@ def first_person(sentence: str) -> str:
 
 def subject_of(episode: Episode) -> str | None:
     """Whom the first person of ``episode`` refers to; None for the assistant's turns."""
-    if (episode.role or "").lower() in ("assistant", "system", "tool"):
+    role = (episode.role or "").lower()
+    if role in ("assistant", "system", "tool"):
         return None
+    if role == "user":
+        return USER
     return episode.speaker or USER
 
 

@@ -61,6 +61,14 @@ _OPINION = (
 )
 #: An occupation with up to two words before it ("software engineer", "registered nurse").
 JOB = rf"(?P<obj>(?:{_OPINION}[A-Za-z-]+\s+){{0,2}}?(?:{OCCUPATIONS}))\b"
+#: An occupation, not captured, for rules that capture something else.
+_OCCUPATION = rf"(?:(?:{_OPINION}[A-Za-z-]+\s+){{0,2}}?(?!student\b)(?:{OCCUPATIONS}))\b"
+#: Verbs that take the speaker to an employer when a role follows ("joined Globex as
+#: a staff engineer", "moved to Globex as an engineer").
+_TO_EMPLOYER = r"(?i:joined|moved to|moved over to|switched to)"
+#: What follows such a verb when it names an employer and a role: the employer, then
+#: "as" and an occupation (without one it is a club or a city: "joined a gym").
+_IN_ROLE = rf"[^,.;:!?()\"\n]+?\s+(?i:as)\s+(?i:an?\s+)?{_OCCUPATION}"
 #: Conditions "I have ..." names (a closed list: "I have a cold" is not a fact).
 CONDITIONS = (
     "asthma|diabetes|type [12] diabetes|arthritis|migraines|anxiety|depression|ADHD|adhd|"
@@ -184,7 +192,7 @@ STATE_RULES: tuple[Rule, ...] = (
     rule(rf"{I}(?:'ve|’ve| have)\s+(?i:{LEAD})?(?i:lived)\s+in\s+{OBJ}", place("lives_in")),
     rule(rf"{WERE}\s+(?i:{LEAD})?(?i:living|based)\s+in\s+{OBJ}", place("lives_in")),
     rule(
-        rf"{WE}\s+(?i:{LEAD})?(?i:moved|relocated)\s+(?i:back\s+)?to\s+{OBJ}",
+        rf"{WE}\s+(?i:{LEAD})?(?i:moved|relocated)\s+(?i:back\s+)?to\s+(?!{_IN_ROLE}){OBJ}",
         place("lives_in"),
     ),
     rule(
@@ -221,6 +229,25 @@ STATE_RULES: tuple[Rule, ...] = (
     rule(rf"{I}\s+(?i:{LEAD})?(?i:teach)\s+[^,.;:!?]+?\s+at\s+{OBJ}", place("works_at")),
     rule(rf"{I}\s+(?i:{LEAD})?(?i:work|worked)\s+as\s+(?i:an?\s+)?{OBJ}", simple("job")),
     rule(
+        rf"{I}\s+(?i:{LEAD})?(?i:work)\s+as\s+[^,.;:!?()\"\n]+?\s+(?i:at|for)\s+{OBJ}",
+        employer("works_at"),
+    ),
+    rule(
+        rf"{I}\s+(?i:{LEAD})?(?i:got|landed|accepted|started|took)\s+(?i:a\s+|my\s+|the\s+)?"
+        rf"(?i:new\s+)?(?i:job|position|role)\s+(?i:at|with)\s+[^,.;:!?()\"\n]+?\s+(?i:as)\s+"
+        rf"(?i:an?\s+)?{OBJ}",
+        simple("job"),
+    ),
+    rule(
+        rf"{I}\s+(?i:{LEAD})?{_TO_EMPLOYER}\s+(?=(?i:{_IN_ROLE}))(?P<obj>[^,.;:!?()\"\n]+?)\s+as\b",
+        employer("works_at"),
+    ),
+    rule(
+        rf"{I}\s+(?i:{LEAD})?{_TO_EMPLOYER}\s+(?=(?i:{_IN_ROLE}))[^,.;:!?()\"\n]+?\s+as\s+"
+        rf"(?i:an?\s+)?{JOB}",
+        simple("job"),
+    ),
+    rule(
         rf"{I}\s+(?i:{LEAD})?(?i:work)\s+(?i:at|for)\s+[^,.;:!?\n]+?\s+as\s+(?i:an?\s+)?{OBJ}",
         simple("job"),
     ),
@@ -252,6 +279,11 @@ STATE_RULES: tuple[Rule, ...] = (
         rf"(?i:\bmy\s+(?P<rel>{RELATION_WORDS})(?:'s|’s)\s+name\s+is)\s+{NAME}",
         relation,
     ),
+    rule(
+        rf"(?i:\bmy\s+(?:new\s+)?(?P<rel>{RELATION_WORDS})\s+is\s+(?:called|named))\s+{NAME}",
+        relation,
+    ),
+    rule(rf"(?i:\bmy\s+new\s+(?P<rel>{RELATION_WORDS})\s+is)\s+{NAME}", relation),
     rule(rf"{IM}\s+(?i:{LEAD})?(?i:married|engaged)\s+to\s+{NAME}", named("partner")),
     rule(rf"{I}\s+(?i:{LEAD})?(?i:got\s+)?(?i:married|engaged)\s+to\s+{NAME}", named("partner")),
     rule(rf"{I}\s+(?i:{LEAD})?(?i:started\s+dating|married)\s+{NAME}", named("partner")),
@@ -404,7 +436,7 @@ STATE_RULES: tuple[Rule, ...] = (
         place("visited"),
     ),
     rule(
-        rf"{I}\s+(?i:{LEAD})?(?i:joined|rejoined|signed up for|enrolled in)\s+{OBJ}",
+        rf"{I}\s+(?i:{LEAD})?(?i:joined|rejoined|signed up for|enrolled in)\s+(?!{_IN_ROLE}){OBJ}",
         simple("started"),
     ),
     rule(

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..consolidate.types import Profile, SessionSummary
-from ..consolidate.view import list_profiles, list_summaries
+from ..consolidate.view import find_profile, list_profiles, list_summaries
 from ..ingest.normalise import check_text
 from ..store.base import Store
 from ..types import Scope
@@ -52,9 +52,7 @@ class DerivedView:
         user_id: str | None = None,
         agent_id: str | None = None,
     ) -> Profile | None:
-        """The profile of one person (``"user"`` or a speaker's name), or None."""
+        """The profile of one person (``"user"`` or a speaker's name), or None; the
+        user's by any name they go by."""
         subject = check_text(subject, "subject")
-        found = [
-            p for p in self.profiles(user_id=user_id, agent_id=agent_id) if p.subject == subject
-        ]
-        return found[0] if found else None
+        return find_profile(self._store, self._scope_of(user_id, agent_id, None), subject)

@@ -10,6 +10,7 @@ from datetime import datetime
 
 from ..consolidate.abstractive import ABSTRACTIVE, EXTRACTIVE, Summarizer
 from ..errors import InvalidInputError
+from ..facts.people import aliases
 from ..facts.types import ConsolidationReport
 from ..facts.worker import ConsolidationWorker
 from ..ingest.normalise import check_text, parse_time
@@ -151,8 +152,8 @@ class FactVerbs(MemoryState):
 
         By default only facts standing at ``as_of`` (default: now): recorded by then,
         not withdrawn, begun and not replaced. ``include_superseded=True`` also
-        returns the values they replaced. ``subject`` matches the user's aliases
-        ("user" and their name, once known).
+        returns the values they replaced. ``subject`` reaches the user by any of their
+        names: "user", the name they gave, the speaker names of their turns.
         """
         if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
             raise InvalidInputError(f"limit must be a positive integer, got {limit!r}")
@@ -190,14 +191,5 @@ class FactVerbs(MemoryState):
         return history(self._store, scope, self._aliases(scope, subject), predicate, when)
 
     def _aliases(self, scope: Scope, subject: str) -> tuple[str, ...]:
-        """``subject`` and the names it goes by: the user is ``"user"`` and their name."""
-        subject = check_text(subject, "subject")
-        names = {
-            f.object
-            for f in self._store.find_facts(
-                scope, FactQuery(subjects=("user",), predicate="name", include_superseded=True)
-            )
-        }
-        if subject == "user" or subject in names:
-            return tuple(sorted({subject, "user", *names}))
-        return (subject,)
+        """``subject`` and the names it goes by (``facts.people.aliases``)."""
+        return aliases(self._store, scope, check_text(subject, "subject"))

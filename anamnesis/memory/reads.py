@@ -203,14 +203,21 @@ class ReadVerbs(MemoryState):
         agent_id: str | None = None,
         session_id: str | None = None,
     ) -> list[EpisodeVersion]:
-        """Every version of an episode, oldest first, ending with the current one."""
+        """Every version of an episode, oldest first, ending with the current one; each
+        with the time it was written (``recorded_at``) and, but the current one, the
+        time an update replaced it (``changed_at``)."""
         scope = self._scope(user_id, agent_id, session_id)
         current = self._fetch(episode_id, scope)
         prior = self._store.episode_versions(episode_id, scope)
-        changed = prior[-1].changed_at if prior else current.recorded_at
+        latest = EpisodeVersion(
+            current.id, current.version, current.content, current.metadata, None
+        )
+        # A version was written when the one before it was replaced; the first, when
+        # the episode was recorded.
+        written = [current.recorded_at, *(v.changed_at for v in prior)]
         return [
-            *prior,
-            EpisodeVersion(current.id, current.version, current.content, current.metadata, changed),
+            replace(version, recorded_at=at)
+            for version, at in zip([*prior, latest], written, strict=True)
         ]
 
 

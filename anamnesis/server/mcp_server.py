@@ -8,28 +8,38 @@ for a model to read. The rules that hold for every tool:
   or, over HTTP with a key file, from the API key the request presents (a user key
   reaches its own user; an admin key, the server's configured one); never from a tool
   argument, so no tool call can reach another user's memory.
+* **Every argument has declared bounds.** Each tool's input schema (what the host's
+  model reads) says them: ``minimum``/``maximum`` for numbers, ``maxLength`` for text,
+  ``maxItems`` for lists, ``enum`` for roles. JSON types are taken as they are (``"5"``,
+  ``5.0`` and ``true`` are not a limit), and a value outside the bounds is refused with
+  a tool error that names the bounds and the value given, never clamped.
 * **Every result is bounded.** ``recall`` returns compact previews (id, date, speaker,
-  a snippet, score) and every tool's text stays within the server's token budget
-  (``budget_tokens``, default 2,000; at most ``MAX_BUDGET_TOKENS``, well under the
-  25,000-token tool-output limit of common hosts). The full text comes from
-  ``get_memory``.
+  a snippet, score) and every answer, refusals included, stays within the server's
+  token budget (``budget_tokens``, default 2,000; at least ``MIN_BUDGET_TOKENS``, which
+  holds a digest's header and one line; at most ``MAX_BUDGET_TOKENS``, well under the
+  25,000-token tool-output limit of common hosts). Text the caller gave comes back
+  bounded too: at most ``ECHO_CHARS`` characters of it, or a whole id (at most
+  ``MAX_ID_CHARS``). The full text comes from ``get_memory``.
 * **Destructive tools are off** unless the server is started with ``forget_all=True``
   (``anamnesis mcp --allow-forget-all``).
 * **Errors are tool errors** whose message says what to do, never a traceback.
 """
 
-from __future__ import annotations
-
+import asyncio
+import json
 from collections.abc import Awaitable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Annotated, Any, Literal, TypeVar, cast
 
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import ToolAnnotations
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
+from pydantic import Field, ValidationError
 
 from ..consolidate.types import ProfileEntry, SessionSummary
+from ..context import MIN_BUDGET_TOKENS
 from ..errors import AnamnesisError
+from ..ingest.normalise import MAX_CONTENT_CHARS, MAX_ID_CHARS
 from ..memory.async_memory import AsyncMemory
 from ..tokens import TokenCounter
 from ..types import Episode, Fact, GateDecision
@@ -39,6 +49,32 @@ from .keys import KeyStore
 
 #: Characters of a memory shown in a ``recall`` preview.
 PREVIEW_CHARS = 160
+#: Characters of the caller's own text an answer or a refusal repeats.
+ECHO_CHARS = 80
+#: Longest question ``recall`` and ``get_context`` take: a question, not a document
+#: (search time grows with its length, and a longer one finds nothing more).
+MAX_QUERY_CHARS = 8_000
+#: The most previews one ``recall`` returns.
+MAX_RECALL_HITS = 50
+#: The most ids one ``gate_decisions`` call takes: the hits of one ``recall``.
+MAX_IDS = MAX_RECALL_HITS
+
+#: Text to store or search for: what ``Memory`` accepts as one episode.
+Text = Annotated[str, Field(min_length=1, max_length=MAX_CONTENT_CHARS, strict=True)]
+#: A question to search memory with.
+Query = Annotated[str, Field(min_length=1, max_length=MAX_QUERY_CHARS, strict=True)]
+#: A memory or session id, as ``recall`` and ``remember`` give them.
+Id = Annotated[str, Field(min_length=1, max_length=MAX_ID_CHARS, strict=True)]
+#: A short single-line string: a speaker, a person, a predicate, a time.
+Name = Annotated[str, Field(max_length=MAX_ID_CHARS, strict=True)]
+#: A person a profile is about: "user" or a name.
+Person = Annotated[str, Field(min_length=1, max_length=MAX_ID_CHARS, strict=True)]
+#: The chat roles a memory may carry: the ones the engine reads (role filters pair
+#: ``user`` with ``assistant``; fact extraction and salience skip the other three).
+Role = Literal["user", "assistant", "system", "tool"]
+Flag = Annotated[bool, Field(strict=True)]
+Hits = Annotated[int, Field(ge=1, le=MAX_RECALL_HITS, strict=True)]
+Ids = Annotated[list[Id], Field(min_length=1, max_length=MAX_IDS, strict=True)]
 
 T = TypeVar("T")
 
@@ -67,27 +103,156 @@ class Answers:
         self._tokens = TokenCounter()
 
     def fit(self, lines: list[str], more: str) -> str:
-        """As many of ``lines`` as fit the budget, then ``more`` if some were left out."""
+        """As many of ``lines`` as fit the budget, then ``more`` if some were left out
+        (``more`` counted in the budget too)."""
+        costs = self._tokens.count(lines)
         kept: list[str] = []
         used = 0
-        for line, cost in zip(lines, self._tokens.count(lines), strict=True):
-            if used + cost > self.budget and kept:
-                kept.append(more.format(left=len(lines) - len(kept)))
-                break
+        for line, cost in zip(lines, costs, strict=True):
             if used + cost > self.budget:
-                kept.append(self.cut(line))
                 break
             kept.append(line)
             used += cost
-        return "\n".join(kept)
+        else:
+            return "\n".join(kept)
+        if not kept:
+            return self.cut(lines[0])
+        while True:
+            note = more.format(left=len(lines) - len(kept))
+            if not kept or used + self._tokens.count_once(note) <= self.budget:
+                return self.cut("\n".join([*kept, note]))
+            used -= costs[len(kept) - 1]
+            kept.pop()
 
     def cut(self, text: str) -> str:
         """``text``, shortened to the budget when it is longer (saying so)."""
         (cost,) = self._tokens.count([text])
         if cost <= self.budget:
             return text
-        keep = max(1, int(len(text) * self.budget / cost * 0.9))
-        return text[:keep] + f"\n[... cut at the {self.budget}-token limit of this server]"
+        note = f"\n[... cut at the {self.budget}-token limit of this server]"
+        (room,) = self._tokens.count([note])
+        if room >= self.budget:  # a budget too small to say so: the text alone
+            note, room = "", 0
+        room = self.budget - room
+        keep = len(text)
+        # Shrink by the ratio of room to cost until the kept text fits (WordPiece
+        # tokens are not spread evenly over characters, so one guess may miss).
+        while keep and cost > room:
+            keep = min(keep - 1, int(keep * room / cost * 0.9))
+            cost = self._tokens.count_once(text[:keep])
+        return text[:keep] + note
+
+
+def echo(text: str) -> str:
+    """The caller's ``text`` as an answer repeats it: quoted, at most ``ECHO_CHARS``
+    characters of it, with its length when it is longer."""
+    if len(text) <= ECHO_CHARS:
+        return repr(text)
+    return f"{text[:ECHO_CHARS]!r}... ({len(text):,} characters)"
+
+
+def _given(value: object) -> str:
+    """A value as the caller sent it, bounded, for a refusal (JSON's spelling of
+    ``true``, ``false`` and ``null``: the caller sent JSON)."""
+    if isinstance(value, str):
+        return echo(value)
+    if isinstance(value, bool) or value is None:
+        return json.dumps(value)
+    if isinstance(value, int):
+        if value.bit_length() > 200:  # too long to be worth printing (or to print at all)
+            return f"an integer of {value.bit_length()} bits"
+        return str(value)
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, list):
+        return f"a list of {len(value)} items"
+    return f"a {type(value).__name__}"
+
+
+def _expected(schema: dict[str, Any]) -> str:
+    """What a JSON schema accepts, in words (its bounds included)."""
+    options = schema.get("anyOf", [schema])
+    said = " or ".join(_kind(option) for option in options if option.get("type") != "null")
+    return said + (" (or null)" if len(options) > 1 and {"type": "null"} in options else "")
+
+
+def _kind(schema: dict[str, Any]) -> str:
+    if "enum" in schema:
+        return "one of " + ", ".join(json.dumps(value) for value in schema["enum"])
+    kind = schema.get("type")
+    if kind == "integer":
+        return f"an integer from {schema['minimum']} to {schema['maximum']}"
+    if kind == "string":
+        return f"text of {_between(schema, 'Length')} characters"
+    if kind == "boolean":
+        return "true or false"
+    if kind == "array":
+        return f"a list of {_between(schema, 'Items')} items, each {_kind(schema['items'])}"
+    return str(kind)
+
+
+def _between(schema: dict[str, Any], what: str) -> str:
+    """``1 to 50`` or ``at most 50``, from a schema's ``min<what>``/``max<what>``."""
+    least = schema.get(f"min{what}")
+    most = schema[f"max{what}"]
+    return f"at most {most}" if least is None else f"{least} to {most}"
+
+
+def _refusal(tool: str, schema: dict[str, Any], error: ValidationError) -> str:
+    """Why ``tool`` refused its arguments: for each argument out of bounds, the bounds
+    its schema declares and the value given."""
+    reasons: list[str] = []
+    for problem in error.errors():
+        name, *inner = problem["loc"]
+        field = schema.get("properties", {}).get(str(name))
+        if field is None:
+            reasons.append(f"{name}: {problem['msg']}")
+            continue
+        for step in inner:  # into a list: the item's schema
+            if isinstance(step, int):
+                field = next(o for o in field.get("anyOf", [field]) if "items" in o)["items"]
+                name = f"{name}[{step}]"
+        if problem["type"] == "missing":
+            reasons.append(f"{name} is required: {_expected(field)}")
+        else:
+            reasons.append(f"{name} must be {_expected(field)}; got {_given(problem['input'])}")
+    return f"Error executing tool {tool}: " + "; ".join(dict.fromkeys(reasons))
+
+
+class BoundedServer(MCPServer):
+    """An ``MCPServer`` whose every answer and refusal fits the token budget, and
+    whose refusals of out-of-bounds arguments name the bounds and the value given."""
+
+    def __init__(self, answers: Answers, **settings: Any) -> None:
+        super().__init__(**settings)
+        self.answers = answers
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context | None = None
+    ) -> CallToolResult | InputRequiredResult:
+        """The tool's answer, cut to the budget; a refusal, said within it."""
+        try:
+            result = await super().call_tool(name, arguments, context)
+        except UnexpectedToolError:
+            raise
+        except ToolError as exc:
+            cause = exc.__cause__
+            text = str(exc)
+            if isinstance(cause, ValidationError):
+                schemas = {tool.name: tool.input_schema for tool in await self.list_tools()}
+                text = _refusal(name, schemas[name], cause)
+            raise ToolError(self.answers.cut(text)) from cause
+        if isinstance(result, CallToolResult):
+            for part in result.content:
+                if isinstance(part, TextContent):
+                    part.text = self.answers.cut(part.text)
+            if result.structured_content and isinstance(
+                result.structured_content.get("result"), str
+            ):
+                result.structured_content["result"] = self.answers.cut(
+                    result.structured_content["result"]
+                )
+        return result
 
 
 def _date(episode: Episode) -> str:
@@ -149,11 +314,16 @@ def build_server(
 ) -> MCPServer:
     """An MCP server whose tools read and write ``memory`` in ``scope`` only, or, with
     ``keys`` (over HTTP), in the scope of the API key each request presents."""
-    if not 1 <= budget_tokens <= MAX_BUDGET_TOKENS:
-        raise ValueError(f"budget_tokens must be from 1 to {MAX_BUDGET_TOKENS}")
-    server = MCPServer(name="anamnesis", instructions=INSTRUCTIONS)
+    if not MIN_BUDGET_TOKENS <= budget_tokens <= MAX_BUDGET_TOKENS:
+        raise ValueError(
+            f"budget_tokens must be from {MIN_BUDGET_TOKENS} to {MAX_BUDGET_TOKENS}, "
+            f"got {budget_tokens}"
+        )
     answers = Answers(budget_tokens)
+    server = BoundedServer(answers, name="anamnesis", instructions=INSTRUCTIONS)
     configured: dict[str, Any] = {"user_id": scope.user_id, "agent_id": scope.agent_id}
+    # A digest's budget: at least what holds a header and a line, at most the server's.
+    Budget = Annotated[int, Field(ge=MIN_BUDGET_TOKENS, le=budget_tokens, strict=True)]  # noqa: N806
 
     def whose(ctx: Context) -> dict[str, Any]:
         """The scope of this call: the server's, or the key's over HTTP with keys."""
@@ -172,11 +342,11 @@ def build_server(
     @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False))
     async def remember(
         ctx: Context,
-        content: str,
-        speaker: str | None = None,
-        role: str | None = None,
-        session_id: str | None = None,
-        event_time: str | None = None,
+        content: Text,
+        speaker: Name | None = None,
+        role: Role | None = None,
+        session_id: Id | None = None,
+        event_time: Name | None = None,
     ) -> str:
         """Store something verbatim in long-term memory: a fact about the user, a
         preference, a decision, what happened. `event_time` (ISO-8601) is when it
@@ -195,11 +365,10 @@ def build_server(
         return f"remembered [{episode.id}] dated {_date(episode)}"
 
     @server.tool(annotations=read_only)
-    async def recall(ctx: Context, query: str, limit: int = 10) -> str:
+    async def recall(ctx: Context, query: Query, limit: Hits = 10) -> str:
         """Search long-term memory. Returns up to `limit` (1-50) short previews, best
         first: id, date, speaker, snippet and score. Use `get_memory` with an id for
         the full text, or `get_context` for a dated digest of everything relevant."""
-        limit = max(1, min(limit, 50))
         hits = await _tool(memory.search(query, limit=limit, **whose(ctx)))
         if not hits:
             return "nothing found in memory for that query"
@@ -212,46 +381,46 @@ def build_server(
 
     @server.tool(annotations=read_only)
     async def get_context(
-        ctx: Context, question: str, budget_tokens: int | None = None, profile: bool = False
+        ctx: Context, question: Query, budget_tokens: Budget = budget_tokens, profile: Flag = False
     ) -> str:
         """A dated, provenance-tagged digest of the memories relevant to `question`,
         ready to read before answering it, within `budget_tokens` (at most the
-        server's limit). `profile` starts it with what is known about the people the
-        question is about."""
-        budget = min(budget_tokens or answers.budget, answers.budget)
+        server's limit, its default). `profile` starts it with what is known about the
+        people the question is about."""
         context = await _tool(
-            memory.context(question, budget_tokens=max(budget, 1), profile=profile, **whose(ctx))
+            memory.context(question, budget_tokens=budget_tokens, profile=profile, **whose(ctx))
         )
         return context.text or "nothing relevant found in memory"
 
     @server.tool(annotations=read_only)
-    async def get_memory(ctx: Context, memory_id: str) -> str:
+    async def get_memory(ctx: Context, memory_id: Id) -> str:
         """The full text of one memory, by the id `recall` or `remember` gave."""
         episode = await _tool(memory.get(memory_id, **whose(ctx)))
         head = f"[{episode.id}] {episode.event_time.isoformat()} {_who(episode)}"
         return answers.cut(f"{head}\n{episode.content}")
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False))
-    async def update_memory(ctx: Context, memory_id: str, content: str) -> str:
+    async def update_memory(ctx: Context, memory_id: Id, content: Text) -> str:
         """Replace a memory's text; the previous version is kept (see
         `memory_history`)."""
         episode = await _tool(memory.update(memory_id, content=content, **whose(ctx)))
         return f"updated [{episode.id}] to version {episode.version}"
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True))
-    async def forget_memory(ctx: Context, memory_id: str) -> str:
+    async def forget_memory(ctx: Context, memory_id: Id) -> str:
         """Delete one memory, by id, with its versions and indexes."""
         counts = await _tool(memory.delete(memory_id, **whose(ctx)))
         return f"forgot [{memory_id}] ({counts.episodes} memory, {counts.versions} versions)"
 
     @server.tool(annotations=read_only)
-    async def memory_history(ctx: Context, memory_id: str) -> str:
-        """Every earlier version of a memory, oldest first."""
+    async def memory_history(ctx: Context, memory_id: Id) -> str:
+        """Every version of a memory, oldest first, the current one last, each with the
+        time it was written."""
         versions = await _tool(memory.history(memory_id, **whose(ctx)))
-        if not versions:
-            return f"[{memory_id}] has no earlier versions"
         lines = [
-            f"version {v.version}, changed {v.changed_at.isoformat()}: {_preview(v.content)}"
+            f"version {v.version}{' (current)' if v.changed_at is None else ''}, recorded "
+            f"{v.recorded_at.isoformat() if v.recorded_at else 'at an unknown time'}: "
+            f"{_preview(v.content)}"
             for v in versions
         ]
         return answers.fit(lines, "... {left} more versions left out (token budget)")
@@ -259,10 +428,10 @@ def build_server(
     @server.tool(annotations=read_only)
     async def facts(
         ctx: Context,
-        subject: str | None = None,
-        predicate: str | None = None,
-        as_of: str | None = None,
-        include_history: bool = False,
+        subject: Name | None = None,
+        predicate: Name | None = None,
+        as_of: Name | None = None,
+        include_history: Flag = False,
     ) -> str:
         """What is known about the user (or `subject`): current facts, newest first;
         `as_of` (ISO date) for what was known then; `include_history` for the values
@@ -281,7 +450,7 @@ def build_server(
         return answers.fit([_fact_line(f) for f in found], "... {left} more facts left out")
 
     @server.tool(annotations=read_only)
-    async def summaries(ctx: Context, session_id: str | None = None) -> str:
+    async def summaries(ctx: Context, session_id: Id | None = None) -> str:
         """Short summaries of past conversations, oldest first: each session's dates and
         most salient sentences (`session_id` for one session). Summaries come from
         `consolidate`, run by the memory's owner."""
@@ -292,7 +461,7 @@ def build_server(
         return answers.fit(lines, "... {left} more sessions left out (token budget)")
 
     @server.tool(annotations=read_only)
-    async def profile(ctx: Context, subject: str = "user") -> str:
+    async def profile(ctx: Context, subject: Person = "user") -> str:
         """What is known about one person: `subject` is "user" or a name as the
         speakers go by. Current values first, then what they replaced and when, each
         with its fact id. Profiles come from `consolidate`, run by the memory's owner."""
@@ -300,12 +469,12 @@ def build_server(
         if found is None:
             known = await _tool(memory.derived.profiles(**whose(ctx)))
             names = ", ".join(p.subject for p in known) or "nobody yet"
-            return f"no profile of {subject!r}; profiles known: {names}"
+            return answers.cut(f"no profile of {echo(subject)}; profiles known: {names}")
         lines = [f"Profile of {found.subject}:", *(_entry_line(e) for e in found.entries)]
         return answers.fit(lines, "... {left} more entries left out (token budget)")
 
     @server.tool(annotations=read_only)
-    async def gate_decisions(ctx: Context, memory_ids: list[str]) -> str:
+    async def gate_decisions(ctx: Context, memory_ids: Ids) -> str:
         """Why each memory went where it did when it was stored: admitted to search or
         archived by the encoding gate, with its score, threshold and signals. Memories
         stored without a gate are left out."""
@@ -318,7 +487,7 @@ def build_server(
     if forget_all:
 
         @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True))
-        async def forget_all_memories(ctx: Context, confirm: bool = False) -> str:
+        async def forget_all_memories(ctx: Context, confirm: Flag = False) -> str:
             """Delete every memory of this user. Pass confirm=true only when the user
             has asked for exactly that."""
             if not confirm:
@@ -327,3 +496,10 @@ def build_server(
             return f"forgot every memory ({counts.episodes})"
 
     return server
+
+
+def tool_names(*, forget_all: bool = False) -> list[str]:
+    """The names of the tools a server offers, in the order it lists them (for the
+    command's help). The tools reach the memory only when called, so none is opened."""
+    server = build_server(cast(AsyncMemory, None), ServerScope("default"), forget_all=forget_all)
+    return [tool.name for tool in asyncio.run(server.list_tools())]

@@ -226,7 +226,8 @@ def build_app(
     async def history(
         episode_id: str, arguments: Annotated[EpisodeScope, Query()], who: Who
     ) -> list[EpisodeVersion]:
-        """Every version of an episode, oldest first, ending with the current one."""
+        """Every version of an episode, oldest first, ending with the current one; each
+        with the time it was written (``recorded_at``) and replaced (``changed_at``)."""
         return await memory.history(episode_id, **who.scoped(arguments.arguments()))
 
     @app.post(ROUTES["search"].path, tags=["recall"])

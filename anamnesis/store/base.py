@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from ..errors import InvalidInputError
 from ..types import (
     DeleteCounts,
     Episode,
@@ -87,6 +88,16 @@ def adjacent_by_episode(rows: Iterable[Sequence[Any]]) -> dict[str, list[tuple[s
     for pairs in result.values():
         pairs.sort(key=lambda pair: (abs(pair[1]), pair[1]))
     return result
+
+
+def replaced_at(version: EpisodeVersion) -> datetime:
+    """When a prior version to be stored was replaced (a store keeps replaced versions only)."""
+    if version.changed_at is None:
+        raise InvalidInputError(
+            f"version {version.version} of episode {version.episode_id} has no changed_at: "
+            "only a replaced version is kept; give the time the next version replaced it"
+        )
+    return version.changed_at
 
 
 def fact_scope(scope: Scope) -> Scope:
@@ -405,7 +416,8 @@ class Store(Protocol):
         ...
 
     def episode_versions(self, episode_id: str, scope: Scope) -> list[EpisodeVersion]:
-        """Prior versions of an episode, oldest first."""
+        """Prior versions of an episode, oldest first, each with the time an update
+        replaced it (``changed_at``)."""
         ...
 
     def neighbours(

@@ -1,7 +1,8 @@
 """The encoding gate in the PostgreSQL store: admitted episodes go hot, rejected ones
 straight to the archive, and every decision beside them, in one transaction.
 
-Mixed into ``PostgresStore``; the SQL of the decisions is ``shared.gate``'s.
+Mixed into ``PostgresStore``; the batch's split and the SQL of the decisions are
+``shared.gate``'s.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import psycopg
 
 from ...types import Episode, GateDecision, Scope, Session
 from ..base import Candidate, Filters
-from ..shared.gate import decision_rows, insert_decisions_sql, read_decisions
+from ..shared.gate import decision_rows, insert_decisions_sql, read_decisions, split_by_decision
 from .archive import ARCHIVE_COLUMNS
 from .search import dense_search
 from .sql import check_storable, json_param
@@ -79,19 +80,11 @@ class PostgresGate:
         decisions: Sequence[GateDecision],
         sessions: Sequence[Session] = (),
     ) -> None:
-        if len(episodes) != len(vectors) or len(episodes) != len(decisions):
-            raise ValueError("one vector and one decision per episode are required")
-        admitted = np.asarray([d.admitted for d in decisions], dtype=bool)
-        hot = [e for e, ok in zip(episodes, admitted, strict=True) if ok]
-        archived = [
-            archived_row(e, v, d.decided_at)
-            for e, v, d in zip(episodes, vectors, decisions, strict=True)
-            if not d.admitted
-        ]
+        hot, hot_vectors, archived = split_by_decision(episodes, vectors, decisions, archived_row)
         user_of = {e.id: e.user_id for e in episodes}
         with self._transaction() as conn:
             self._upsert_sessions(conn, sessions)
-            self._insert_hot(conn, hot, np.asarray(vectors, dtype=np.float32)[admitted])
+            self._insert_hot(conn, hot, hot_vectors)
             with conn.cursor() as cur:
                 if archived:
                     marks = ", ".join(["%s"] * 16)

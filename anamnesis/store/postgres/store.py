@@ -34,6 +34,7 @@ from ...errors import (
     StoreLockedError,
 )
 from ...types import Episode, EpisodeVersion, Scope, Session
+from ..base import replaced_at
 from .archive import PostgresArchive
 from .facts import PostgresFacts
 from .gate import PostgresGate
@@ -398,7 +399,7 @@ class PostgresStore(
                     v.version,
                     v.content,
                     json_param(v.metadata, "version metadata"),
-                    v.changed_at,
+                    replaced_at(v),
                 )
             )
         with conn.cursor() as cur:

@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from ...types import Scope, Usage
-from ..base import scope_clauses
+from .scoped import InList, rows_in_scope
 
 Conn = Any  # a sqlite3.Connection or a psycopg.Connection
 
@@ -64,25 +64,19 @@ def read_usage(
     mark: str,
     episode_ids: Sequence[str],
     scope: Scope,
-    in_list: Callable[[str, Sequence[Any]], tuple[str, list[Any]]],
+    in_list: InList,
     time_out: Callable[[Any], datetime],
 ) -> dict[str, Usage]:
     """The counters of the episodes of ``scope`` among ``episode_ids`` (hot or archived)."""
-    found: dict[str, Usage] = {}
-    for table in ("episodes", "archived_episodes"):
-        where, params = scope_clauses(scope, "e", mark)
-        ids_sql, ids = in_list("u.episode_id", list(episode_ids))
-        for row in conn.execute(
-            f"""SELECT u.episode_id, u.retrieved, u.last_retrieved_at, u.read, u.last_read_at
-                FROM episode_usage u JOIN {table} e ON e.id = u.episode_id
-                WHERE {ids_sql} AND {where}""",
-            [*ids, *params],
-        ).fetchall():
-            found[row[0]] = Usage(
-                episode_id=row[0],
-                retrieved=int(row[1]),
-                last_retrieved_at=None if row[2] is None else time_out(row[2]),
-                read=int(row[3]),
-                last_read_at=None if row[4] is None else time_out(row[4]),
-            )
-    return found
+    select = "t.episode_id, t.retrieved, t.last_retrieved_at, t.read, t.last_read_at"
+    rows = rows_in_scope(conn, mark, select, "episode_usage", episode_ids, scope, in_list)
+    return {
+        row[0]: Usage(
+            episode_id=row[0],
+            retrieved=int(row[1]),
+            last_retrieved_at=None if row[2] is None else time_out(row[2]),
+            read=int(row[3]),
+            last_read_at=None if row[4] is None else time_out(row[4]),
+        )
+        for row in rows
+    }

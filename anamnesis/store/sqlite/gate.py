@@ -1,7 +1,8 @@
 """The encoding gate in the SQLite store: admitted episodes go hot, rejected ones
 straight to the archive, and every decision beside them, in one transaction.
 
-Mixed into ``SQLiteStore``; the SQL of the decisions is ``shared.gate``'s.
+Mixed into ``SQLiteStore``; the batch's split and the SQL of the decisions are
+``shared.gate``'s.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import numpy as np
 from ...types import Episode, GateDecision, Scope, Session
 from ..base import Candidate
 from ..index.dense import DenseIndex
-from ..shared.gate import decision_rows, insert_decisions_sql, read_decisions
+from ..shared.gate import decision_rows, insert_decisions_sql, read_decisions, split_by_decision
 from .archive import ARCHIVE_COLUMNS
 from .sql import from_epoch, scope_sql, to_epoch
 
@@ -83,16 +84,7 @@ class SQLiteGate:
         decisions: Sequence[GateDecision],
         sessions: Sequence[Session] = (),
     ) -> None:
-        if len(episodes) != len(vectors) or len(episodes) != len(decisions):
-            raise ValueError("one vector and one decision per episode are required")
-        admitted = [d.admitted for d in decisions]
-        hot = [e for e, ok in zip(episodes, admitted, strict=True) if ok]
-        hot_vectors = np.asarray(vectors, dtype=np.float32)[np.asarray(admitted, dtype=bool)]
-        archived = [
-            archived_row(e, v, d.decided_at)
-            for e, v, d in zip(episodes, vectors, decisions, strict=True)
-            if not d.admitted
-        ]
+        hot, hot_vectors, archived = split_by_decision(episodes, vectors, decisions, archived_row)
         user_of = {e.id: e.user_id for e in episodes}
         with self._write() as conn:
             if sessions:

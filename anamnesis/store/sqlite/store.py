@@ -32,6 +32,7 @@ from ...errors import (
     StoreLockedError,
 )
 from ...types import Episode, EpisodeVersion, Scope, Session
+from ..base import replaced_at
 from ..index.dense import DenseIndex
 from . import health
 from .archive import SQLiteArchive
@@ -405,7 +406,7 @@ class SQLiteStore(
                     v.version,
                     v.content,
                     json.dumps(v.metadata),
-                    to_epoch(v.changed_at),
+                    to_epoch(replaced_at(v)),
                 )
                 for v in versions
             ],
