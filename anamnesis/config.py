@@ -53,6 +53,9 @@ class SearchConfig:
     logistic model named by ``fusion_model`` in ``anamnesis/data/``); ``score_mix`` is
     the share of each channel's RRF vote taken from its z-scored score instead of its
     rank (0 = plain RRF; ``anamnesis.retrieve.fusion.weighted_rrf``).
+    ``notes_channels``, when set, are the only channels run when the question's nearest
+    episodes are mostly notes, stored without a session (``retrieve.currency.reads_notes``):
+    the channels that read a conversation's speakers, roles and sessions stand aside.
     """
 
     channels: tuple[str, ...] = ("lexical", "dense")
@@ -72,6 +75,7 @@ class SearchConfig:
     fusion: str = "rrf"
     score_mix: float = 0.0
     fusion_model: str = "fusion-logistic.json"
+    notes_channels: tuple[str, ...] | None = None
 
     @property
     def uses_facts(self) -> bool:

@@ -361,3 +361,31 @@ BENCH_PRESETS["hybrid-time-stc"] = BENCH_PRESETS["hybrid-stc"].with_(
     weights={"lexical": 1.0, "dense": 1.0, "temporal": 0.5},
     stages=("time_match", "current_first", "exact_match"),
 )
+BENCH_PRESETS["default-next"] = _DEFAULT.with_(
+    query=(*_DEFAULT.query, "tense", "subject"),
+    stages=_CF,
+    notes_channels=("lexical", "dense", "prf", "temporal", "summaries"),
+).with_options("current_first", same_thing=0.55, pool=10)
+BENCH_PRESETS["default-next-no-notes"] = BENCH_PRESETS["default-next"].with_(notes_channels=None)
+BENCH_PRESETS["default-next-no-current"] = without(
+    BENCH_PRESETS["default-next"], stage="current_first"
+)
+BENCH_PRESETS["default-next-no-subject"] = without(BENCH_PRESETS["default-next"], query="subject")
+BENCH_PRESETS["default-next-no-tense"] = without(BENCH_PRESETS["default-next"], query="tense")
+for _low in (30, 35, 40, 45):
+    BENCH_PRESETS[f"default-next-shared-{_low}"] = BENCH_PRESETS["default-next"].with_options(
+        "current_first", shared_terms=_low / 100
+    )
+for _beta in (5, 10, 20):
+    for _d in (3, 5):
+        BENCH_PRESETS[f"default-next-rec-{_beta}-{_d}"] = BENCH_PRESETS[
+            "default-next"
+        ].with_options("current_first", recency=_beta / 100, recency_depth=_d)
+for _beta in (40, 80):
+    for _d in (3, 5):
+        BENCH_PRESETS[f"default-next-rec-{_beta}-{_d}"] = BENCH_PRESETS[
+            "default-next"
+        ].with_options("current_first", recency=_beta / 100, recency_depth=_d)
+BENCH_PRESETS["default-next-r"] = BENCH_PRESETS["default-next"].with_options(
+    "current_first", recency=0.4, recency_depth=5
+)

@@ -24,6 +24,7 @@ import re
 import numpy as np
 
 from .fusion import Fused, by_score
+from .query import words
 from .request import SearchRequest
 
 #: The best candidates (first) that yield to a later statement about the same thing...
@@ -92,6 +93,14 @@ def current_first(request: SearchRequest, fused: list[Fused]) -> list[Fused]:
     matrix /= np.where(norms == 0, 1.0, norms)
     scores = matrix @ matrix.T
     similar = scores >= threshold
+    shared = options.get("shared_terms")
+    if shared is not None:
+        # Two candidates that both say a word of the question answer the same thing at
+        # a lower similarity ("standup is at 09:45" / "standup moved to 10:00").
+        asked = set(_question_terms(request))
+        said = [asked & set(_stems(episodes[f.episode_id].content)) for f in known]
+        overlap = np.array([[bool(a & b) for b in said] for a in said])
+        similar |= overlap & (scores >= float(shared))
     times = [episodes[f.episode_id].event_time for f in known]
     head = {f.episode_id for f in pool[:depth]}
     nearest = options.get("successor", "latest") == "nearest"
@@ -103,14 +112,40 @@ def current_first(request: SearchRequest, fused: list[Fused]) -> list[Fused]:
         later = [j for j in range(len(known)) if similar[i, j] and times[j] > times[i]]
         if not later:
             continue
-        pick = (lambda j: scores[i, j]) if nearest else (lambda j: times[j])
-        successor = known[max(later, key=pick)]
+        if nearest:
+            successor = known[max(later, key=lambda j: float(scores[i, j]))]
+        else:
+            successor = known[max(later, key=lambda j: times[j])]
         successor.score = max(successor.score, candidate.score)
         # A hair under: a tie would keep the old order.
         step = max(abs(successor.score) * 1e-6, 1e-12)
         candidate.score = min(candidate.score, successor.score - step)
         head.add(successor.episode_id)
+    recency = float(options.get("recency", 0.0))
+    if recency:
+        fused = by_score(fused)
+        top = fused[: int(options.get("recency_depth", 5))]
+        stamps = request.episodes([f.episode_id for f in top])
+        order = sorted(
+            (f for f in top if f.episode_id in stamps),
+            key=lambda f: stamps[f.episode_id].event_time,
+        )
+        for rank, f in enumerate(order):
+            f.score *= 1.0 + recency * rank / max(len(order) - 1, 1)
     return by_score(fused)
+
+
+def _stems(text: str) -> list[str]:
+    """Lower-cased words with a plural or verb "s" cut ("standups" -> "standup")."""
+    return [w[:-1] if len(w) > 3 and w.endswith("s") else w for w in words(text)]
+
+
+def _question_terms(request: SearchRequest) -> list[str]:
+    """The question's content words, without present-state words and subject names."""
+    drop = present_terms(request.analysis.text)
+    for name in subject_names(request):
+        drop.update(words(name))
+    return [t for t in _stems(" ".join(request.analysis.terms)) if t not in drop]
 
 
 #: Nearest episodes read to tell whether a name in the question is the memory's
@@ -159,3 +194,28 @@ def without_subject(text: str, subjects: list[str]) -> str:
         text = re.sub(rf"\b{re.escape(name)}['’]s\b", "my", text)
         text = re.sub(rf"\b{re.escape(name)}\b", "I", text)
     return text
+
+
+#: Share of the question's nearest episodes without a session above which they are
+#: taken for notes.
+NOTES_SHARE = 0.5
+
+
+def reads_notes(request: SearchRequest) -> bool:
+    """Whether the question's nearest episodes are mostly notes (stored without a
+    session), rather than turns of a conversation.
+
+    The speaker, role, session and reply channels read a conversation's structure; notes
+    have none, so those channels only ever vote for the few turns that do, above the
+    notes that hold the answer.
+    """
+    key = "reads_notes"
+    if key not in request.memo:
+        from .candidates import dense_pool, turn_info
+
+        pool = dense_pool(request)[:SUBJECT_POOL]
+        info = turn_info(request, [c.episode_id for c in pool])
+        sessionless = sum(1 for c in pool if c.episode_id in info and info[c.episode_id][0] is None)
+        request.memo[key] = bool(pool) and sessionless >= NOTES_SHARE * len(pool)
+    result: bool = request.memo[key]
+    return result

@@ -15,6 +15,7 @@ from ..types import Hit, Scope
 from .analysis import analyse
 from .candidates import QUERY_FEATURES
 from .channels import CHANNELS
+from .currency import reads_notes
 from .fusion import (
     Fused,
     LogisticFusion,
@@ -89,9 +90,14 @@ class Retriever:
         )
 
     def candidates(self, request: SearchRequest) -> dict[str, list[Candidate]]:
-        """Each enabled channel's ranked candidates."""
+        """Each enabled channel's ranked candidates (over notes, only the channels of
+        ``SearchConfig.notes_channels``: ``currency.reads_notes``)."""
         limit = self.config.candidates
-        return {name: request.channel(name, limit) for name in self.config.channels}
+        names = self.config.channels
+        notes = self.config.notes_channels
+        if notes is not None and reads_notes(request):
+            names = tuple(name for name in names if name in notes)
+        return {name: request.channel(name, limit) for name in names}
 
     def rank(self, request: SearchRequest) -> list[Fused]:
         """Fused candidates after every post-fusion stage, best first (not truncated)."""
