@@ -389,3 +389,11 @@ for _beta in (40, 80):
 BENCH_PRESETS["default-next-r"] = BENCH_PRESETS["default-next"].with_options(
     "current_first", recency=0.4, recency_depth=5
 )
+for _beta in (20, 40, 80):
+    BENCH_PRESETS[f"default-next-time-{_beta}"] = BENCH_PRESETS["default-next"].with_options(
+        "current_first", recency=_beta / 100, recency_depth=5
+    )
+BENCH_PRESETS["default-next-t"] = BENCH_PRESETS["default-next"].with_options(
+    "current_first", recency=0.4, recency_depth=5
+)
+BENCH_PRESETS["default-next-t-no-recency"] = BENCH_PRESETS["default-next"]

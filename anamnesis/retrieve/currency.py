@@ -31,6 +31,8 @@ from .request import SearchRequest
 DEPTH = 10
 #: ... found among this many.
 POOL = 30
+#: The best candidates among which the later ones gain, in proportion to their age.
+RECENCY_DEPTH = 5
 #: Cosine between two candidates' stored embeddings above which they are taken to be
 #: about the same thing.
 SAME_THING = 0.5
@@ -124,14 +126,20 @@ def current_first(request: SearchRequest, fused: list[Fused]) -> list[Fused]:
     recency = float(options.get("recency", 0.0))
     if recency:
         fused = by_score(fused)
-        top = fused[: int(options.get("recency_depth", 5))]
-        stamps = request.episodes([f.episode_id for f in top])
-        order = sorted(
-            (f for f in top if f.episode_id in stamps),
-            key=lambda f: stamps[f.episode_id].event_time,
-        )
-        for rank, f in enumerate(order):
-            f.score *= 1.0 + recency * rank / max(len(order) - 1, 1)
+        top = fused[: int(options.get("recency_depth", RECENCY_DEPTH))]
+        dated = request.episodes([f.episode_id for f in top])
+        stamps = {
+            f.episode_id: dated[f.episode_id].event_time.timestamp()
+            for f in top
+            if f.episode_id in dated
+        }
+        if stamps:
+            oldest, newest = min(stamps.values()), max(stamps.values())
+            span = newest - oldest
+            if span > 0:
+                for f in top:
+                    if f.episode_id in stamps:
+                        f.score *= 1.0 + recency * (stamps[f.episode_id] - oldest) / span
     return by_score(fused)
 
 
