@@ -105,7 +105,9 @@ class SearchConfig:
 #: exact-match guard. Why these parts and weights, and not the learned ranker (preset
 #: ``ranker``): they did best on data they were not tuned on (BENCHMARKS.md, "Leave one
 #: data set out"; study "A default that transfers"); the ablation rows are ``anamnesis
-#: bench --config NAME`` presets.
+#: bench --config NAME`` presets. For questions about the present, the later of two
+#: statements about the same thing first; over notes, only the channels that do not
+#: read a conversation's structure (``retrieve.currency``; study "An agent's life").
 DEFAULT = SearchConfig(
     channels=(
         "lexical",
@@ -131,9 +133,9 @@ DEFAULT = SearchConfig(
         "replies": 2.0,
         "summaries": 1.0,
     },
-    stages=("time_match", "question_prior", "place_prior", "exact_match"),
+    stages=("time_match", "question_prior", "current_first", "place_prior", "exact_match"),
     stage_options={"time_match": {"exact": 3.0}, "question_prior": {"factor": 0.6}},
-    query=("speakers",),
+    query=("speakers", "tense", "subject"),
     seed_channels=(
         "lexical",
         "dense",
@@ -143,6 +145,7 @@ DEFAULT = SearchConfig(
         "role_dense",
     ),
     score_mix=0.2,
+    notes_channels=("lexical", "dense", "prf", "temporal", "summaries"),
 )
 
 #: The pipelines a user chooses between by name (``Memory(config=PRESETS[name])``,

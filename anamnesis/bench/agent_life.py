@@ -92,7 +92,7 @@ def load_personas(folder: Path = PERSONAS, names: Sequence[str] = ()) -> list[Pe
                     persona=name,
                     index=index,
                     text=q["question"],
-                    asked_at=parse_time(q["asked_at"], "asked_at") or datetime.max,
+                    asked_at=_when(q["asked_at"]),
                     type=q.get("type", "single_fact"),
                     kind=persona.kind,
                     gold=frozenset(q["gold"]),
@@ -101,6 +101,14 @@ def load_personas(folder: Path = PERSONAS, names: Sequence[str] = ()) -> list[Pe
             )
         found.append(persona)
     return found
+
+
+def _when(value: str) -> datetime:
+    """A dated item's or question's time (both are required in the persona files)."""
+    when = parse_time(value, "time")
+    if when is None:
+        raise ValueError(f"no time in {value!r}")
+    return when
 
 
 def score(ranked: Sequence[str], question: Question) -> dict[str, float]:
@@ -123,7 +131,7 @@ def score(ranked: Sequence[str], question: Question) -> dict[str, float]:
 
 def _store_items(memory: Memory, persona: Persona, until: datetime) -> dict[str, str]:
     """Add the persona's items dated at or before ``until``; episode id -> item id."""
-    items = [i for i in persona.items if parse_time(i["event_time"], "event_time") <= until]
+    items = [i for i in persona.items if _when(i["event_time"]) <= until]
     messages = []
     for item in items:
         message = {"content": item["content"], "event_time": item["event_time"]}

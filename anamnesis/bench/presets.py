@@ -272,11 +272,53 @@ BENCH_PRESETS["default-place"] = BENCH_PRESETS["full-priors-place"]
 BENCH_PRESETS["default-refit"] = BENCH_PRESETS["full-refit"]
 BENCH_PRESETS["default-next"] = BENCH_PRESETS["full-refit-guards"]
 
+#: The default before issue 33, kept by value: the ablations below (issue 22's) and
+#: ``previous-default`` read it, so later changes to the default do not move them.
+PREVIOUS_DEFAULT = SearchConfig(
+    channels=(
+        "lexical",
+        "dense",
+        "speaker_lexical",
+        "prf",
+        "session",
+        "temporal",
+        "role_lexical",
+        "role_dense",
+        "replies",
+        "summaries",
+    ),
+    weights={
+        "lexical": 0.25,
+        "dense": 2.0,
+        "speaker_lexical": 3.0,
+        "prf": 0.75,
+        "session": 2.0,
+        "temporal": 0.5,
+        "role_lexical": 2.0,
+        "role_dense": 2.0,
+        "replies": 2.0,
+        "summaries": 1.0,
+    },
+    stages=("time_match", "question_prior", "place_prior", "exact_match"),
+    stage_options={"time_match": {"exact": 3.0}, "question_prior": {"factor": 0.6}},
+    query=("speakers",),
+    seed_channels=(
+        "lexical",
+        "dense",
+        "speaker_lexical",
+        "speaker_dense",
+        "role_lexical",
+        "role_dense",
+    ),
+    score_mix=0.2,
+)
+BENCH_PRESETS["previous-default"] = PREVIOUS_DEFAULT
+
 #: The default with one stage switched off: the leave-one-out rows of the stage table
 #: (``bench.lodo``). A channel left out seeds nothing either
 #: (``candidates.seed_ranking``); ``default-equal`` gives every channel weight 1 and
 #: plain RRF (nothing fitted).
-_DEFAULT = PRESETS["default"]
+_DEFAULT = PREVIOUS_DEFAULT
 BENCH_PRESETS.update(
     {
         "default-no-summaries": without(_DEFAULT, channel="summaries"),
@@ -310,90 +352,16 @@ BENCH_PRESETS["default-summaries-only"] = _DEFAULT.with_options("summaries", kin
 BENCH_PRESETS["default-profiles"] = _DEFAULT.with_options("summaries", kinds=("profile",))
 BENCH_PRESETS["default-summaries-no-session"] = without(_DEFAULT, channel="session")
 
-#: Issue 33 (an agent's life: the current truth first). ``previous-default`` is the
-#: default as it stood before (kept by value, so later changes to the default do not
-#: move it). The parts, each alone on the default: present-state words left out of the
-#: lexical terms (``tense``), and the later of two statements about the same thing
-#: first (``current_first``, before the guards).
-BENCH_PRESETS["previous-default"] = _DEFAULT
-BENCH_PRESETS["default-tense"] = _DEFAULT.with_(query=(*_DEFAULT.query, "tense"))
-BENCH_PRESETS["default-current"] = _DEFAULT.with_(
-    stages=("time_match", "question_prior", "current_first", "place_prior", "exact_match")
+#: Issue 33 (an agent's life: what is true now; study "An agent's life"): the default
+#: with each of its parts left out, and ``fast`` with them all.
+_NOW = PRESETS["default"]
+BENCH_PRESETS.update(
+    {
+        "default-no-notes-mode": _NOW.with_(notes_channels=None),
+        "default-no-current-first": without(_NOW, stage="current_first"),
+        "default-no-recency": _NOW.with_options("current_first", recency=0.0),
+        "default-no-subject": without(_NOW, query="subject"),
+        "default-no-tense": without(_NOW, query="tense"),
+        "fast-now": _HYBRID.with_(query=("tense", "subject"), stages=("current_first",)),
+    }
 )
-BENCH_PRESETS["default-tense-current"] = BENCH_PRESETS["default-current"].with_(
-    query=(*_DEFAULT.query, "tense")
-)
-BENCH_PRESETS["hybrid-tense-current"] = _HYBRID.with_(query=("tense",), stages=("current_first",))
-for _tau in (45, 55, 65):
-    for _pool in (10, 30):
-        BENCH_PRESETS[f"hybrid-tc-{_tau}-{_pool}"] = BENCH_PRESETS[
-            "hybrid-tense-current"
-        ].with_options("current_first", same_thing=_tau / 100, pool=_pool)
-BENCH_PRESETS["hybrid-subject"] = _HYBRID.with_(query=("subject",))
-BENCH_PRESETS["hybrid-stc"] = BENCH_PRESETS["hybrid-tc-55-10"].with_(query=("tense", "subject"))
-BENCH_PRESETS["default-stc"] = (
-    BENCH_PRESETS["default-tense-current"]
-    .with_(query=(*_DEFAULT.query, "tense", "subject"))
-    .with_options("current_first", pool=10, same_thing=0.55)
-)
-BENCH_PRESETS["hybrid-stc-nearest"] = BENCH_PRESETS["hybrid-stc"].with_options(
-    "current_first", successor="nearest"
-)
-for _tau in (45, 50, 60):
-    BENCH_PRESETS[f"hybrid-stc-nearest-{_tau}"] = BENCH_PRESETS["hybrid-stc-nearest"].with_options(
-        "current_first", same_thing=_tau / 100
-    )
-_NOTES = _DEFAULT
-for _channel in ("speaker_lexical", "session", "role_lexical", "role_dense", "replies"):
-    _NOTES = without(_NOTES, channel=_channel)
-_STC = {"query": (*_DEFAULT.query, "tense", "subject")}
-_CF = ("time_match", "question_prior", "current_first", "place_prior", "exact_match")
-BENCH_PRESETS["notes"] = _NOTES
-BENCH_PRESETS["notes-stc"] = _NOTES.with_(stages=_CF, **_STC).with_options(
-    "current_first", same_thing=0.55, pool=10
-)
-BENCH_PRESETS["notes-eq-stc"] = BENCH_PRESETS["notes-stc"].with_(
-    weights={"lexical": 1.0, "dense": 1.0, "prf": 0.5, "temporal": 0.5, "summaries": 0.5},
-    score_mix=0.0,
-)
-BENCH_PRESETS["hybrid-time-stc"] = BENCH_PRESETS["hybrid-stc"].with_(
-    channels=("lexical", "dense", "temporal"),
-    weights={"lexical": 1.0, "dense": 1.0, "temporal": 0.5},
-    stages=("time_match", "current_first", "exact_match"),
-)
-BENCH_PRESETS["default-next"] = _DEFAULT.with_(
-    query=(*_DEFAULT.query, "tense", "subject"),
-    stages=_CF,
-    notes_channels=("lexical", "dense", "prf", "temporal", "summaries"),
-).with_options("current_first", same_thing=0.55, pool=10)
-BENCH_PRESETS["default-next-no-notes"] = BENCH_PRESETS["default-next"].with_(notes_channels=None)
-BENCH_PRESETS["default-next-no-current"] = without(
-    BENCH_PRESETS["default-next"], stage="current_first"
-)
-BENCH_PRESETS["default-next-no-subject"] = without(BENCH_PRESETS["default-next"], query="subject")
-BENCH_PRESETS["default-next-no-tense"] = without(BENCH_PRESETS["default-next"], query="tense")
-for _low in (30, 35, 40, 45):
-    BENCH_PRESETS[f"default-next-shared-{_low}"] = BENCH_PRESETS["default-next"].with_options(
-        "current_first", shared_terms=_low / 100
-    )
-for _beta in (5, 10, 20):
-    for _d in (3, 5):
-        BENCH_PRESETS[f"default-next-rec-{_beta}-{_d}"] = BENCH_PRESETS[
-            "default-next"
-        ].with_options("current_first", recency=_beta / 100, recency_depth=_d)
-for _beta in (40, 80):
-    for _d in (3, 5):
-        BENCH_PRESETS[f"default-next-rec-{_beta}-{_d}"] = BENCH_PRESETS[
-            "default-next"
-        ].with_options("current_first", recency=_beta / 100, recency_depth=_d)
-BENCH_PRESETS["default-next-r"] = BENCH_PRESETS["default-next"].with_options(
-    "current_first", recency=0.4, recency_depth=5
-)
-for _beta in (20, 40, 80):
-    BENCH_PRESETS[f"default-next-time-{_beta}"] = BENCH_PRESETS["default-next"].with_options(
-        "current_first", recency=_beta / 100, recency_depth=5
-    )
-BENCH_PRESETS["default-next-t"] = BENCH_PRESETS["default-next"].with_options(
-    "current_first", recency=0.4, recency_depth=5
-)
-BENCH_PRESETS["default-next-t-no-recency"] = BENCH_PRESETS["default-next"]
