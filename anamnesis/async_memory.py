@@ -30,6 +30,7 @@ from .errors import InvalidInputError
 from .facts.types import ConsolidationReport
 from .facts.worker import ConsolidationWorker
 from .ingest.gate import GateConfig
+from .ingest.normalise import check_int
 from .llm import ChatClient
 from .memory import Memory, ProgressCallback
 from .retrieve.analysis import QueryAnalysis
@@ -48,6 +49,8 @@ from .types import (
 T = TypeVar("T")
 #: Reader threads when none is named: searches embed the question and rank on the CPU.
 DEFAULT_READERS = 4
+#: More reader threads than this would only contend for the same cores and connections.
+MAX_READERS = 256
 
 
 class AsyncMemory(AsyncLifecycleVerbs):
@@ -73,8 +76,7 @@ class AsyncMemory(AsyncLifecycleVerbs):
         gate: str | GateConfig | None = None,
         readers: int = DEFAULT_READERS,
     ) -> None:
-        if isinstance(readers, bool) or not isinstance(readers, int) or readers < 1:
-            raise InvalidInputError(f"readers must be a positive integer, got {readers!r}")
+        readers = check_int(readers, "readers", minimum=1, maximum=MAX_READERS)
         self._memory = Memory(
             path,
             url=url,

@@ -12,12 +12,23 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from ..cli_errors import errors, handled
 from ..config import PRESETS, SearchConfig
+from ..context import MIN_BUDGET_TOKENS
 from ..errors import InvalidInputError
+from ..ingest.normalise import MAX_INT
 from ..memory import Memory
+from ..memory_reads import MAX_LIMIT
 from ..types import Episode
 
 F = TypeVar("F", bound=Callable[..., Any])
 console = Console()
+
+#: The ranges of the integer options, the ones Memory checks: a value outside them is
+#: a usage error (exit 2) that names the option, before any store is opened.
+LIMIT = click.IntRange(1, MAX_LIMIT)
+COUNT = click.IntRange(1, MAX_INT)
+OFFSET = click.IntRange(0, MAX_INT)
+BUDGET = click.IntRange(MIN_BUDGET_TOKENS, MAX_INT)
+PORT = click.IntRange(0, 65535)
 
 
 def preset_name(value: str) -> str:

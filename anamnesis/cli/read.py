@@ -15,7 +15,18 @@ from ..cli_errors import EXIT_DAMAGED, errors, handled
 from ..context import DEFAULT_BUDGET_TOKENS
 from ..errors import InvalidInputError
 from ..types import Context, Fact, Hit
-from .common import agent_option, console, episode_json, open_memory, user_option, with_scope
+from .common import (
+    BUDGET,
+    COUNT,
+    LIMIT,
+    OFFSET,
+    agent_option,
+    console,
+    episode_json,
+    open_memory,
+    user_option,
+    with_scope,
+)
 from .derived import show_profile, show_summaries
 
 
@@ -68,7 +79,7 @@ def _hit_json(hit: Hit) -> dict[str, Any]:
 @click.command()
 @click.argument("query")
 @with_scope
-@click.option("--limit", "-n", default=10, show_default=True, help="How many results.")
+@click.option("--limit", "-n", type=LIMIT, default=10, show_default=True, help="How many results.")
 @click.option("--explain", is_flag=True, help="Show each channel's rank and score.")
 @click.option("--json", "as_json", is_flag=True, help="Print results as JSON.")
 @click.option("--now", default=None, help="When the question is asked (ISO time; default: now).")
@@ -150,7 +161,7 @@ def _context_json(context: Context) -> dict[str, Any]:
 @click.option(
     "--budget",
     "budget_tokens",
-    type=int,
+    type=BUDGET,
     default=DEFAULT_BUDGET_TOKENS,
     show_default=True,
     help="Token budget of the context (WordPiece tokens).",
@@ -222,8 +233,8 @@ def get(
 
 @click.command("list")
 @with_scope
-@click.option("--limit", "-n", default=20, show_default=True)
-@click.option("--offset", default=0, show_default=True)
+@click.option("--limit", "-n", type=LIMIT, default=20, show_default=True)
+@click.option("--offset", type=OFFSET, default=0, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON lines.")
 @click.pass_context
 def list_(
@@ -273,7 +284,7 @@ def list_(
     "--profile", "as_profile", is_flag=True, help="The --subject's profile (default: user)."
 )
 @click.option("--summaries", "as_summaries", is_flag=True, help="The session summaries.")
-@click.option("--limit", "-n", default=100, show_default=True)
+@click.option("--limit", "-n", type=COUNT, default=100, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON lines.")
 @click.pass_context
 def facts(

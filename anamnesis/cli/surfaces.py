@@ -13,11 +13,11 @@ from typing import Any
 
 import click
 
-from ..async_memory import AsyncMemory
+from ..async_memory import MAX_READERS, AsyncMemory
 from ..cli_errors import errors, handled
 from ..errors import InvalidInputError
 from ..server import DEFAULT_BUDGET_TOKENS, DEFAULT_MAX_BODY_BYTES, MAX_BUDGET_TOKENS
-from .common import search_config
+from .common import PORT, search_config
 
 
 def _loopback(host: str) -> bool:
@@ -66,7 +66,7 @@ keys_option = click.option(
     show_default=True,
     help="HTTP address (another than loopback once the key file holds a key).",
 )
-@click.option("--port", default=8765, show_default=True, help="HTTP port.")
+@click.option("--port", type=PORT, default=8765, show_default=True, help="HTTP port.")
 @keys_option
 @click.pass_context
 def mcp(
@@ -158,7 +158,7 @@ async def _serve(
 
 @click.command("serve")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
-@click.option("--port", default=8000, show_default=True, help="TCP port.")
+@click.option("--port", type=PORT, default=8000, show_default=True, help="TCP port.")
 @keys_option
 @click.option(
     "--max-body-mb",
@@ -174,7 +174,11 @@ async def _serve(
     help="Allow browser pages from this origin (repeatable; CORS is off by default).",
 )
 @click.option(
-    "--readers", default=4, show_default=True, help="Threads that serve reads in parallel."
+    "--readers",
+    type=click.IntRange(1, MAX_READERS),
+    default=4,
+    show_default=True,
+    help="Threads that serve reads in parallel.",
 )
 @click.pass_context
 def serve(

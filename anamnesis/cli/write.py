@@ -15,7 +15,7 @@ from ..config import default_path
 from ..errors import InvalidInputError
 from ..retrieve.ranker import load_ranker
 from ..retrieve.ranker_fit import LabelledQuestion, fit_ranker, ranker_examples, save_ranker
-from .common import console, episode_json, open_memory, progress_bar, with_scope
+from .common import COUNT, console, episode_json, open_memory, progress_bar, with_scope
 
 
 @click.command()
@@ -192,7 +192,7 @@ def delete(
 
 @click.command()
 @with_scope
-@click.option("--limit", "-n", type=click.IntRange(min=1), default=None, help="Episodes to read.")
+@click.option("--limit", "-n", type=COUNT, default=None, help="Episodes to read.")
 @click.option(
     "--extractor",
     type=click.Choice(["rules", "llm"]),
