@@ -75,6 +75,7 @@ class AsyncMemory(AsyncLifecycleVerbs):
         create: bool = True,
         gate: str | GateConfig | None = None,
         readers: int = DEFAULT_READERS,
+        durability: str | None = None,
     ) -> None:
         readers = check_int(readers, "readers", minimum=1, maximum=MAX_READERS)
         self._memory = Memory(
@@ -88,6 +89,7 @@ class AsyncMemory(AsyncLifecycleVerbs):
             llm=llm,
             create=create,
             gate=gate,
+            durability=durability,
         )
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="anamnesis-writer")
         self._readers = ThreadPoolExecutor(readers, thread_name_prefix="anamnesis-reader")

@@ -9,6 +9,7 @@ from typing import Any
 
 import platformdirs
 
+from .errors import InvalidInputError
 from .retrieve.fusion import DEFAULT_RRF_K
 
 #: Environment variable that overrides the default store location.
@@ -17,6 +18,11 @@ PATH_ENV = "ANAMNESIS_PATH"
 URL_ENV = "ANAMNESIS_DATABASE_URL"
 #: The user id used when a call names none.
 DEFAULT_USER = "default"
+#: Environment variable that chooses the durability when ``Memory`` is given none.
+DURABILITY_ENV = "ANAMNESIS_DURABILITY"
+#: How hard a commit is pushed to disk (RELIABILITY.md, promise 1): ``normal`` survives a
+#: process crash; ``full`` also a power loss or an OS crash, at a cost per write.
+DURABILITY_LEVELS = ("normal", "full")
 
 
 def default_path() -> Path:
@@ -25,6 +31,18 @@ def default_path() -> Path:
     if override:
         return Path(override).expanduser()
     return Path(platformdirs.user_data_dir("anamnesis", appauthor=False)) / "memory.db"
+
+
+def durability_level(value: str | None) -> str:
+    """The durability a store opens with: ``value``, else $ANAMNESIS_DURABILITY, else
+    ``normal``; anything else is InvalidInputError."""
+    chosen = value if value is not None else os.environ.get(DURABILITY_ENV) or "normal"
+    if chosen not in DURABILITY_LEVELS:
+        source = "durability" if value is not None else f"${DURABILITY_ENV}"
+        raise InvalidInputError(
+            f"{source} must be one of {', '.join(DURABILITY_LEVELS)}, got {chosen!r}"
+        )
+    return chosen
 
 
 @dataclass(frozen=True, slots=True)

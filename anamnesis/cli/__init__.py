@@ -49,6 +49,12 @@ from .common import preset_name
     default=None,
     help="A ranker from `fit-ranker` for --config ranker.",
 )
+@click.option(
+    "--durable",
+    is_flag=True,
+    help="Sync every commit to disk: survive a power loss, at a cost per write "
+    "(default: $ANAMNESIS_DURABILITY, else normal).",
+)
 @click.pass_context
 def main(
     ctx: click.Context,
@@ -58,11 +64,18 @@ def main(
     config: str,
     gate: str,
     ranker_model: Path | None,
+    durable: bool,
 ) -> None:
     """Anamnesis: long-term memory for LLM agents, verbatim and offline."""
     ctx.ensure_object(dict)
     ctx.obj.update(
-        path=path, url=url, embedder=embedder, config=config, gate=gate, ranker_model=ranker_model
+        path=path,
+        url=url,
+        embedder=embedder,
+        config=config,
+        gate=gate,
+        ranker_model=ranker_model,
+        durability="full" if durable else None,
     )
 
 

@@ -74,6 +74,7 @@ def open_memory(ctx: click.Context, *, create: bool = True) -> Memory:
             reindex=options.get("reindex", False),
             llm=options.get("llm"),
             gate=options.get("gate"),
+            durability=options.get("durability"),
             warm=False,  # one verb per process: nothing to load ahead of it
             create=create,
         )

@@ -141,6 +141,7 @@ async def _serve(
         user_id=scope.user_id,
         llm=options.get("llm"),
         gate=options.get("gate"),
+        durability=options.get("durability"),
     ) as memory:
         server = build(memory, scope, budget_tokens=budget_tokens, forget_all=forget_all, keys=keys)
         if http is None:
@@ -227,6 +228,7 @@ def serve(
                 config=search_config(ctx.obj),
                 llm=ctx.obj.get("llm"),
                 gate=ctx.obj.get("gate"),
+                durability=ctx.obj.get("durability"),
                 readers=readers,
             ) as memory:
                 app = build_app(

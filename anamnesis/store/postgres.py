@@ -96,9 +96,12 @@ class PostgresStore(
         min_connections: int = DEFAULT_MIN_CONNECTIONS,
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
         timeout: float = DEFAULT_TIMEOUT,
+        durability: str = "normal",
     ) -> None:
         self.url = url
         self.dim = dim
+        #: ``normal``: the server's ``synchronous_commit`` (on by default); ``full``: on.
+        self.durability = durability
         self._pool: ConnectionPool | None = None
         self._migrate(timeout)
         pool: ConnectionPool = ConnectionPool(
@@ -120,10 +123,12 @@ class PostgresStore(
         self._pool = pool
 
     # -- connections and transactions ------------------------------------------------------
-    @staticmethod
-    def _configure(conn: psycopg.Connection[Any]) -> None:
-        """Run once per new pooled connection: UTC times and the vector type."""
+    def _configure(self, conn: psycopg.Connection[Any]) -> None:
+        """Run once per new pooled connection: UTC times, the vector type, and with
+        ``durability="full"`` every commit flushed to disk whatever the server's default."""
         conn.execute("SET TIME ZONE 'UTC'")
+        if self.durability == "full":
+            conn.execute("SET synchronous_commit = on")
         register_vector(conn)
         conn.commit()
 
