@@ -28,7 +28,13 @@ from .config import (
     durability_level,
 )
 from .embed import Embedder, get_embedder
-from .errors import AnamnesisError, EmbedderMismatchError, InvalidInputError, NotFoundError
+from .errors import (
+    AnamnesisError,
+    CorruptStoreError,
+    EmbedderMismatchError,
+    InvalidInputError,
+    NotFoundError,
+)
 from .facts.predicates import embedding_text as fact_embedding_text
 from .ingest.gate import GateConfig, gate_config
 from .ingest.normalise import (
@@ -59,6 +65,19 @@ from .types import (
     Session,
 )
 from .usage import UsageLog
+
+#: The counts ``stats`` reports on every backend (None where a damaged store hides them).
+STAT_COUNTS = (
+    "episodes",
+    "users",
+    "sessions",
+    "vectors",
+    "versions",
+    "facts",
+    "current_facts",
+    "first_event",
+    "last_event",
+)
 
 #: Messages embedded and written per transaction by ``add_many``.
 WRITE_BATCH = 512
@@ -533,13 +552,22 @@ class Memory(ReadVerbs, FactVerbs, LifecycleVerbs, GateVerbs):
         return self._store.check()
 
     def stats(self, *, user_id: str | None = None) -> dict[str, Any]:
-        """Counts and sizes for one user, or for the whole store when ``user_id`` is None."""
+        """Counts and sizes for one user, or for the whole store when ``user_id`` is None.
+
+        A damaged store still answers, as its reads do: the counts it could not read
+        are None, and ``unreadable`` says why (``capabilities["store_health"]`` too).
+        """
         scope = (
             Scope(check_id(user_id, "user_id", required=True) or "")
             if user_id is not None
             else None
         )
-        return {**self._store.stats(scope), "embedder": self._embedder.name}
+        try:
+            counts = self._store.stats(scope)
+        except CorruptStoreError as exc:
+            counts = {"backend": self._store.backend, **dict.fromkeys(STAT_COUNTS)}
+            counts["unreadable"] = str(exc)
+        return {**counts, "embedder": self._embedder.name}
 
     # -- portability ---------------------------------------------------------------------------
     def export_jsonl(self, out: IO[str], *, user_id: str | None = None) -> int:

@@ -11,7 +11,7 @@ from ..bench.cli import bench
 from ..config import DEFAULT_PRESET, PRESET_HELP
 from ..ingest.gate import GATE_PRESETS
 from . import lifecycle, read, surfaces, write
-from .common import preset_name
+from .common import clean_warnings, preset_name
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -68,6 +68,7 @@ def main(
 ) -> None:
     """Anamnesis: long-term memory for LLM agents, verbatim and offline."""
     ctx.ensure_object(dict)
+    clean_warnings(ctx)
     ctx.obj.update(
         path=path,
         url=url,
