@@ -10,7 +10,10 @@ integers up to 2**70 into the same arguments.
 from __future__ import annotations
 
 import asyncio
+import os
 import re
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -181,3 +184,23 @@ def test_the_cli_refuses_an_integer_out_of_range_without_a_traceback(
     assert result.exit_code == EXIT_BAD_INPUT, result.output
     assert isinstance(result.exception, SystemExit), repr(result.exception)
     assert "Traceback" not in result.output and option in result.output, result.output
+
+
+def test_the_reported_command_exits_2_in_a_real_process(tmp_path: Path) -> None:
+    store = tmp_path / "m.db"
+    with Memory(path=store, embedder=EDGE, warm=False) as memory:
+        memory.add("I live in Porto", user_id="ana")
+    argv = ["--path", str(store), "list", "--user", "ana", "--offset", str(2**63)]
+    env = {**os.environ, "HOME": str(tmp_path)}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path.cwd()), env.get("PYTHONPATH")]))
+    result = subprocess.run(
+        [sys.executable, "-m", "anamnesis.cli", *argv],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        check=False,
+    )
+    assert result.returncode == EXIT_BAD_INPUT, result.stderr
+    assert "Traceback" not in result.stderr and "--offset" in result.stderr, result.stderr
+    assert result.stdout == ""
