@@ -58,6 +58,7 @@ from .retrieve.pipeline import Retriever
 from .store.base import Store
 from .tokens import TokenCounter
 from .types import (
+    STAT_COUNTS,
     DeleteCounts,
     Episode,
     Fact,
@@ -65,19 +66,6 @@ from .types import (
     Session,
 )
 from .usage import UsageLog
-
-#: The counts ``stats`` reports on every backend (None where a damaged store hides them).
-STAT_COUNTS = (
-    "episodes",
-    "users",
-    "sessions",
-    "vectors",
-    "versions",
-    "facts",
-    "current_facts",
-    "first_event",
-    "last_event",
-)
 
 #: Messages embedded and written per transaction by ``add_many``.
 WRITE_BATCH = 512
@@ -147,10 +135,9 @@ class Memory(ReadVerbs, FactVerbs, LifecycleVerbs, GateVerbs):
     ``"strict"``; ``anamnesis.ingest.gate.GATE_PRESETS``) or a ``GateConfig`` judges
     each added episode, sends the rejected verbatim to the archive, and records every
     decision (``gate_decisions``).
-    ``durability`` is how hard each commit is pushed to disk (default:
-    ``$ANAMNESIS_DURABILITY``, else ``"normal"``): ``"normal"`` loses nothing
-    acknowledged to a process crash; ``"full"`` also survives a power loss or an OS
-    crash, at a cost per write (RELIABILITY.md says what each promises and costs).
+    ``durability`` (default ``$ANAMNESIS_DURABILITY``, else ``"normal"``): ``"normal"``
+    survives a process crash; ``"full"`` syncs each commit, so it survives a power loss
+    too, at a cost per write (RELIABILITY.md says what each promises and costs).
     """
 
     def __init__(

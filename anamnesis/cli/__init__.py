@@ -34,7 +34,7 @@ from .common import clean_warnings, preset_name
     default=DEFAULT_PRESET,
     show_default=True,
     callback=lambda ctx, param, value: preset_name(value),
-    help=f"Search pipeline: {', '.join(PRESET_HELP)} (docs/guide.md: what each trades).",
+    help=f"Pipeline: {', '.join(PRESET_HELP)} (docs/guide.md).",
 )
 @click.option(
     "--gate",
@@ -52,8 +52,7 @@ from .common import clean_warnings, preset_name
 @click.option(
     "--durable",
     is_flag=True,
-    help="Sync every commit to disk: survive a power loss, at a cost per write "
-    "(default: $ANAMNESIS_DURABILITY, else normal).",
+    help="Sync each commit to disk: survives a power loss, slower writes.",
 )
 @click.pass_context
 def main(
