@@ -139,3 +139,16 @@ def test_full_durability_on_postgres_commits_synchronously_whatever_the_server_s
     with Memory(url=lax, embedder=EDGE, warm=False, durability="full") as memory:
         assert memory.capabilities["durability"] == "full"
         assert _pooled_setting(memory) == "on"
+
+
+def test_a_store_opened_directly_refuses_an_unknown_durability(
+    tmp_path: Path, postgres_schema_url: str
+) -> None:
+    from anamnesis.store.postgres import PostgresStore
+    from anamnesis.store.sqlite import SQLiteStore
+
+    with pytest.raises(InvalidInputError, match="durability must be one of normal, full"):
+        SQLiteStore(tmp_path / "m.db", dim=4, durability="fast")
+    assert not (tmp_path / "m.db").exists()
+    with pytest.raises(InvalidInputError, match="durability must be one of normal, full"):
+        PostgresStore(postgres_schema_url, dim=4, durability="fast")

@@ -79,6 +79,11 @@ DEFAULT_TIMEOUT = 30.0
 _SQLSTATE_LOCK_TIMEOUTS = {"55P03", "40P01", "57014"}  # lock_not_available, deadlock, cancel
 
 
+#: ``synchronous_commit`` for each durability (``config.DURABILITY_LEVELS``): ``normal``
+#: keeps the server's (on by default: each commit flushed), ``full`` insists on it.
+SYNCHRONOUS_COMMIT: dict[str, str | None] = {"normal": None, "full": "on"}
+
+
 class PostgresStore(
     PostgresReads, PostgresFacts, PostgresLifecycle, PostgresArchive, PostgresUsage, PostgresGate
 ):
@@ -98,9 +103,10 @@ class PostgresStore(
         timeout: float = DEFAULT_TIMEOUT,
         durability: str = "normal",
     ) -> None:
+        if durability not in SYNCHRONOUS_COMMIT:
+            raise InvalidInputError(f"durability must be one of {', '.join(SYNCHRONOUS_COMMIT)}")
         self.url = url
         self.dim = dim
-        #: ``normal``: the server's ``synchronous_commit`` (on by default); ``full``: on.
         self.durability = durability
         self._pool: ConnectionPool | None = None
         self._migrate(timeout)
@@ -127,8 +133,9 @@ class PostgresStore(
         """Run once per new pooled connection: UTC times, the vector type, and with
         ``durability="full"`` every commit flushed to disk whatever the server's default."""
         conn.execute("SET TIME ZONE 'UTC'")
-        if self.durability == "full":
-            conn.execute("SET synchronous_commit = on")
+        setting = SYNCHRONOUS_COMMIT[self.durability]
+        if setting is not None:
+            conn.execute(f"SET synchronous_commit = {setting}")
         register_vector(conn)
         conn.commit()
 

@@ -43,6 +43,7 @@ from .sqlite_reads import SQLiteReads
 from .sqlite_schema import INSERT_TIMES, LATEST, MIGRATIONS, time_rows
 from .sqlite_schema import pending as pending_migrations
 from .sqlite_sql import (
+    SYNCHRONOUS,
     operational_error,
     private_connection,
     scope_sql,
@@ -94,6 +95,8 @@ class SQLiteStore(
         busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
         durability: str = "normal",
     ):
+        if durability not in SYNCHRONOUS:
+            raise InvalidInputError(f"durability must be one of {', '.join(SYNCHRONOUS)}")
         self.path = Path(path)
         self.dim = dim
         #: ``normal`` or ``full`` (``config.DURABILITY_LEVELS``): every connection's sync.
