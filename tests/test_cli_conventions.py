@@ -98,6 +98,10 @@ def test_a_listing_is_one_json_array_or_json_lines(run: Run, argv: list[str]) ->
     assert result.exit_code == 0, result.output
     listed = json.loads(result.stdout)
     assert isinstance(listed, list) and listed and all(isinstance(i, dict) for i in listed)
+    for item in listed:  # times print as ISO 8601, whichever record holds them
+        for key in ("event_time", "started_at", "valid_from"):
+            if isinstance(item.get(key), str):
+                assert "T" in item[key], (key, item[key])
     lines = [json.loads(line) for line in run(*argv, "--nl").stdout.splitlines()]
     assert [sorted(item) for item in lines] == [sorted(item) for item in listed]
 

@@ -7,6 +7,7 @@ import sys
 import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import asdict
+from datetime import datetime
 from typing import IO, Any, TypeVar
 
 import click
@@ -115,9 +116,14 @@ lines_option = click.option(
 )
 
 
+def _jsonable(value: object) -> str:
+    """A value JSON has no type for: a time as ISO 8601 (as every record prints it)."""
+    return value.isoformat() if isinstance(value, datetime) else str(value)
+
+
 def print_json(value: Any) -> None:
     """One JSON document on standard output: the whole of a command's ``--json`` answer."""
-    click.echo(json.dumps(value, ensure_ascii=False, indent=2, default=str))
+    click.echo(json.dumps(value, ensure_ascii=False, indent=2, default=_jsonable))
 
 
 def print_listing(items: Iterable[Any], *, lines: bool) -> None:
@@ -127,7 +133,7 @@ def print_listing(items: Iterable[Any], *, lines: bool) -> None:
         print_json(list(items))
         return
     for item in items:
-        click.echo(json.dumps(item, ensure_ascii=False, default=str))
+        click.echo(json.dumps(item, ensure_ascii=False, default=_jsonable))
 
 
 # -- warnings -----------------------------------------------------------------------------
