@@ -15,7 +15,16 @@ from ..config import default_path
 from ..errors import InvalidInputError
 from ..retrieve.ranker import load_ranker
 from ..retrieve.ranker_fit import LabelledQuestion, fit_ranker, ranker_examples, save_ranker
-from .common import console, episode_json, open_memory, progress_bar, with_scope
+from .common import (
+    COUNT,
+    console,
+    episode_json,
+    json_option,
+    open_memory,
+    print_json,
+    progress_bar,
+    with_scope,
+)
 
 
 @click.command()
@@ -25,7 +34,7 @@ from .common import console, episode_json, open_memory, progress_bar, with_scope
 @click.option("--speaker", default=None, help="Name of the speaker.")
 @click.option("--time", "event_time", default=None, help="When it happened (ISO-8601).")
 @click.option("--metadata", default=None, help="JSON object of metadata.")
-@click.option("--json", "as_json", is_flag=True, help="Print the stored episode as JSON.")
+@json_option
 @click.pass_context
 def add(
     ctx: click.Context,
@@ -59,7 +68,7 @@ def add(
             metadata=meta,
         )
     if as_json:
-        click.echo(json.dumps(episode_json(episode), ensure_ascii=False))
+        print_json(episode_json(episode))
     else:
         click.echo(episode.id)
 
@@ -160,6 +169,7 @@ def import_(
     "--all", "delete_everything", is_flag=True, help="Delete the whole scope (--user required)."
 )
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation with --all.")
+@json_option
 @click.pass_context
 def delete(
     ctx: click.Context,
@@ -169,8 +179,10 @@ def delete(
     session_id: str | None,
     delete_everything: bool,
     yes: bool,
+    as_json: bool,
 ) -> None:
-    """Delete one episode, or a whole scope with --all --user U."""
+    """Delete one episode, or a whole scope with --all --user U. Prints what went, per
+    table, as JSON (the one format)."""
     with handled():
         if delete_everything == (episode_id is not None):
             raise InvalidInputError("give either an EPISODE_ID or --all (with --user)")
@@ -187,12 +199,12 @@ def delete(
             counts = memory.delete(
                 episode_id or "", user_id=user_id, agent_id=agent_id, session_id=session_id
             )
-    click.echo(json.dumps(asdict(counts)))
+    print_json(asdict(counts))
 
 
 @click.command()
 @with_scope
-@click.option("--limit", "-n", type=click.IntRange(min=1), default=None, help="Episodes to read.")
+@click.option("--limit", "-n", type=COUNT, default=None, help="Episodes to read.")
 @click.option(
     "--extractor",
     type=click.Choice(["rules", "llm"]),
@@ -207,6 +219,7 @@ def delete(
     help="abstractive: session summaries written by the LLM (ANAMNESIS_LLM_*); "
     "default: abstractive with --extractor llm, else extractive.",
 )
+@json_option
 @click.pass_context
 def consolidate(
     ctx: click.Context,
@@ -216,6 +229,7 @@ def consolidate(
     limit: int | None,
     extractor: str,
     summaries: str | None,
+    as_json: bool,
 ) -> None:
     """Extract facts from episodes not yet consolidated; print what changed as JSON."""
     if extractor == "llm" or summaries == "abstractive":
@@ -230,7 +244,7 @@ def consolidate(
             extractor=extractor,
             summaries=summaries,
         )
-    click.echo(json.dumps(asdict(report)))
+    print_json(asdict(report))
 
 
 @click.command()

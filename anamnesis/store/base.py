@@ -250,6 +250,8 @@ class Store(Protocol):
     #: Names reported by ``Memory.capabilities``.
     backend: str
     vector_backend: str
+    #: ``normal`` or ``full`` (``config.DURABILITY_LEVELS``): how commits reach the disk.
+    durability: str
 
     @property
     def lexical_backend(self) -> str:
