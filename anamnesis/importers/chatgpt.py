@@ -163,7 +163,8 @@ def _text(message: dict[str, Any], where: str, parsed: Parsed) -> tuple[str, str
     pointers = sum(
         1 for part in content.get("parts") or [] if isinstance(part, dict)
     )  # images and files inline; the same uploads are usually listed in attachments too
-    parsed.skipped["attachment"] += max(len(attachments), pointers)
+    if attachments or pointers:
+        parsed.skipped["attachment"] += max(len(attachments), pointers)
     if role == "system" or meta.get("is_visually_hidden_from_conversation"):
         return "", "system", attachments
     if role == "tool":

@@ -56,7 +56,8 @@ def read(path: Path, *, speaker: str | None = None) -> Parsed:
                 parsed.skipped[f"sender {sender}"] += 1
                 continue
             attachments = _attachments(message, where)
-            parsed.skipped["attachment"] += len(attachments)
+            if attachments:
+                parsed.skipped["attachment"] += len(attachments)
             text = _text(message, where, parsed)
             if not text.strip():
                 parsed.skipped["empty"] += 1
