@@ -120,6 +120,17 @@ def test_the_export_zip_and_its_folder_import_like_the_file(memory, tmp_path) ->
     assert import_export(memory, "chatgpt", CHATGPT.parent, user_id="ana").added == 0
 
 
+def test_a_source_without_attachments_reports_none(memory, tmp_path) -> None:
+    only = tmp_path / "conversations.json"
+    only.write_text(json.dumps(json.loads(CHATGPT.read_text())[1:2]))
+    report = import_export(memory, "chatgpt", only, user_id="ana", dry_run=True)
+    assert report.skipped == {"tool call": 1, "tool output": 1}
+    assert "attachment" not in report.summary()
+    claude = tmp_path / "claude.json"
+    claude.write_text(json.dumps(json.loads(CLAUDE.read_text())[1:]))
+    assert import_export(memory, "claude", claude, dry_run=True).skipped == {"empty": 1}
+
+
 def test_a_new_message_in_a_known_conversation_is_added_after_the_others(memory, tmp_path) -> None:
     import_export(memory, "chatgpt", CHATGPT, user_id="ana")
     data = json.loads(CHATGPT.read_text())

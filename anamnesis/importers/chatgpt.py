@@ -107,11 +107,12 @@ def _conversation(
     expect(leaf, str, place, "'current_node'")
     branch = _branch(mapping, leaf, place)
     on_branch = set(branch)
-    parsed.skipped["other branches"] += sum(
-        1
+    off_branch = [
+        node_id
         for node_id, node in mapping.items()
         if node_id not in on_branch and isinstance(node, dict) and node.get("message")
-    )
+    ]
+    parsed.skip("other branches", len(off_branch))
     last_time = source_time(item.get("create_time"), place, "create_time")
     for node_id in branch:
         message = mapping[node_id].get("message")
@@ -122,7 +123,7 @@ def _conversation(
         last_time = source_time(message.get("create_time"), where, "create_time") or last_time
         text, reason, attachments = _text(message, where, parsed)
         if reason is not None:
-            parsed.skipped[reason] += 1
+            parsed.skip(reason)
             continue
         role = message["author"]["role"]
         metadata: dict[str, Any] = {"conversation_id": conversation_id}
@@ -163,8 +164,7 @@ def _text(message: dict[str, Any], where: str, parsed: Parsed) -> tuple[str, str
     pointers = sum(
         1 for part in content.get("parts") or [] if isinstance(part, dict)
     )  # images and files inline; the same uploads are usually listed in attachments too
-    if attachments or pointers:
-        parsed.skipped["attachment"] += max(len(attachments), pointers)
+    parsed.skip("attachment", max(len(attachments), pointers))
     if role == "system" or meta.get("is_visually_hidden_from_conversation"):
         return "", "system", attachments
     if role == "tool":

@@ -53,14 +53,13 @@ def read(path: Path, *, speaker: str | None = None) -> Parsed:
             last_time = source_time(message.get("created_at"), where, "created_at") or last_time
             sender = message.get("sender")
             if sender not in ROLES:
-                parsed.skipped[f"sender {sender}"] += 1
+                parsed.skip(f"sender {sender}")
                 continue
             attachments = _attachments(message, where)
-            if attachments:
-                parsed.skipped["attachment"] += len(attachments)
+            parsed.skip("attachment", len(attachments))
             text = _text(message, where, parsed)
             if not text.strip():
-                parsed.skipped["empty"] += 1
+                parsed.skip("empty")
                 continue
             metadata: dict[str, Any] = {"conversation_id": conversation_id}
             if title:
@@ -108,7 +107,7 @@ def _branch(messages: list[Any], place: str, parsed: Parsed) -> list[dict[str, A
                 f"{place}: message {uuid} names parent {parent}, which is not in the "
                 "conversation (truncated export?)"
             )
-    parsed.skipped["other branches"] += len(messages) - len(chain)
+    parsed.skip("other branches", len(messages) - len(chain))
     return chain[::-1]
 
 
@@ -134,7 +133,7 @@ def _text(message: dict[str, Any], where: str, parsed: Parsed) -> str:
         if kind == "text":
             texts.append(expect(block.get("text"), str, where, "a text block's 'text'"))
         elif kind in SKIPPED_BLOCKS:
-            parsed.skipped[SKIPPED_BLOCKS[kind]] += 1
+            parsed.skip(SKIPPED_BLOCKS[kind])
         else:
-            parsed.skipped[f"block {kind}"] += 1
+            parsed.skip(f"block {kind}")
     return "\n\n".join(t for t in texts if t.strip())

@@ -77,21 +77,21 @@ def _sessions(file: Path, speaker: str | None, parsed: Parsed) -> list[Conversat
                 titles.append(record["summary"])
             continue
         if kind not in ("user", "assistant"):
-            parsed.skipped["system" if kind == "system" else f"record {kind}"] += 1
+            parsed.skip("system" if kind == "system" else f"record {kind}")
             continue
         reason = _skip_reason(record)
         if reason is not None:
-            parsed.skipped[reason] += 1
+            parsed.skip(reason)
             continue
         message = expect(record.get("message"), dict, place, "'message'")
-        counted = sum(parsed.skipped.values())
+        counted = parsed.skipped.total()
         text = _text(message.get("content"), place, parsed)
         if kind == "user" and text.lstrip().startswith(COMMAND_MARKERS):
-            parsed.skipped["command"] += 1
+            parsed.skip("command")
             continue
         if not text.strip():
-            if sum(parsed.skipped.values()) == counted:  # not tool calls only: counted then
-                parsed.skipped["empty"] += 1
+            if parsed.skipped.total() == counted:  # not tool calls only: counted then
+                parsed.skip("empty")
             continue
         session = record.get("sessionId") or file.stem
         expect(session, str, place, "'sessionId'")
@@ -144,7 +144,7 @@ def _text(content: Any, place: str, parsed: Parsed) -> str:
         if kind == "text":
             texts.append(expect(block.get("text"), str, place, "a text block's 'text'"))
         elif kind in SKIPPED_BLOCKS:
-            parsed.skipped[SKIPPED_BLOCKS[kind]] += 1
+            parsed.skip(SKIPPED_BLOCKS[kind])
         else:
-            parsed.skipped[f"block {kind}"] += 1
+            parsed.skip(f"block {kind}")
     return "\n\n".join(t for t in texts if t.strip())

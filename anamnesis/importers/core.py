@@ -68,6 +68,11 @@ class Parsed:
     #: What was not imported, by reason ("tool call", "attachment", "system", ...).
     skipped: Counter[str] = field(default_factory=Counter)
 
+    def skip(self, reason: str, count: int = 1) -> None:
+        """Count ``count`` things not imported for ``reason`` (none: no entry)."""
+        if count > 0:
+            self.skipped[reason] += count
+
 
 @dataclass(frozen=True, slots=True)
 class ImportReport:

@@ -60,7 +60,7 @@ def read(path: Path, *, speaker: str | None = None, split: Split = "note") -> Pa
             if file.suffix.lower() in SUFFIXES:
                 files.append(file)
             else:
-                parsed.skipped["not a note"] += 1
+                parsed.skip("not a note")
     else:
         root, files = path.parent, [path]
     for file in files:
@@ -68,7 +68,7 @@ def read(path: Path, *, speaker: str | None = None, split: Split = "note") -> Pa
         if note.turns:
             parsed.conversations.append(note)
         else:
-            parsed.skipped["empty"] += 1
+            parsed.skip("empty")
     return parsed
 
 
