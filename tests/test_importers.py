@@ -131,6 +131,30 @@ def test_a_source_without_attachments_reports_none(memory, tmp_path) -> None:
     assert import_export(memory, "claude", claude, dry_run=True).skipped == {"empty": 1}
 
 
+def test_an_import_large_for_the_store_runs_in_bulk_mode(memory, monkeypatch) -> None:
+    # Bulk mode ends with fresh planner statistics: without them, checking what each
+    # session holds walked the user's whole history (as slow as the import itself).
+    from contextlib import contextmanager
+
+    import anamnesis.importers.core as core
+
+    entered = []
+    bulk = memory.store.bulk_load
+
+    @contextmanager
+    def spy(*args, **kwargs):
+        entered.append(True)
+        with bulk(*args, **kwargs):
+            yield
+
+    monkeypatch.setattr(memory.store, "bulk_load", spy)
+    monkeypatch.setattr(core, "BULK_IMPORT_MIN_EPISODES", 6)
+    import_export(memory, "claude", CLAUDE, user_id="ana")  # 6 episodes into an empty store
+    assert entered == [True]
+    import_export(memory, "notes", FIXTURES / "notes", user_id="ana")  # 5: not large
+    assert entered == [True]
+
+
 def test_a_new_message_in_a_known_conversation_is_added_after_the_others(memory, tmp_path) -> None:
     import_export(memory, "chatgpt", CHATGPT, user_id="ana")
     data = json.loads(CHATGPT.read_text())

@@ -16,6 +16,7 @@ import json
 import zipfile
 from collections import Counter
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -24,6 +25,7 @@ from typing import Any
 from ..errors import ImportFormatError, InvalidInputError
 from ..ingest.normalise import MAX_CONTENT_CHARS, content_hash, parse_time, to_message
 from ..memory import Memory
+from ..portable import BULK_IMPORT_MAX_EXISTING_RATIO, BULK_IMPORT_MIN_EPISODES
 
 #: Episodes written per transaction, at least (whole conversations are never split
 #: across two, so an interruption leaves complete conversations and a re-run finishes).
@@ -258,6 +260,16 @@ def _stored_keys(
     return keys
 
 
+def _large(memory: Memory, to_add: int) -> bool:
+    """Whether an import is large for the store, as ``import_jsonl`` decides: then it
+    runs in the store's bulk mode, which refreshes the planner's statistics at the end
+    (without them, looking up a session's episodes walks the user's whole history)."""
+    if to_add < BULK_IMPORT_MIN_EPISODES:
+        return False
+    existing = int(memory.stats()["episodes"])
+    return existing <= BULK_IMPORT_MAX_EXISTING_RATIO * to_add
+
+
 def _batches(planned: list[list[dict[str, Any]]]) -> Iterator[list[dict[str, Any]]]:
     """Whole conversations grouped until a group holds ``WRITE_BATCH`` messages."""
     batch: list[dict[str, Any]] = []
@@ -311,12 +323,15 @@ def import_parsed(
             progress("checking", done, total)
     to_add = sum(len(p) for p in planned)
     if not dry_run:
-        written = 0
-        for batch in _batches(planned):
-            memory.add_many(batch, user_id=user_id, agent_id=agent_id, atomic=True)
-            written += len(batch)
-            if progress is not None:
-                progress("writing", written, to_add)
+        with ExitStack() as stack:
+            if _large(memory, to_add):
+                stack.enter_context(memory.store.bulk_load())
+            written = 0
+            for batch in _batches(planned):
+                memory.add_many(batch, user_id=user_id, agent_id=agent_id, atomic=True)
+                written += len(batch)
+                if progress is not None:
+                    progress("writing", written, to_add)
     return ImportReport(
         kind=kind,
         path=str(path),
