@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from store_fixtures import postgres_schema_url_fixture  # noqa: F401  (registered by name)
 
 from anamnesis import Memory
 from anamnesis.errors import ImportFormatError, InvalidInputError
@@ -306,6 +307,21 @@ def test_an_edited_note_is_added_as_it_now_reads(memory, notes) -> None:
     (notes / "ideas.md").write_text("---\ndate: 2024-02-14\n---\nA rain sensor, solar powered.\n")
     report = import_export(memory, "notes", notes, user_id="ana")
     assert (report.added, report.already_present) == (1, 4)
+
+
+def test_imports_are_the_same_on_postgresql(postgres_schema_url, embedder) -> None:
+    with Memory(url=postgres_schema_url, embedder=embedder) as memory:
+        first = import_export(memory, "claude-code", CLAUDE_CODE, user_id="ana")
+        again = import_export(memory, "claude-code", CLAUDE_CODE, user_id="ana")
+        assert (first.added, again.added, again.already_present) == (6, 0, 6)
+        assert {e.metadata["source_id"] for e in _all(memory)} == {
+            "u-1",
+            "a-1",
+            "u-4",
+            "a-2",
+            "o-1",
+            "o-2",
+        }
 
 
 # Malformed and truncated sources: a clear error naming the place, nothing written

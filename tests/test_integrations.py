@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TypedDict
 
 import pytest
+from store_fixtures import postgres_schema_url_fixture  # noqa: F401  (registered by name)
 
 from anamnesis import AsyncMemory, InvalidInputError, Memory
 
@@ -122,6 +123,19 @@ def test_namespaces_are_listed_and_users_kept_apart(store) -> None:
     assert store.get(("docs", "bob", "recipes"), "bread") is None
     with pytest.raises(InvalidInputError, match="no label 1 to name the user"):
         store.search(("docs",))
+
+
+def test_the_store_works_the_same_on_postgresql(postgres_schema_url, embedder) -> None:
+    with Memory(url=postgres_schema_url, embedder=embedder) as memory:
+        store = AnamnesisStore(memory, user_label=1)
+        store.put(("memories", "ana"), "job", {"memory": "Ana is a nurse", "stars": 5})
+        store.put(("memories", "ana"), "car", {"memory": "Ana cycles", "stars": 2}, index=False)
+        assert store.get(("memories", "ana"), "job").value["stars"] == 5
+        assert [i.key for i in store.search(("memories", "ana"), query="nurse job")] == ["job"]
+        lower = store.search(("memories", "ana"), filter={"stars": {"$lt": 3}})
+        assert [i.key for i in lower] == ["car"]
+        store.delete(("memories", "ana"), "job")
+        assert store.get(("memories", "ana"), "job") is None
 
 
 def test_a_fixed_user_takes_every_namespace(memory) -> None:
