@@ -68,7 +68,7 @@ def claude_code_hook(ctx: click.Context, user_id: str | None, agent_id: str | No
     """Import the session a Claude Code hook names (its JSON on standard input).
 
     Register it as a SessionEnd hook: the finished session's transcript
-    (``transcript_path``) is imported like `import --from claude-code`, so the MCP
+    (transcript_path) is imported like `import --from claude-code`, so the MCP
     tools recall past sessions. Running it again adds only what is new.
     """
     with handled():

@@ -113,7 +113,7 @@ def json_lines(path: Path, lines: list[str]) -> list[Any]:
     "source",
     type=click.Choice(KINDS),
     default=None,
-    help="Import a chat export, transcripts or notes instead (see below).",
+    help="Import a chat export, transcripts or notes instead (above).",
 )
 @click.option("--speaker", default=None, help="With --from: the name of the user's turns.")
 @click.option(
