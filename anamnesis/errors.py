@@ -15,6 +15,11 @@ class ScopeError(InvalidInputError):
     """A scope keyword is missing, unknown, or malformed."""
 
 
+class ImportFormatError(InvalidInputError):
+    """A file to import is malformed, truncated or not in the format named; the
+    message names the place (file, conversation, line) and nothing was written."""
+
+
 class NotFoundError(AnamnesisError, KeyError):
     """No episode with that id exists in the caller's scope."""
 

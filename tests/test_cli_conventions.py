@@ -30,7 +30,17 @@ from anamnesis.embed import get_embedder
 
 EDGE = get_embedder("edge")
 #: Commands that print no data (a file format, a server, a message): no ``--json``.
-NO_DATA = {"import", "export", "reindex", "fit-ranker", "demo", "mcp", "serve", "bench"}
+NO_DATA = {
+    "import",
+    "export",
+    "reindex",
+    "fit-ranker",
+    "demo",
+    "mcp",
+    "serve",
+    "bench",
+    "hook claude-code",  # run by Claude Code, which reads its output; a summary on stderr
+}
 #: Commands (and ``facts`` modes) whose answer is a list: ``--json`` is an array.
 LISTINGS = {"search", "list", "facts", "keys list"}
 

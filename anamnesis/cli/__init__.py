@@ -11,7 +11,7 @@ import click
 from .. import __version__
 from ..config import DEFAULT_PRESET, PRESET_HELP
 from ..ingest.gate import GATE_PRESETS
-from . import lifecycle, read, surfaces, write
+from . import history, lifecycle, read, surfaces, write
 from .common import clean_warnings, preset_name
 
 
@@ -155,5 +155,6 @@ for command in (
     surfaces.mcp,
     surfaces.serve,
     surfaces.keys,
+    history.hook,
 ):
     main.add_command(command)

@@ -13,6 +13,7 @@ import click
 from ..cli_errors import errors, handled
 from ..config import default_path
 from ..errors import InvalidInputError
+from ..importers import KINDS
 from ..retrieve.ranker import load_ranker
 from ..retrieve.ranker_fit import LabelledQuestion, fit_ranker, ranker_examples, save_ranker
 from .common import (
@@ -25,6 +26,7 @@ from .common import (
     progress_bar,
     with_scope,
 )
+from .history import import_history
 
 
 @click.command()
@@ -113,8 +115,24 @@ def json_lines(path: Path, lines: list[str]) -> list[Any]:
 
 
 @click.command("import")
-@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("file", type=click.Path(exists=True, path_type=Path))
 @with_scope
+@click.option(
+    "--from",
+    "source",
+    type=click.Choice(KINDS),
+    default=None,
+    help="Import a chat export, transcripts or notes instead (above).",
+)
+@click.option("--speaker", default=None, help="With --from: the name of the user's turns.")
+@click.option(
+    "--split",
+    type=click.Choice(["note", "paragraph"]),
+    default=None,
+    help="With --from notes: one episode per note (default) or per paragraph.",
+)
+@click.option("--dry-run", is_flag=True, help="With --from: show what would be added.")
+@click.option("--json", "as_json", is_flag=True, help="With --from: print the report as JSON.")
 @click.pass_context
 def import_(
     ctx: click.Context,
@@ -122,13 +140,35 @@ def import_(
     user_id: str | None,
     agent_id: str | None,
     session_id: str | None,
+    source: str | None,
+    speaker: str | None,
+    split: str | None,
+    dry_run: bool,
+    as_json: bool,
 ) -> None:
     """Import FILE: an `anamnesis export`, a JSON list or JSONL of messages.
 
     Messages go to --user/--agent/--session. An export keeps its own users, agents
     and sessions unless --user/--agent is given: then every record moves there.
+
+    With --from, FILE is another tool's history, each conversation a session:
+    chatgpt or claude (the export zip, its folder or its conversations.json),
+    claude-code (a session .jsonl, or a folder such as ~/.claude/projects), notes (a
+    folder of .md/.txt notes). Re-importing adds only what is new; tool calls,
+    attachments and system messages are skipped and counted.
     """
+    if source is not None:
+        if session_id is not None:
+            raise click.UsageError("--session does not apply with --from: each conversation is one")
+        import_history(ctx, source, file, user_id, agent_id, speaker, split, dry_run, as_json)
+        return
+    if speaker or split or dry_run or as_json:
+        raise click.UsageError("--speaker, --split, --dry-run and --json apply with --from")
     with handled():
+        if file.is_dir():
+            raise InvalidInputError(
+                f"{file} is a folder: give a file, or --from to import notes or transcripts"
+            )
         kind, items = read_messages(file)
         if kind == "export" and session_id is not None:
             raise InvalidInputError(
