@@ -517,7 +517,8 @@ class Memory(ReadVerbs, FactVerbs, LifecycleVerbs, GateVerbs):
         return self._store.check()
 
     def stats(self, *, user_id: str | None = None) -> dict[str, Any]:
-        """Counts and sizes for one user, or for the whole store when ``user_id`` is None."""
+        """Counts for one user; for the whole store (``user_id`` None) also where the
+        store is and its size."""
         scope = (
             Scope(check_id(user_id, "user_id", required=True) or "")
             if user_id is not None

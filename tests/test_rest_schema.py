@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, settings
 from rest_fixtures import RestServer
 
 from anamnesis import Memory
+from anamnesis.server import ServerLimits
 from anamnesis.server.keys import KeyStore
 
 schemathesis = pytest.importorskip("schemathesis")
@@ -51,7 +52,9 @@ class Served:
             "admin": keys.create("schemathesis admin", user_id=None)[1],
         }
         keys.close()
-        self.server = RestServer({"path": store}, root / "keys.db", max_body_bytes=64_000)
+        self.server = RestServer(
+            {"path": store}, root / "keys.db", ServerLimits(max_body_bytes=64_000)
+        )
 
 
 @pytest.fixture(scope="module")

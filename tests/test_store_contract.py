@@ -62,6 +62,16 @@ def test_reopening_keeps_data_and_close_is_idempotent(open_store):
 
 
 # -- insert and get -------------------------------------------------------------------------------
+def test_a_scopes_stats_say_nothing_of_the_whole_store(store):
+    add(store, [make_episode("mine", id="ep_a"), make_episode("theirs", id="ep_b", scope=BOB)])
+    whole = store.stats(None)
+    alice = store.stats(ALICE)
+    assert (whole["episodes"], alice["episodes"]) == (2, 1)
+    where = {"path", "file_bytes"} if store.backend == "sqlite" else {"url", "table_bytes"}
+    assert where <= whole.keys()
+    assert not where & alice.keys()
+
+
 def test_insert_then_get_returns_every_field(store):
     episode = make_episode(
         "Ana moved to Lisbon in May — café ☕",
