@@ -136,6 +136,21 @@ def test_a_body_that_never_ends_is_408_and_stores_nothing(server: RestServer) ->
     assert httpx.get(f"{server.url}/v1/stats", timeout=5).json()["episodes"] == 0
 
 
+def test_a_body_cut_short_by_the_client_leaving_stores_nothing(server: RestServer) -> None:
+    sock = _connect(server)
+    try:  # a complete JSON object, but a tenth of the length the head declares
+        sock.sendall(
+            b"POST /v1/episodes HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            b"Content-Type: application/json\r\nContent-Length: 200\r\n\r\n"
+            b'{"content": "cut"}'
+        )
+        time.sleep(0.2)
+    finally:
+        sock.close()
+    time.sleep(0.5)
+    assert httpx.get(f"{server.url}/v1/stats", timeout=5).json()["episodes"] == 0
+
+
 def test_beyond_the_connection_limit_a_request_gets_503_at_once(tmp_path: Path) -> None:
     limits = ServerLimits(header_timeout=2.0, max_connections=5)
     server = RestServer({"path": tmp_path / "m.db"}, limits=limits)
