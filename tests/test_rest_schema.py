@@ -7,6 +7,8 @@ error type. Every integer the requests carry is kept, or swapped for one drawn u
 
 Bounded for CI: ``ANAMNESIS_HYPOTHESIS_EXAMPLES`` examples per operation (default
 25; RELIABILITY.md gives the slow run of 300 and its figures).
+``ANAMNESIS_SCHEMA_OPERATIONS``, a regular expression over operation names such as
+``GET /v1/episodes``, narrows a slow run to the operations it matches.
 """
 
 from __future__ import annotations
@@ -126,6 +128,8 @@ def documented_error_type(ctx: object, response: Any, case: object) -> None:
 
 
 schema = schemathesis.pytest.from_fixture("api_schema")
+if os.environ.get("ANAMNESIS_SCHEMA_OPERATIONS"):
+    schema = schema.include(name_regex=os.environ["ANAMNESIS_SCHEMA_OPERATIONS"])
 
 
 @schema.parametrize()

@@ -191,7 +191,8 @@ class QueryArguments(Arguments):
 
 
 class ListArguments(Scoped, QueryArguments):
-    """``Memory.get_all``; ``filters`` is a JSON object."""
+    """``Memory.get_all``; ``filters`` travels as JSON text and is read into the
+    object ``Memory`` takes (the document shows it as the string it is on the wire)."""
 
     limit: Limit = Field(100, description="Items per page.")
     offset: Offset = Field(0, description="Where the page starts; the answer's next_offset.")
