@@ -88,6 +88,10 @@ class RestServer:
                 time.sleep(0.05)
         raise RuntimeError("the test server did not answer /health within 30 s")
 
+    def open_connections(self) -> int:
+        """The connections the server holds now."""
+        return len(self._server.server_state.connections) if self._server is not None else 0
+
     def stop(self) -> None:
         if self._server is not None:
             self._server.should_exit = True
