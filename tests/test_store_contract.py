@@ -24,7 +24,7 @@ from store_fixtures import (  # noqa: F401  (fixtures are found by their registe
 )
 
 from anamnesis.errors import InvalidInputError, NotFoundError
-from anamnesis.store.base import Filters, Selection
+from anamnesis.store.base import FactQuery, Filters, Selection
 from anamnesis.types import DeleteCounts, EpisodeVersion, Scope, Session
 
 ALICE = Scope("alice")
@@ -70,6 +70,22 @@ def test_a_scopes_stats_say_nothing_of_the_whole_store(store):
     where = {"path", "file_bytes"} if store.backend == "sqlite" else {"url", "table_bytes"}
     assert where <= whole.keys()
     assert not where & alice.keys()
+
+
+def test_a_read_naming_a_nul_character_is_bad_input_or_finds_nothing(store):
+    add(store, [make_episode("plain text", id="ep_a")])
+    reads = [
+        lambda: store.find_facts(ALICE, FactQuery(predicate="lives\x00in")),
+        lambda: store.find_facts(ALICE, FactQuery(subjects=("us\x00er",))),
+        lambda: store.list_episodes(ALICE, limit=10, offset=0, filters=Filters(speaker="a\x00b"))[
+            0
+        ],
+    ]
+    for read in reads:
+        try:
+            assert read() == []
+        except InvalidInputError as refused:  # PostgreSQL cannot hold the character
+            assert "NUL" in str(refused)
 
 
 def test_insert_then_get_returns_every_field(store):
