@@ -77,3 +77,12 @@ class PermissionDeniedError(AnamnesisError):
 
 class PayloadTooLargeError(InvalidInputError):
     """A request body is larger than the server accepts; nothing was stored."""
+
+
+class RequestTimeoutError(InvalidInputError):
+    """A request body did not arrive whole within the server's time limit; nothing was
+    stored."""
+
+
+class ServerBusyError(BackendUnavailableError):
+    """The server holds as many connections as it allows: retry shortly."""

@@ -18,7 +18,7 @@ from ..cli_errors import errors, handled
 from ..context import MIN_BUDGET_TOKENS
 from ..errors import InvalidInputError
 from ..memory.async_memory import MAX_READERS, AsyncMemory
-from ..server import DEFAULT_BUDGET_TOKENS, DEFAULT_MAX_BODY_BYTES, MAX_BUDGET_TOKENS
+from ..server import DEFAULT_BUDGET_TOKENS, DEFAULT_LIMITS, MAX_BUDGET_TOKENS, ServerLimits
 from .common import PORT, json_option, lines_option, print_json, print_listing, search_config
 
 
@@ -190,7 +190,7 @@ async def _serve(
 @click.option(
     "--max-body-mb",
     type=click.FloatRange(0.001, 1024),
-    default=DEFAULT_MAX_BODY_BYTES / 2**20,
+    default=DEFAULT_LIMITS.max_body_bytes / 2**20,
     show_default=True,
     help="Largest request body accepted (413 above).",
 )
@@ -207,6 +207,34 @@ async def _serve(
     show_default=True,
     help="Threads that serve reads in parallel.",
 )
+@click.option(
+    "--header-timeout",
+    type=click.FloatRange(0.1, 3600),
+    default=DEFAULT_LIMITS.header_timeout,
+    show_default=True,
+    help="Seconds a request's line and headers may take to arrive; the connection is closed after.",
+)
+@click.option(
+    "--body-timeout",
+    type=click.FloatRange(0.1, 3600),
+    default=DEFAULT_LIMITS.body_timeout,
+    show_default=True,
+    help="Seconds a request's body may take to arrive once its headers have (408 after).",
+)
+@click.option(
+    "--keep-alive-timeout",
+    type=click.FloatRange(0.1, 3600),
+    default=DEFAULT_LIMITS.keep_alive_timeout,
+    show_default=True,
+    help="Seconds an idle connection is kept open between requests.",
+)
+@click.option(
+    "--max-connections",
+    type=click.IntRange(1, 100_000),
+    default=DEFAULT_LIMITS.max_connections,
+    show_default=True,
+    help="Connections served at once; a request beyond them gets 503 at once.",
+)
 @click.pass_context
 def serve(
     ctx: click.Context,
@@ -216,6 +244,10 @@ def serve(
     max_body_mb: float,
     cors_origins: tuple[str, ...],
     readers: int,
+    header_timeout: float,
+    body_timeout: float,
+    keep_alive_timeout: float,
+    max_connections: int,
 ) -> None:
     """Serve this memory over HTTP: every verb as a REST endpoint (OpenAPI document at
     /openapi.json, health check at /health), one JSON log line per request on stderr.
@@ -224,13 +256,15 @@ def serve(
     Requests present an API key (Authorization: Bearer anm_...) once the key file
     holds one; each key reaches one user, or every user for an admin key
     (anamnesis keys create). Binds 127.0.0.1 unless --host says otherwise, and
-    refuses any other address until a key exists. Needs the server extras:
-    pip install 'anamnesis[server]'.
+    refuses any other address until a key exists. Every wait on a client is bounded
+    (the timeouts below), and so are the connections served at once. Needs the
+    server extras: pip install 'anamnesis[server]'.
     """
     with handled():
         try:
             import uvicorn
 
+            from ..server.connections import server_config
             from ..server.keys import KeyStore
             from ..server.rest import build_app
         except ImportError as exc:
@@ -257,15 +291,15 @@ def serve(
                 durability=ctx.obj.get("durability"),
                 readers=readers,
             ) as memory:
-                app = build_app(
-                    memory,
-                    keys,
+                limits = ServerLimits(
                     max_body_bytes=int(max_body_mb * 2**20),
-                    cors_origins=cors_origins,
+                    header_timeout=header_timeout,
+                    body_timeout=body_timeout,
+                    keep_alive_timeout=keep_alive_timeout,
+                    max_connections=max_connections,
                 )
-                config = uvicorn.Config(
-                    app, host=host, port=port, access_log=False, log_level="warning"
-                )
+                app = build_app(memory, keys, limits=limits, cors_origins=cors_origins)
+                config = server_config(app, host, port, limits)
                 errors.print(f"anamnesis: serving on http://{host}:{port}", highlight=False)
                 await uvicorn.Server(config).serve()
 

@@ -52,7 +52,8 @@ class MaintenanceVerbs(MemoryState):
 
     @reads
     def stats(self, *, user_id: str | None = None) -> dict[str, Any]:
-        """Counts and sizes for one user, or for the whole store when ``user_id`` is None.
+        """Counts for one user; for the whole store (``user_id`` None) also where the
+        store is and its size.
 
         A damaged store still answers, as its reads do: the counts it could not read
         are None, and ``unreadable`` says why (``capabilities["store_health"]`` too).

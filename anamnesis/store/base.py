@@ -502,7 +502,8 @@ class Store(Protocol):
         ...
 
     def stats(self, scope: Scope | None) -> dict[str, Any]:
-        """Counts and sizes, for one scope or for the whole store."""
+        """Counts for one scope; for the whole store (``scope`` None) also where it is
+        and its size, which no one scope's figures reveal."""
         ...
 
     # -- facts --------------------------------------------------------------------------

@@ -159,7 +159,7 @@ class PostgresStore(
         except psycopg.IntegrityError as exc:
             detail = exc.diag.message_detail or exc.diag.message_primary
             raise InvalidInputError(f"write conflicts with stored data: {detail}") from exc
-        except pg_errors.DataException as exc:
+        except psycopg.DataError as exc:  # from the server, or from the driver (a NUL in text)
             raise InvalidInputError(f"the database rejected a value: {exc}") from exc
         except psycopg.OperationalError as exc:
             if exc.sqlstate in _SQLSTATE_LOCK_TIMEOUTS:
