@@ -3,9 +3,11 @@
 For each episode it first retrieves the stored facts most similar to it (dense
 search over fact vectors, ``CONTEXT_FACTS`` of them), shows them to the model with
 the message, and asks for the facts the message states, each with a decision:
-ADD (new), UPDATE (replaces the stored fact it names) or NONE (the stored fact it
-names already says it). Decisions naming facts that were not shown are ignored and
-the draft goes through the cheap resolver instead. ``LLMJudge`` answers the
+ADD (new), UPDATE (replaces the stored fact it names), END (the stored fact it names
+stopped being true, with nothing in its place) or NONE (the stored fact it names
+already says it). An UPDATE or NONE naming a fact that was not shown goes through the
+cheap resolver as a new statement; an END naming one is dropped, since its fact says
+what stopped being true and adding it would state the opposite. ``LLMJudge`` answers the
 resolver's ambiguous same-attribute questions with the same client.
 
 Any OpenAI-compatible endpoint works (``anamnesis.llm.ChatClient``).
@@ -47,6 +49,9 @@ Stored facts that may be related:
 For each fact decide:
 - "ADD": it is new;
 - "UPDATE": it replaces a stored fact (the value changed); set "target" to that fact's id;
+- "END": a stored fact stopped being true and nothing replaces it (a break-up, a job
+  quit, a plan cancelled, a habit or medicine stopped); set "target" to that fact's id
+  and repeat its subject, predicate and object;
 - "NONE": a stored fact already says it; set "target" to that fact's id.
 
 Message ({when}) from {speaker}:
@@ -65,7 +70,7 @@ _JSON = re.compile(r"\{.*\}", re.DOTALL)
 
 
 class LLMExtractor:
-    """Proposes facts with an LLM, deciding ADD / UPDATE / NONE against stored facts."""
+    """Proposes facts with an LLM, deciding ADD / UPDATE / END / NONE against stored facts."""
 
     name = "llm"
 
@@ -146,14 +151,23 @@ def _parse(reply: str) -> list[dict[str, Any]]:
 
 
 def _draft(item: dict[str, Any], episode: Episode, speaker: str, shown: set[str]) -> Draft | None:
+    """The draft one reply item proposes, or None when it proposes nothing usable.
+
+    An END needs only its target: the resolver ends that fact, whatever the item
+    calls it. An END whose target was not shown is dropped (None).
+    """
     subject = str(item.get("subject") or speaker).strip()
     predicate = re.sub(r"\s+", "_", str(item.get("predicate") or "").strip().lower())
     obj = str(item.get("object") or "").strip()
-    if not predicate or not obj:
-        return None
     action = str(item.get("action") or "ADD").upper()
-    target = item.get("target")
-    if action not in ("ADD", "UPDATE", "NONE") or target not in shown:
+    # A target is a fact id (a string); anything else names no fact.
+    target = item.get("target") if isinstance(item.get("target"), str) else None
+    if action == "END":
+        if target not in shown:
+            return None
+    elif not predicate or not obj:
+        return None
+    elif action not in ("ADD", "UPDATE", "NONE") or target not in shown:
         action, target = "ADD", None
     single = item.get("single_valued")
     valid_from: datetime = episode.event_time
@@ -164,9 +178,20 @@ def _draft(item: dict[str, Any], episode: Episode, speaker: str, shown: set[str]
         text=fact_text(subject, predicate, obj),
         episode=episode,
         valid_from=valid_from,
-        confidence=float(item.get("confidence") or LLM_CONFIDENCE),
+        confidence=_confidence(item.get("confidence")),
         extractor="llm",
         action=action,  # type: ignore[arg-type]
         target=target,
         single_valued=single if isinstance(single, bool) else None,
     )
+
+
+def _confidence(value: Any) -> float:
+    """The item's confidence when it reads as a number in [0, 1], else ``LLM_CONFIDENCE``."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        return LLM_CONFIDENCE
+    try:
+        number = float(value)
+    except ValueError:
+        return LLM_CONFIDENCE
+    return number if 0.0 <= number <= 1.0 else LLM_CONFIDENCE
