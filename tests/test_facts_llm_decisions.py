@@ -245,3 +245,28 @@ def test_an_unusable_reply_is_a_typed_error_and_writes_nothing(
 def test_the_prompt_offers_end(memory, fake_llm) -> None:
     said(memory, "Anything at all.", JAN)
     assert '"END": a stored fact stopped being true' in fake_llm.prompts[0]
+
+
+def test_a_fact_replaced_earlier_in_the_same_consolidation_is_not_shown(memory, fake_llm):
+    """Veganuary, then back to fish, read in one consolidation: the second message is
+    shown the vegan fact the first one added, not the pescatarian fact it replaced
+    (still current in the store until the step is written)."""
+    model = FactModel(
+        {
+            "start eating fish": [Said("diet", "pescatarian")],
+            "Doing Veganuary": [Said("diet", "vegan")],
+            "Veganuary done": [Said("diet", "pescatarian")],
+        }
+    )
+    fake_llm.script = model
+    said(memory, "I'm going to start eating fish.", JAN)
+    memory.add("Doing Veganuary this year.", role="user", event_time=MARCH)
+    memory.add("Veganuary done, back to fish.", role="user", event_time=JUNE)
+    memory.consolidate()
+    assert model.decisions[-1] == ("Veganuary done", "UPDATE", "vegan")
+    assert [f.object for f in memory.fact_history(predicate="diet")] == [
+        "pescatarian",
+        "vegan",
+        "pescatarian",
+    ]
+    assert current(memory, "diet") == ["pescatarian"]
