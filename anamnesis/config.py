@@ -9,6 +9,8 @@ from typing import Any
 
 import platformdirs
 
+from .errors import InvalidInputError
+
 #: Environment variable that overrides the default store location.
 PATH_ENV = "ANAMNESIS_PATH"
 #: Environment variable that selects a database URL (PostgreSQL) instead of a file.
@@ -17,6 +19,11 @@ URL_ENV = "ANAMNESIS_DATABASE_URL"
 DEFAULT_USER = "default"
 #: The RRF constant from Cormack et al. (2009); True Memory and MemX also use k = 60.
 DEFAULT_RRF_K = 60
+#: Environment variable that chooses the durability when ``Memory`` is given none.
+DURABILITY_ENV = "ANAMNESIS_DURABILITY"
+#: How hard a commit is pushed to disk (RELIABILITY.md, promise 1): ``normal`` survives a
+#: process crash; ``full`` also a power loss or an OS crash, at a cost per write.
+DURABILITY_LEVELS = ("normal", "full")
 
 
 def default_path() -> Path:
@@ -25,6 +32,18 @@ def default_path() -> Path:
     if override:
         return Path(override).expanduser()
     return Path(platformdirs.user_data_dir("anamnesis", appauthor=False)) / "memory.db"
+
+
+def durability_level(value: str | None) -> str:
+    """The durability a store opens with: ``value``, else $ANAMNESIS_DURABILITY, else
+    ``normal``; anything else is InvalidInputError."""
+    chosen = value if value is not None else os.environ.get(DURABILITY_ENV) or "normal"
+    if chosen not in DURABILITY_LEVELS:
+        source = "durability" if value is not None else f"${DURABILITY_ENV}"
+        raise InvalidInputError(
+            f"{source} must be one of {', '.join(DURABILITY_LEVELS)}, got {chosen!r}"
+        )
+    return chosen
 
 
 @dataclass(frozen=True, slots=True)

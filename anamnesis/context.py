@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from .errors import InvalidInputError
+from .ingest.normalise import check_int
 from .tokens import TokenCounter
 from .types import Context, ContextFact, ContextLine, ContextSession, Episode, Fact, Hit
 
@@ -55,11 +55,7 @@ def assemble(
     Each of the best ``neighbour_hits`` hits brings its neighbouring turns, except those
     longer than ``neighbour_max_tokens`` (None: no limit).
     """
-    if not isinstance(budget_tokens, int) or budget_tokens < MIN_BUDGET_TOKENS:
-        raise InvalidInputError(
-            f"budget_tokens must be an integer of at least {MIN_BUDGET_TOKENS}, "
-            f"got {budget_tokens!r}"
-        )
+    budget_tokens = check_int(budget_tokens, "budget_tokens", minimum=MIN_BUDGET_TOKENS)
     preamble = _preamble(now)
     used = _count(counter, preamble) if preamble else 0
     kept_profile: list[ContextFact] = []

@@ -50,6 +50,17 @@ class DecayPolicy:
     archive_below: float = ARCHIVE_BELOW
 
     def __post_init__(self) -> None:
+        for name in ("base_stability_days", "growth", "archive_below"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise InvalidInputError(f"decay policy {name} must be a number, got {value!r}")
+            try:
+                number = float(value)
+            except OverflowError:
+                number = math.inf
+            if not math.isfinite(number):
+                raise InvalidInputError(f"decay policy {name} must be finite, got {value!r}")
+            object.__setattr__(self, name, number)
         if not (self.base_stability_days > 0 and self.growth >= 1 and 0 <= self.archive_below < 1):
             raise InvalidInputError(
                 "a decay policy needs base_stability_days > 0, growth >= 1 and "
@@ -69,12 +80,13 @@ def salience_of(episode: Episode) -> float:
 
 
 def stability_days(retrievals: int, salience: float, policy: DecayPolicy = DEFAULT_DECAY) -> float:
-    """The e-folding time of an episode's strength, in days."""
-    return (
-        policy.base_stability_days
-        * policy.growth**retrievals
-        * (1.0 + SALIENCE_STABILITY * salience)
-    )
+    """The e-folding time of an episode's strength, in days (infinite once the
+    retrievals have grown it past what a float holds: it no longer decays)."""
+    try:
+        growth = policy.growth**retrievals
+    except OverflowError:
+        growth = math.inf
+    return policy.base_stability_days * growth * (1.0 + SALIENCE_STABILITY * salience)
 
 
 def strength(

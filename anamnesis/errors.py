@@ -15,6 +15,11 @@ class ScopeError(InvalidInputError):
     """A scope keyword is missing, unknown, or malformed."""
 
 
+class ImportFormatError(InvalidInputError):
+    """A file to import is malformed, truncated or not in the format named; the
+    message names the place (file, conversation, line) and nothing was written."""
+
+
 class NotFoundError(AnamnesisError, KeyError):
     """No episode with that id exists in the caller's scope."""
 
@@ -72,3 +77,12 @@ class PermissionDeniedError(AnamnesisError):
 
 class PayloadTooLargeError(InvalidInputError):
     """A request body is larger than the server accepts; nothing was stored."""
+
+
+class RequestTimeoutError(InvalidInputError):
+    """A request body did not arrive whole within the server's time limit; nothing was
+    stored."""
+
+
+class ServerBusyError(BackendUnavailableError):
+    """The server holds as many connections as it allows: retry shortly."""

@@ -304,3 +304,18 @@ class Context:
     def episodes(self) -> tuple[Episode, ...]:
         """Every episode in the context, in the order it appears."""
         return tuple(line.episode for s in self.sessions for line in s.lines)
+
+
+#: The counts every backend's ``Store.stats`` reports (``Memory.stats`` sets them to
+#: None when a damaged store cannot be read).
+STAT_COUNTS = (
+    "episodes",
+    "users",
+    "sessions",
+    "vectors",
+    "versions",
+    "facts",
+    "current_facts",
+    "first_event",
+    "last_event",
+)

@@ -1,13 +1,18 @@
-"""A fake OpenAI-compatible chat server on loopback: real HTTP, scripted replies."""
+"""A fake OpenAI-compatible chat server on loopback: real HTTP, scripted replies; and
+``FactModel``, a script that answers the fact extractor's prompt as a careful model
+would, from a table of what each message states."""
 
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from anamnesis.facts.predicates import fact_text, normalise_value
 from anamnesis.llm import ChatClient
 
 Script = Callable[[str], str]
@@ -63,3 +68,81 @@ class FakeLLM:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+# -- a scripted fact model --------------------------------------------------------------
+
+#: The message and the stored facts the extractor's prompt shows (``llm_extract``).
+_MESSAGE = re.compile(r"Message \([^)]*\) from [^\n]*:\n(.*)\n\nReply with JSON", re.DOTALL)
+_SHOWN = re.compile(r"^- id=(\S+): (.*) \(since [^)]*\)$", re.MULTILINE)
+
+
+@dataclass(frozen=True, slots=True)
+class Said:
+    """A fact a scripted message states (``end``: that it stopped holding)."""
+
+    predicate: str
+    object: str
+    subject: str = "user"
+    single_valued: bool = True
+    end: bool = False
+
+
+@dataclass(slots=True)
+class FactModel:
+    """A deterministic stand-in for a model that extracts facts well.
+
+    ``lines`` maps a phrase to what a message containing it states. For each statement
+    it decides as the prompt asks, from the stored facts the prompt shows (it knows
+    them by their text, ``fact_text`` of the triples it stated): the same value shown,
+    NONE; another value of a single-valued slot shown, UPDATE it; an ending, END the
+    shown fact of that slot (nothing shown: it says nothing); else ADD. ``decisions``
+    records each (phrase, action, object of the target or None).
+    """
+
+    lines: dict[str, list[Said]]
+    decisions: list[tuple[str, str, str | None]] = field(default_factory=list)
+
+    def __call__(self, prompt: str) -> str:
+        match = _MESSAGE.search(prompt)
+        message = match.group(1) if match else ""
+        known = {
+            fact_text(s.subject, s.predicate, s.object): s
+            for said in self.lines.values()
+            for s in said
+        }
+        shown = [(i, known[t]) for i, t in _SHOWN.findall(prompt) if t in known]
+        facts = []
+        for phrase, said in self.lines.items():
+            if phrase not in message:
+                continue
+            for s in said:
+                action, target = self._decide(s, shown)
+                self.decisions.append((phrase, action, target and target[1].object))
+                if action is None:
+                    continue
+                facts.append(
+                    {
+                        "subject": s.subject,
+                        "predicate": s.predicate,
+                        "object": s.object,
+                        "single_valued": s.single_valued,
+                        "action": action,
+                        "target": target and target[0],
+                    }
+                )
+        return json.dumps({"facts": facts})
+
+    @staticmethod
+    def _decide(
+        s: Said, shown: list[tuple[str, Said]]
+    ) -> tuple[str | None, tuple[str, Said] | None]:
+        slot = [(i, f) for i, f in shown if (f.subject, f.predicate) == (s.subject, s.predicate)]
+        same = [(i, f) for i, f in slot if normalise_value(f.object) == normalise_value(s.object)]
+        if s.end:
+            return ("END", same[0]) if same else (None, None)
+        if same:
+            return "NONE", same[0]
+        if slot and s.single_valued:
+            return "UPDATE", slot[0]
+        return "ADD", None

@@ -350,6 +350,6 @@ def test_the_cli_writes_abstractive_summaries_when_asked(tmp_path, fake_llm, mon
     assert fake_llm.prompts == []  # no flag, no model: the CLI stays offline
     report = json.loads(cli("consolidate", "--user", "ana", "--summaries", "abstractive"))
     assert (report["summaries"], report["abstractive_summaries"]) == (1, 1)
-    shown = json.loads(cli("facts", "--summaries", "--user", "ana", "--json"))
+    (shown,) = json.loads(cli("facts", "--summaries", "--user", "ana", "--json"))
     assert shown["text"].endswith(": Ana keeps bees on her roof.")
     assert (shown["method"], shown["model"]) == ("abstractive", "fake-model")

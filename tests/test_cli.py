@@ -55,9 +55,7 @@ def test_add_search_get_list_delete(cli) -> None:
     assert json.loads(cli("get", episode_id, "--user", "ana").output)["content"].startswith(
         "I keep"
     )
-    listed = [
-        json.loads(line) for line in cli("list", "--user", "ana", "--json").output.splitlines()
-    ]
+    listed = json.loads(cli("list", "--user", "ana", "--json").output)
     assert [e["id"] for e in listed] == [episode_id]
     assert json.loads(cli("delete", episode_id, "--user", "ana").output)["episodes"] == 1
     assert cli("get", episode_id, "--user", "ana").exit_code == EXIT_NOT_FOUND
@@ -126,9 +124,9 @@ def test_consolidate_then_facts(cli) -> None:
     cli("add", "I moved to Denver last month.", "--role", "user", "--time", "2023-06-15")
     report = json.loads(cli("consolidate").output)
     assert (report["episodes"], report["added"], report["superseded"]) == (2, 2, 1)
-    current = [json.loads(line) for line in cli("facts", "--json").output.splitlines()]
+    current = json.loads(cli("facts", "--json").output)
     assert [(f["predicate"], f["object"]) for f in current] == [("lives_in", "Denver")]
-    chain = cli("facts", "--history", "--predicate", "lives_in", "--json").output.splitlines()
+    chain = cli("facts", "--history", "--predicate", "lives_in", "--nl").output.splitlines()
     assert [json.loads(line)["object"] for line in chain] == ["Boston", "Denver"]
     assert "superseded" in cli("facts", "--all").output
     result = cli("facts", "--history")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +15,7 @@ from anamnesis.embed import get_embedder
 from anamnesis.embed.minilm import MiniLMEmbedder
 
 FIXTURE = Path(__file__).parent / "fixtures" / "locomo_conv26_sessions1-4.json"
+README = Path(__file__).resolve().parent.parent / "README.md"
 
 
 @pytest.fixture(scope="module")
@@ -103,3 +105,46 @@ def test_e5_embedder_runs_a_memory_end_to_end(tmp_path) -> None:
         memory.add(["I adore my puppy", "the tax office is closed"], user_id="u")
         (best, *_) = memory.search("my dog", user_id="u")
     assert best.episode.content == "I adore my puppy"
+
+
+def _readme_on_embedders() -> str:
+    """The README's paragraph on embedders, on one line."""
+    text = README.read_text(encoding="utf-8")
+    start = text.index("**Embedders.**")
+    return " ".join(text[start : text.index("\n\n", start)].split())
+
+
+def test_the_readme_names_the_default_embedder_as_it_reports_itself() -> None:
+    named = re.search(
+        r'`Memory\(embedder="minilm"\)` \(default, 384-d, named `([^`]+)`', _readme_on_embedders()
+    )
+    assert named is not None
+    assert named.group(1) == get_embedder(None).name == get_embedder("minilm").name
+
+
+@pytest.mark.parametrize(("spec", "variant"), [("minilm", "fp32"), ("minilm-int8", "int8_rowwise")])
+def test_the_readme_says_what_each_minilm_embedder_caches(
+    spec: str, variant: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    paragraph = _readme_on_embedders()
+    monkeypatch.setenv("ANAMNESIS_CACHE_DIR", str(tmp_path))
+    embedder = get_embedder(spec)
+    assert f"`{embedder.name}`" in paragraph
+    embedder.embed_query("hello")
+    (built,) = tmp_path.glob("minilm-*.onnx")
+    assert f"-{variant}-" in built.name
+    stated = re.search(rf"a (\d+) MB `minilm-\*-{variant}-\*\.onnx` file", paragraph)
+    assert stated is not None, f"the README states no size for the {variant} graph"
+    assert abs(built.stat().st_size / 1e6 - int(stated.group(1))) < 1.0
+
+
+def test_the_demo_names_the_embedder_the_readme_names(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from anamnesis.cli import main
+
+    result = CliRunner().invoke(main, ["demo", "--path", str(tmp_path / "demo.db")])
+    assert result.exit_code == 0, result.output
+    shown = re.search(r"embedder ([\w.-]+)\)", " ".join(result.output.split()))
+    assert shown is not None, result.output
+    assert f"`{shown.group(1)}`" in _readme_on_embedders()

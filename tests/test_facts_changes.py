@@ -206,12 +206,14 @@ def test_an_ending_is_dated_by_its_time_expression() -> None:
     assert (draft.action, draft.valid_from and draft.valid_from.year) == ("END", 2022)
 
 
-def test_the_llm_path_keeps_add_update_none() -> None:
-    """An LLM reply cannot end a fact: END is the rules' word only."""
+def test_an_llm_end_needs_a_fact_it_was_shown() -> None:
+    """An LLM END names the stored fact that stopped holding; naming one it was not
+    shown proposes nothing (read as an ADD, it would state what just ended)."""
     turn = episode("I left Tencent.", None, date(2024, 6, 1))
     item = {"predicate": "works_at", "object": "Tencent", "action": "END", "target": "f_1"}
     draft = _draft(item, turn, "user", {"f_1"})
-    assert draft is not None and draft.action == "ADD"
+    assert draft is not None and (draft.action, draft.target) == ("END", "f_1")
+    assert _draft(item, turn, "user", {"f_2"}) is None
 
 
 def test_consolidating_a_real_conversation_gives_sensible_facts(mem: Memory) -> None:

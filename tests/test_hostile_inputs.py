@@ -17,10 +17,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from click.testing import CliRunner
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from anamnesis import AnamnesisError, Memory
+from anamnesis import AnamnesisError, InvalidInputError, Memory
 from anamnesis.cli import main
 from anamnesis.embed import get_embedder
 
@@ -118,6 +118,44 @@ def test_every_verb_raises_only_typed_errors(memory: Memory, verb, first, keywor
             return
     else:
         _call(memory, verb, first, keywords)
+
+
+#: Every integer argument of a public verb (``test_integer_arguments`` pins the ranges).
+INTEGER_KEYWORDS = (
+    ("search", "limit"), ("context", "limit"), ("context", "budget_tokens"),
+    ("context", "neighbour_hits"), ("get_all", "limit"), ("get_all", "offset"),
+    ("facts", "limit"), ("consolidate", "limit"),
+)  # fmt: skip
+#: Integers up to 2**70 either side, weighted towards the edges of 64-bit storage.
+big_integers = st.one_of(
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.sampled_from([2**63 - 1, 2**63, -(2**63), -(2**63) - 1, 2**64, 2**70, -(2**70)]),
+    st.integers(min_value=2**62, max_value=2**64),
+    st.booleans(),
+)
+
+
+@SETTINGS
+@example(argument=("get_all", "offset"), number=2**63, as_filter=False)
+@example(argument=("facts", "limit"), number=2**63, as_filter=False)
+@example(argument=("get_all", "limit"), number=2**63, as_filter=True)
+@given(argument=st.sampled_from(INTEGER_KEYWORDS), number=big_integers, as_filter=st.booleans())
+def test_any_integer_in_an_integer_argument_is_answered_or_invalid_input(
+    memory: Memory, argument: tuple[str, str], number: int, as_filter: bool
+) -> None:
+    verb, keyword = argument
+    keywords: dict[str, object] = {keyword: number}
+    if as_filter and verb in ("search", "context", "get_all"):
+        keywords = {"filters": {"metadata": {"n": number}}}
+    before = _snapshot(memory)
+    try:
+        if verb in ("search", "context"):
+            getattr(memory, verb)("where do I live?", user_id="ana", **keywords)
+        else:
+            getattr(memory, verb)(user_id="ana", **keywords)
+    except InvalidInputError as exc:
+        assert repr(number) in str(exc), str(exc)
+        assert _snapshot(memory) == before
 
 
 records = st.fixed_dictionaries(

@@ -44,6 +44,8 @@ LAYERS: list[tuple[str, set[str]]] = [
     ),
     ("context", {"context"}),
     ("facade", {"memory"}),
+    # Bring history in and plug into agent frameworks, through Memory's verbs only.
+    ("adapters", {"importers", "integrations"}),
     ("server", {"server"}),
     ("package", {""}),
     ("cli", {"cli", "cli_errors", "demo", "__main__"}),

@@ -144,8 +144,8 @@ def test_the_cli_shows_summaries_and_profiles(tmp_path) -> None:
     run("add", "I work at Tencent", "--user", "maya", "--session", "s1")
     run("add", "I left Tencent and now work at Moonshot AI", "--user", "maya", "--session", "s2")
     assert json.loads(run("consolidate", "--user", "maya").output)["summaries"] == 2
-    lines = run("facts", "--summaries", "--user", "maya", "--json").output.splitlines()
-    assert [json.loads(line)["session_id"] for line in lines] == ["s1", "s2"]
+    listed = json.loads(run("facts", "--summaries", "--user", "maya", "--json").output)
+    assert [summary["session_id"] for summary in listed] == ["s1", "s2"]
     shown = json.loads(run("facts", "--profile", "--user", "maya", "--json").output)
     assert [e["object"] for e in shown["entries"]] == ["Moonshot AI", "Tencent"]
     assert run("facts", "--profile", "--user", "maya", "--subject", "Bob").exit_code == 3

@@ -20,7 +20,7 @@ from typing import Any
 
 import httpx
 import pytest
-from rest_fixtures import EDGE, RestServer, free_port
+from rest_fixtures import EDGE, RestServer, documented_errors, free_port
 
 from anamnesis import Memory
 from anamnesis.errors import (
@@ -30,6 +30,7 @@ from anamnesis.errors import (
     PayloadTooLargeError,
     PermissionDeniedError,
 )
+from anamnesis.server import ServerLimits
 from anamnesis.server.client import RemoteMemory
 from anamnesis.server.keys import KeyStore
 from anamnesis.types import ContextFact
@@ -59,7 +60,9 @@ def keys(tmp_path: Path) -> Keys:
 
 @pytest.fixture
 def server(tmp_path: Path, keys: Keys) -> Iterator[RestServer]:
-    running = RestServer({"path": tmp_path / "m.db"}, keys.path, max_body_bytes=20_000)
+    running = RestServer(
+        {"path": tmp_path / "m.db"}, keys.path, ServerLimits(max_body_bytes=20_000)
+    )
     yield running
     running.stop()
 
@@ -199,6 +202,21 @@ def test_whole_store_verbs_need_an_admin_key(server: RestServer, keys: Keys) -> 
         assert admin.check() == []
 
 
+def test_a_user_keys_stats_are_its_own_scopes_only(
+    server: RestServer, keys: Keys, tmp_path: Path
+) -> None:
+    _bobs_secret(server, keys)
+    with _http(server, keys.maya) as maya:
+        maya.post("/v1/episodes", json={"content": "I live in Porto"})
+        mine = maya.get("/v1/stats").json()
+    with _http(server, keys.admin) as admin:
+        whole = admin.get("/v1/stats").json()
+    assert (mine["episodes"], whole["episodes"]) == (1, 2)
+    assert str(tmp_path) not in json.dumps(mine)
+    assert not {"path", "file_bytes", "url", "table_bytes"} & mine.keys()
+    assert whole["path"] == str(tmp_path / "m.db") and whole["file_bytes"] > 0
+
+
 # -- bounds and malformed requests -------------------------------------------------------------
 def test_an_oversized_body_is_413_and_stores_nothing(server: RestServer, keys: Keys) -> None:
     with RemoteMemory(server.url, api_key=keys.maya) as maya:
@@ -233,6 +251,72 @@ def test_a_malformed_request_is_400_with_a_clear_message(
     status, kind, message = _error(response)
     assert (status, kind) == (400, "InvalidInputError")
     assert says.lower() in message.lower()
+
+
+DEEP = 15_000  # JSON nesting far past what a parser takes, under the body limit
+HUGE = (2**63, 2**64, 2**70, -(2**63) - 1)
+JSON = {"Content-Type": "application/json"}
+ERROR_PATHS: list[tuple[str, str, dict[str, Any], int]] = [
+    ("GET", "/v1/nowhere", {}, 404),
+    ("GET", "/v1/episodes/ep_nope", {}, 404),
+    ("PUT", "/v1/search", {}, 405),
+    ("POST", "/v1/episodes", {"json": {"content": "harbour " * 5_000}}, 413),
+    ("POST", "/v1/search", {"content": b"{not json", "headers": JSON}, 400),
+    ("POST", "/v1/search", {"content": b'{"query": "caf\xe9"}', "headers": JSON}, 400),
+    ("POST", "/v1/search", {"content": b"[" * DEEP, "headers": JSON}, 400),
+    (
+        "POST",
+        "/v1/search",
+        {"content": b'{"query": "x", "filters": ' + b'{"a": ' * 3_000, "headers": JSON},
+        400,
+    ),  # fmt: skip
+    ("POST", "/v1/import", {"content": b"\xff\xfe\n"}, 400),
+    ("GET", "/v1/episodes", {"params": {"filters": "[" * 5_000}}, 400),
+    ("POST", "/v1/search", {"json": {"query": 5}}, 400),
+    ("POST", "/v1/search", {"json": {"query": "x", "limit": True}}, 400),
+    ("POST", "/v1/episodes", {"json": {"content": "x", "event_time": [1]}}, 400),
+    ("GET", "/v1/episodes", {"params": {"limit": "many"}}, 400),
+    ("POST", "/v1/search", {"json": {"query": "x", "user_id": "bob"}}, 403),
+    *[("GET", "/v1/episodes", {"params": {"offset": n}}, 400) for n in HUGE],
+    *[("GET", "/v1/facts", {"params": {"limit": n}}, 400) for n in HUGE],
+    *[("POST", "/v1/search", {"json": {"query": "x", "limit": n}}, 400) for n in HUGE],
+    *[("POST", "/v1/context", {"json": {"query": "x", "budget_tokens": n}}, 400) for n in HUGE],
+    *[("POST", "/v1/consolidate", {"json": {"limit": n}}, 400) for n in HUGE],
+    *[("POST", "/v1/episodes", {"json": {"content": "x", "event_time": n}}, 400) for n in HUGE],
+]
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "request_", "status"),
+    ERROR_PATHS,
+    ids=[f"{m} {p} {s} {i}" for i, (m, p, _, s) in enumerate(ERROR_PATHS)],
+)
+def test_every_error_body_carries_a_documented_type(
+    server: RestServer, keys: Keys, method: str, path: str, request_: dict[str, Any], status: int
+) -> None:
+    with _http(server, keys.maya) as client:
+        response = client.request(method, path, **request_)
+    answered, kind, message = _error(response)
+    assert answered == status, message
+    assert kind in documented_errors(), (kind, message)
+    assert message
+
+
+def test_no_key_is_a_documented_401(server: RestServer) -> None:
+    with _http(server) as client:
+        answered, kind, _ = _error(client.get("/v1/stats"))
+    assert answered == 401 and kind in documented_errors()
+
+
+def test_every_error_class_is_in_the_guides_table() -> None:
+    from anamnesis import errors
+
+    classes = {
+        name
+        for name, kind in vars(errors).items()
+        if isinstance(kind, type) and issubclass(kind, errors.AnamnesisError)
+    }
+    assert classes - {"AnamnesisError"} <= documented_errors()
 
 
 def test_unknown_ids_and_routes_are_404(server: RestServer, keys: Keys) -> None:

@@ -24,7 +24,7 @@ from store_fixtures import (  # noqa: F401  (fixtures are found by their registe
 )
 
 from anamnesis.errors import InvalidInputError, NotFoundError
-from anamnesis.store.base import Filters, Selection
+from anamnesis.store.base import FactQuery, Filters, Selection
 from anamnesis.types import DeleteCounts, EpisodeVersion, GateDecision, Scope, Session
 
 ALICE = Scope("alice")
@@ -62,6 +62,32 @@ def test_reopening_keeps_data_and_close_is_idempotent(open_store):
 
 
 # -- insert and get -------------------------------------------------------------------------------
+def test_a_scopes_stats_say_nothing_of_the_whole_store(store):
+    add(store, [make_episode("mine", id="ep_a"), make_episode("theirs", id="ep_b", scope=BOB)])
+    whole = store.stats(None)
+    alice = store.stats(ALICE)
+    assert (whole["episodes"], alice["episodes"]) == (2, 1)
+    where = {"path", "file_bytes"} if store.backend == "sqlite" else {"url", "table_bytes"}
+    assert where <= whole.keys()
+    assert not where & alice.keys()
+
+
+def test_a_read_naming_a_nul_character_is_bad_input_or_finds_nothing(store):
+    add(store, [make_episode("plain text", id="ep_a")])
+    reads = [
+        lambda: store.find_facts(ALICE, FactQuery(predicate="lives\x00in")),
+        lambda: store.find_facts(ALICE, FactQuery(subjects=("us\x00er",))),
+        lambda: store.list_episodes(ALICE, limit=10, offset=0, filters=Filters(speaker="a\x00b"))[
+            0
+        ],
+    ]
+    for read in reads:
+        try:
+            assert read() == []
+        except InvalidInputError as refused:  # PostgreSQL cannot hold the character
+            assert "NUL" in str(refused)
+
+
 def test_insert_then_get_returns_every_field(store):
     episode = make_episode(
         "Ana moved to Lisbon in May — café ☕",

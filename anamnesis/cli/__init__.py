@@ -11,8 +11,8 @@ import click
 from .. import __version__
 from ..config import DEFAULT_PRESET, PRESET_HELP
 from ..ingest.gate import GATE_PRESETS
-from . import lifecycle, read, surfaces, write
-from .common import preset_name
+from . import history, lifecycle, read, surfaces, write
+from .common import clean_warnings, preset_name
 
 
 class _LazyGroup(click.Group):
@@ -86,7 +86,7 @@ LAZY_COMMANDS = {
     default=DEFAULT_PRESET,
     show_default=True,
     callback=lambda ctx, param, value: preset_name(value),
-    help=f"Search pipeline: {', '.join(PRESET_HELP)} (docs/guide.md: what each trades).",
+    help=f"Pipeline: {', '.join(PRESET_HELP)} (docs/guide.md).",
 )
 @click.option(
     "--gate",
@@ -101,6 +101,11 @@ LAZY_COMMANDS = {
     default=None,
     help="A ranker from `fit-ranker` for --config ranker.",
 )
+@click.option(
+    "--durable",
+    is_flag=True,
+    help="Sync each commit to disk: survives a power loss, slower writes.",
+)
 @click.pass_context
 def main(
     ctx: click.Context,
@@ -110,11 +115,19 @@ def main(
     config: str,
     gate: str,
     ranker_model: Path | None,
+    durable: bool,
 ) -> None:
     """Anamnesis: long-term memory for LLM agents, verbatim and offline."""
     ctx.ensure_object(dict)
+    clean_warnings(ctx)
     ctx.obj.update(
-        path=path, url=url, embedder=embedder, config=config, gate=gate, ranker_model=ranker_model
+        path=path,
+        url=url,
+        embedder=embedder,
+        config=config,
+        gate=gate,
+        ranker_model=ranker_model,
+        durability="full" if durable else None,
     )
 
 
@@ -142,5 +155,6 @@ for command in (
     surfaces.mcp,
     surfaces.serve,
     surfaces.keys,
+    history.hook,
 ):
     main.add_command(command)

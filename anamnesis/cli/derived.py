@@ -3,33 +3,26 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict
-from typing import Any
 
 import click
 from rich.table import Table
 
 from ..cli_errors import handled
 from ..errors import NotFoundError
-from .common import console, open_memory
-
-
-def _json(value: Any) -> str:
-    return json.dumps(asdict(value), ensure_ascii=False, default=str)
+from .common import console, open_memory, print_json, print_listing
 
 
 def show_summaries(
-    ctx: click.Context, user_id: str | None, agent_id: str | None, as_json: bool
+    ctx: click.Context, user_id: str | None, agent_id: str | None, as_json: bool, as_lines: bool
 ) -> None:
     """List session summaries (``anamnesis facts --summaries``; built by consolidate),
     oldest session first."""
     with handled():
         memory = open_memory(ctx, create=False)
         found = memory.derived.summaries(user_id=user_id, agent_id=agent_id)
-    if as_json:
-        for summary in found:
-            click.echo(_json(summary))
+    if as_json or as_lines:
+        print_listing((asdict(summary) for summary in found), lines=as_lines)
         return
     table = Table(caption=f"{len(found)} summaries")
     for column in ("session", "from", "to", "summary", "episodes"):
@@ -64,7 +57,7 @@ def show_profile(
                 f"(profiles: {people or 'none'})"
             )
     if as_json:
-        click.echo(_json(found))
+        print_json(asdict(found))
         return
     table = Table(caption=f"profile of {found.subject}")
     for column in ("predicate", "object", "valid from", "valid to", "status", "episodes"):

@@ -3,7 +3,6 @@ encoding gate decided."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any, TypeVar
@@ -11,7 +10,7 @@ from typing import Any, TypeVar
 import click
 
 from ..cli_errors import handled
-from .common import open_memory, with_scope
+from .common import json_option, open_memory, print_json, with_scope
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -44,8 +43,9 @@ def _arguments(options: dict[str, Any]) -> tuple[list[str] | None, dict[str, Any
 @with_selection
 @click.option("--dry-run", is_flag=True, help="List what would go; change nothing.")
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@json_option
 @click.pass_context
-def forget(ctx: click.Context, dry_run: bool, yes: bool, **options: Any) -> None:
+def forget(ctx: click.Context, dry_run: bool, yes: bool, as_json: bool, **options: Any) -> None:
     """Erase episodes completely: by EPISODE_IDS, --session, --after/--before, --containing,
     or (with none of them) the whole scope of --user. Prints what went, per table, as JSON."""
     ids, arguments = _arguments(options)
@@ -57,45 +57,46 @@ def forget(ctx: click.Context, dry_run: bool, yes: bool, **options: Any) -> None
             if not click.confirm(f"Forget {count} episode(s) and what derives from them?"):
                 raise click.Abort()
         report = memory.forget(ids, dry_run=dry_run, **arguments)
-    click.echo(
-        json.dumps(
-            {
-                "dry_run": report.dry_run,
-                "episode_ids": list(report.episode_ids),
-                "counts": report.counts.to_dict(),
-            }
-        )
+    print_json(
+        {
+            "dry_run": report.dry_run,
+            "episode_ids": list(report.episode_ids),
+            "counts": report.counts.to_dict(),
+        }
     )
 
 
 @click.command()
 @with_selection
+@json_option
 @click.pass_context
-def archive(ctx: click.Context, **options: Any) -> None:
+def archive(ctx: click.Context, as_json: bool, **options: Any) -> None:
     """Move episodes out of the search indexes into the archive (chosen as for forget);
     `search --include-archive` still finds them. Prints the ids moved as JSON."""
     ids, arguments = _arguments(options)
     with handled():
         moved = open_memory(ctx, create=False).archive(ids, **arguments)
-    click.echo(json.dumps({"archived": moved}))
+    print_json({"archived": moved})
 
 
 @click.command()
 @with_selection
+@json_option
 @click.pass_context
-def restore(ctx: click.Context, **options: Any) -> None:
+def restore(ctx: click.Context, as_json: bool, **options: Any) -> None:
     """Bring archived episodes back, exactly as they were (chosen as for forget).
     Prints the ids restored as JSON."""
     ids, arguments = _arguments(options)
     with handled():
         restored = open_memory(ctx, create=False).restore(ids, **arguments)
-    click.echo(json.dumps({"restored": restored}))
+    print_json({"restored": restored})
 
 
 @click.command()
 @with_scope
 @click.option("--now", default=None, help="The moment strength is measured at (ISO; default now).")
 @click.option("--dry-run", is_flag=True, help="List what would be archived; change nothing.")
+@json_option
 @click.pass_context
 def decay(
     ctx: click.Context,
@@ -104,6 +105,7 @@ def decay(
     session_id: str | None,
     now: str | None,
     dry_run: bool,
+    as_json: bool,
 ) -> None:
     """Archive the episodes of --user whose strength has decayed below 0.05 (never
     deletes; `restore` brings them back). Prints the ids as JSON."""
@@ -111,20 +113,19 @@ def decay(
         ids = open_memory(ctx, create=False).decay(
             user_id=user_id, agent_id=agent_id, session_id=session_id, now=now, dry_run=dry_run
         )
-    click.echo(json.dumps({"dry_run": dry_run, "archived": ids}))
+    print_json({"dry_run": dry_run, "archived": ids})
 
 
 @click.command(name="gate-decisions")
 @click.argument("episode_ids", nargs=-1, required=True)
 @with_scope
+@json_option
 @click.pass_context
-def gate_decisions(ctx: click.Context, episode_ids: tuple[str, ...], **scope: Any) -> None:
+def gate_decisions(
+    ctx: click.Context, episode_ids: tuple[str, ...], as_json: bool, **scope: Any
+) -> None:
     """What the encoding gate decided about EPISODE_IDS (hot or archived), with its
     three signals and score. Prints JSON by id; episodes added without a gate are left out."""
     with handled():
         found = open_memory(ctx, create=False).gate_decisions(list(episode_ids), **scope)
-    click.echo(
-        json.dumps(
-            {i: {**asdict(d), "decided_at": d.decided_at.isoformat()} for i, d in found.items()}
-        )
-    )
+    print_json({i: {**asdict(d), "decided_at": d.decided_at.isoformat()} for i, d in found.items()})

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from dataclasses import asdict
 from pathlib import Path
@@ -15,7 +14,22 @@ from ..cli_errors import EXIT_DAMAGED, errors, handled
 from ..context import DEFAULT_BUDGET_TOKENS
 from ..errors import InvalidInputError
 from ..types import Context, Fact, Hit
-from .common import agent_option, console, episode_json, open_memory, user_option, with_scope
+from .common import (
+    BUDGET,
+    COUNT,
+    LIMIT,
+    OFFSET,
+    agent_option,
+    console,
+    episode_json,
+    json_option,
+    lines_option,
+    open_memory,
+    print_json,
+    print_listing,
+    user_option,
+    with_scope,
+)
 from .derived import show_profile, show_summaries
 
 
@@ -68,9 +82,10 @@ def _hit_json(hit: Hit) -> dict[str, Any]:
 @click.command()
 @click.argument("query")
 @with_scope
-@click.option("--limit", "-n", default=10, show_default=True, help="How many results.")
+@click.option("--limit", "-n", type=LIMIT, default=10, show_default=True, help="How many results.")
 @click.option("--explain", is_flag=True, help="Show each channel's rank and score.")
-@click.option("--json", "as_json", is_flag=True, help="Print results as JSON.")
+@json_option
+@lines_option
 @click.option("--now", default=None, help="When the question is asked (ISO time; default: now).")
 @click.option("--as-of", default=None, help="Search the memory as it stood then (ISO time).")
 @click.option("--include-archive", is_flag=True, help="Also search archived episodes (slower).")
@@ -84,6 +99,7 @@ def search(
     limit: int,
     explain: bool,
     as_json: bool,
+    as_lines: bool,
     now: str | None,
     as_of: str | None,
     include_archive: bool,
@@ -97,13 +113,13 @@ def search(
             agent_id=agent_id,
             session_id=session_id,
             limit=limit,
-            explain=explain or as_json,
+            explain=explain or as_json or as_lines,
             now=now,
             as_of=as_of,
             include_archive=include_archive,
         )
-    if as_json:
-        click.echo(json.dumps([_hit_json(h) for h in hits], ensure_ascii=False, indent=2))
+    if as_json or as_lines:
+        print_listing((_hit_json(h) for h in hits), lines=as_lines)
     elif not hits:
         errors.print("no results")
     else:
@@ -150,7 +166,7 @@ def _context_json(context: Context) -> dict[str, Any]:
 @click.option(
     "--budget",
     "budget_tokens",
-    type=int,
+    type=BUDGET,
     default=DEFAULT_BUDGET_TOKENS,
     show_default=True,
     help="Token budget of the context (WordPiece tokens).",
@@ -159,7 +175,7 @@ def _context_json(context: Context) -> dict[str, Any]:
 @click.option(
     "--profile", "with_profile", is_flag=True, help="Start with a profile block (consolidate)."
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the context with provenance as JSON.")
+@json_option
 @click.pass_context
 def context(
     ctx: click.Context,
@@ -185,7 +201,7 @@ def context(
             profile=with_profile,
         )
     if as_json:
-        click.echo(json.dumps(_context_json(packed), ensure_ascii=False, indent=2))
+        print_json(_context_json(packed))
     elif not packed.text:
         errors.print("no context")
     else:
@@ -198,6 +214,7 @@ def context(
 @click.option(
     "--history", "show_history", is_flag=True, help="Also list every version (current last)."
 )
+@json_option
 @click.pass_context
 def get(
     ctx: click.Context,
@@ -206,8 +223,9 @@ def get(
     agent_id: str | None,
     session_id: str | None,
     show_history: bool,
+    as_json: bool,
 ) -> None:
-    """Print one episode as JSON."""
+    """Print one episode as JSON (with or without --json: it is the one format)."""
     with handled():
         memory = open_memory(ctx, create=False)
         episode = memory.get(episode_id, user_id=user_id, agent_id=agent_id, session_id=session_id)
@@ -223,14 +241,15 @@ def get(
                     episode_id, user_id=user_id, agent_id=agent_id, session_id=session_id
                 )
             ]
-    click.echo(json.dumps(record, ensure_ascii=False, indent=2))
+    print_json(record)
 
 
 @click.command("list")
 @with_scope
-@click.option("--limit", "-n", default=20, show_default=True)
-@click.option("--offset", default=0, show_default=True)
-@click.option("--json", "as_json", is_flag=True, help="Print JSON lines.")
+@click.option("--limit", "-n", type=LIMIT, default=20, show_default=True)
+@click.option("--offset", type=OFFSET, default=0, show_default=True)
+@json_option
+@lines_option
 @click.pass_context
 def list_(
     ctx: click.Context,
@@ -240,6 +259,7 @@ def list_(
     limit: int,
     offset: int,
     as_json: bool,
+    as_lines: bool,
 ) -> None:
     """List episodes in event-time order."""
     with handled():
@@ -247,9 +267,8 @@ def list_(
         page = memory.get_all(
             user_id=user_id, agent_id=agent_id, session_id=session_id, limit=limit, offset=offset
         )
-    if as_json:
-        for episode in page.items:
-            click.echo(json.dumps(episode_json(episode), ensure_ascii=False))
+    if as_json or as_lines:
+        print_listing((episode_json(e) for e in page.items), lines=as_lines)
         return
     table = Table(caption=f"{len(page.items)} of {page.total}")
     for column in ("id", "when", "session", "who", "content"):
@@ -279,8 +298,9 @@ def list_(
     "--profile", "as_profile", is_flag=True, help="The --subject's profile (default: user)."
 )
 @click.option("--summaries", "as_summaries", is_flag=True, help="The session summaries.")
-@click.option("--limit", "-n", default=100, show_default=True)
-@click.option("--json", "as_json", is_flag=True, help="Print JSON lines.")
+@click.option("--limit", "-n", type=COUNT, default=100, show_default=True)
+@json_option
+@lines_option
 @click.pass_context
 def facts(
     ctx: click.Context,
@@ -295,14 +315,17 @@ def facts(
     as_summaries: bool,
     limit: int,
     as_json: bool,
+    as_lines: bool,
 ) -> None:
     """List facts: the current ones, or with --all / --history the values they replaced,
     or with --profile a person's profile, with --summaries the session summaries (both
     built by consolidate)."""
     if as_summaries:
-        show_summaries(ctx, user_id, agent_id, as_json)
+        show_summaries(ctx, user_id, agent_id, as_json, as_lines)
         return
     if as_profile:
+        if as_lines:
+            raise click.UsageError("--profile prints one object: use --json, not --nl")
         show_profile(ctx, subject or "user", user_id, agent_id, as_json)
         return
     with handled():
@@ -327,9 +350,8 @@ def facts(
                 agent_id=agent_id,
                 limit=limit,
             )
-    if as_json:
-        for fact in found:
-            click.echo(json.dumps(_fact_json(fact), ensure_ascii=False))
+    if as_json or as_lines:
+        print_listing((_fact_json(f) for f in found), lines=as_lines)
         return
     table = Table(caption=f"{len(found)} facts")
     for column in ("subject", "predicate", "object", "valid from", "valid to", "status"):
@@ -364,23 +386,31 @@ def export(ctx: click.Context, file: Path | None, user_id: str | None) -> None:
 
 @click.command()
 @click.option("--user", "user_id", default=None, help="Only this user.")
+@json_option
 @click.pass_context
-def stats(ctx: click.Context, user_id: str | None) -> None:
-    """Counts, sizes and active capabilities, as JSON."""
+def stats(ctx: click.Context, user_id: str | None, as_json: bool) -> None:
+    """Counts, sizes and active capabilities, as JSON (the one format). On a damaged
+    store it still answers (exit 0): what could not be read, and the damage."""
     with handled():
         memory = open_memory(ctx, create=False)
         result = {**memory.stats(user_id=user_id), "capabilities": memory.capabilities}
-    click.echo(json.dumps(result, indent=2))
+    print_json(result)
 
 
 @click.command()
+@json_option
 @click.pass_context
-def check(ctx: click.Context) -> None:
+def check(ctx: click.Context, as_json: bool) -> None:
     """Check the whole store (it reads everything). Exit 0 when healthy, 5 when
     damaged; a damaged store takes no writes until a check passes."""
     with handled():
         memory = open_memory(ctx, create=False)
         problems = memory.check()
+    if as_json:
+        print_json({"ok": not problems, "problems": problems})
+        if problems:
+            sys.exit(EXIT_DAMAGED)
+        return
     if problems:
         for problem in problems:
             errors.print(f"[bold red]damaged:[/] {problem}", highlight=False)

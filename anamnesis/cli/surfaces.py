@@ -17,9 +17,9 @@ import click
 from ..cli_errors import errors, handled
 from ..context import MIN_BUDGET_TOKENS
 from ..errors import InvalidInputError
-from ..memory.async_memory import AsyncMemory
-from ..server import DEFAULT_BUDGET_TOKENS, DEFAULT_MAX_BODY_BYTES, MAX_BUDGET_TOKENS
-from .common import search_config
+from ..memory.async_memory import MAX_READERS, AsyncMemory
+from ..server import DEFAULT_BUDGET_TOKENS, DEFAULT_LIMITS, MAX_BUDGET_TOKENS, ServerLimits
+from .common import PORT, json_option, lines_option, print_json, print_listing, search_config
 
 
 def _loopback(host: str) -> bool:
@@ -91,7 +91,7 @@ def _tools() -> str:
     show_default=True,
     help="HTTP address (another than loopback once the key file holds a key).",
 )
-@click.option("--port", default=8765, show_default=True, help="HTTP port.")
+@click.option("--port", type=PORT, default=8765, show_default=True, help="HTTP port.")
 @keys_option
 @click.pass_context
 def mcp(
@@ -167,6 +167,7 @@ async def _serve(
         user_id=scope.user_id,
         llm=options.get("llm"),
         gate=options.get("gate"),
+        durability=options.get("durability"),
     ) as memory:
         server = build(memory, scope, budget_tokens=budget_tokens, forget_all=forget_all, keys=keys)
         if http is None:
@@ -184,12 +185,12 @@ async def _serve(
 
 @click.command("serve")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
-@click.option("--port", default=8000, show_default=True, help="TCP port.")
+@click.option("--port", type=PORT, default=8000, show_default=True, help="TCP port.")
 @keys_option
 @click.option(
     "--max-body-mb",
     type=click.FloatRange(0.001, 1024),
-    default=DEFAULT_MAX_BODY_BYTES / 2**20,
+    default=DEFAULT_LIMITS.max_body_bytes / 2**20,
     show_default=True,
     help="Largest request body accepted (413 above).",
 )
@@ -200,7 +201,39 @@ async def _serve(
     help="Allow browser pages from this origin (repeatable; CORS is off by default).",
 )
 @click.option(
-    "--readers", default=4, show_default=True, help="Threads that serve reads in parallel."
+    "--readers",
+    type=click.IntRange(1, MAX_READERS),
+    default=4,
+    show_default=True,
+    help="Threads that serve reads in parallel.",
+)
+@click.option(
+    "--header-timeout",
+    type=click.FloatRange(0.1, 3600),
+    default=DEFAULT_LIMITS.header_timeout,
+    show_default=True,
+    help="Seconds a request's line and headers may take to arrive; the connection is closed after.",
+)
+@click.option(
+    "--body-timeout",
+    type=click.FloatRange(0.1, 3600),
+    default=DEFAULT_LIMITS.body_timeout,
+    show_default=True,
+    help="Seconds a request's body may take to arrive once its headers have (408 after).",
+)
+@click.option(
+    "--keep-alive-timeout",
+    type=click.FloatRange(0.1, 3600),
+    default=DEFAULT_LIMITS.keep_alive_timeout,
+    show_default=True,
+    help="Seconds an idle connection is kept open between requests.",
+)
+@click.option(
+    "--max-connections",
+    type=click.IntRange(1, 100_000),
+    default=DEFAULT_LIMITS.max_connections,
+    show_default=True,
+    help="Connections served at once; a request beyond them gets 503 at once.",
 )
 @click.pass_context
 def serve(
@@ -211,6 +244,10 @@ def serve(
     max_body_mb: float,
     cors_origins: tuple[str, ...],
     readers: int,
+    header_timeout: float,
+    body_timeout: float,
+    keep_alive_timeout: float,
+    max_connections: int,
 ) -> None:
     """Serve this memory over HTTP: every verb as a REST endpoint (OpenAPI document at
     /openapi.json, health check at /health), one JSON log line per request on stderr.
@@ -219,13 +256,15 @@ def serve(
     Requests present an API key (Authorization: Bearer anm_...) once the key file
     holds one; each key reaches one user, or every user for an admin key
     (anamnesis keys create). Binds 127.0.0.1 unless --host says otherwise, and
-    refuses any other address until a key exists. Needs the server extras:
-    pip install 'anamnesis[server]'.
+    refuses any other address until a key exists. Every wait on a client is bounded
+    (the timeouts below), and so are the connections served at once. Needs the
+    server extras: pip install 'anamnesis[server]'.
     """
     with handled():
         try:
             import uvicorn
 
+            from ..server.connections import server_config
             from ..server.keys import KeyStore
             from ..server.rest import build_app
         except ImportError as exc:
@@ -249,17 +288,18 @@ def serve(
                 config=search_config(ctx.obj),
                 llm=ctx.obj.get("llm"),
                 gate=ctx.obj.get("gate"),
+                durability=ctx.obj.get("durability"),
                 readers=readers,
             ) as memory:
-                app = build_app(
-                    memory,
-                    keys,
+                limits = ServerLimits(
                     max_body_bytes=int(max_body_mb * 2**20),
-                    cors_origins=cors_origins,
+                    header_timeout=header_timeout,
+                    body_timeout=body_timeout,
+                    keep_alive_timeout=keep_alive_timeout,
+                    max_connections=max_connections,
                 )
-                config = uvicorn.Config(
-                    app, host=host, port=port, access_log=False, log_level="warning"
-                )
+                app = build_app(memory, keys, limits=limits, cors_origins=cors_origins)
+                config = server_config(app, host, port, limits)
                 errors.print(f"anamnesis: serving on http://{host}:{port}", highlight=False)
                 await uvicorn.Server(config).serve()
 
@@ -293,13 +333,31 @@ def _log_requests() -> None:
 @click.pass_context
 def keys(ctx: click.Context, keys_path: Path | None) -> None:
     """API keys of the REST server: create, list, revoke. Only a hash of each key is
-    stored; the key itself is shown once, when it is created."""
+    stored; the key itself is shown once, when it is created. --keys goes before or
+    after the subcommand."""
+    ctx.obj["keys_path"] = keys_path
+
+
+def _key_store(ctx: click.Context, keys_path: Path | None) -> Any:
+    """The key file a ``keys`` subcommand works on: its own --keys, else the group's."""
     from ..server.keys import KeyStore
 
     with handled():
-        store = KeyStore(keys_path)
+        store = KeyStore(keys_path if keys_path is not None else ctx.obj.get("keys_path"))
     ctx.call_on_close(store.close)
-    ctx.obj["keys"] = store
+    return store
+
+
+def _key_json(key: Any) -> dict[str, Any]:
+    return {
+        "id": key.id,
+        "name": key.name,
+        "user_id": key.user_id,
+        "agent_id": key.agent_id,
+        "admin": key.is_admin,
+        "created_at": key.created_at.isoformat(),
+        "revoked_at": key.revoked_at.isoformat() if key.revoked_at else None,
+    }
 
 
 @keys.command("create")
@@ -307,24 +365,43 @@ def keys(ctx: click.Context, keys_path: Path | None) -> None:
 @click.option("--agent", "agent_id", default=None, help="Narrow the key to one agent of the user.")
 @click.option("--admin", is_flag=True, help="A key that reaches every user (instead of --user).")
 @click.option("--name", default="", help="A label for listings (who or what uses the key).")
+@keys_option
+@json_option
 @click.pass_context
 def create_key(
-    ctx: click.Context, user_id: str | None, agent_id: str | None, admin: bool, name: str
+    ctx: click.Context,
+    user_id: str | None,
+    agent_id: str | None,
+    admin: bool,
+    name: str,
+    keys_path: Path | None,
+    as_json: bool,
 ) -> None:
     """Create a key and print it (this once only)."""
+    store = _key_store(ctx, keys_path)
     with handled():
         if admin == (user_id is not None):
             raise InvalidInputError("name exactly one of --user NAME or --admin")
-        key, secret = ctx.obj["keys"].create(name, user_id=user_id, agent_id=agent_id)
+        key, secret = store.create(name, user_id=user_id, agent_id=agent_id)
     errors.print(f"created key {key.id} for {_reach(key)}; it is shown this once:", highlight=False)
-    click.echo(secret)
+    if as_json:
+        print_json({**_key_json(key), "key": secret})
+    else:
+        click.echo(secret)
 
 
 @keys.command("list")
+@keys_option
+@json_option
+@lines_option
 @click.pass_context
-def list_keys(ctx: click.Context) -> None:
+def list_keys(ctx: click.Context, keys_path: Path | None, as_json: bool, as_lines: bool) -> None:
     """Every key: id, name, what it reaches, when created, and whether revoked."""
-    for key in ctx.obj["keys"].list():
+    found = _key_store(ctx, keys_path).list()
+    if as_json or as_lines:
+        print_listing((_key_json(key) for key in found), lines=as_lines)
+        return
+    for key in found:
         revoked = f"revoked {key.revoked_at:%Y-%m-%d %H:%M}" if key.revoked_at else "active"
         created = f"{key.created_at:%Y-%m-%d %H:%M}"
         click.echo(f"{key.id}  {_reach(key):<28} {created}  {revoked}  {key.name}")
@@ -332,12 +409,18 @@ def list_keys(ctx: click.Context) -> None:
 
 @keys.command("revoke")
 @click.argument("key_id")
+@keys_option
+@json_option
 @click.pass_context
-def revoke_key(ctx: click.Context, key_id: str) -> None:
+def revoke_key(ctx: click.Context, key_id: str, keys_path: Path | None, as_json: bool) -> None:
     """Revoke a key by id: it stops working at once, on a running server too."""
+    store = _key_store(ctx, keys_path)
     with handled():
-        key = ctx.obj["keys"].revoke(key_id)
-    click.echo(f"revoked {key.id} ({_reach(key)})")
+        key = store.revoke(key_id)
+    if as_json:
+        print_json(_key_json(key))
+    else:
+        click.echo(f"revoked {key.id} ({_reach(key)})")
 
 
 def _reach(key: Any) -> str:

@@ -13,9 +13,20 @@ import click
 from ..cli_errors import errors, handled
 from ..config import default_path
 from ..errors import InvalidInputError
+from ..importers import KINDS
 from ..retrieve.ranker import load_ranker
 from ..retrieve.ranker_fit import LabelledQuestion, fit_ranker, ranker_examples, save_ranker
-from .common import console, episode_json, open_memory, progress_bar, with_scope
+from .common import (
+    COUNT,
+    console,
+    episode_json,
+    json_option,
+    open_memory,
+    print_json,
+    progress_bar,
+    with_scope,
+)
+from .history import import_history
 
 
 @click.command()
@@ -25,7 +36,7 @@ from .common import console, episode_json, open_memory, progress_bar, with_scope
 @click.option("--speaker", default=None, help="Name of the speaker.")
 @click.option("--time", "event_time", default=None, help="When it happened (ISO-8601).")
 @click.option("--metadata", default=None, help="JSON object of metadata.")
-@click.option("--json", "as_json", is_flag=True, help="Print the stored episode as JSON.")
+@json_option
 @click.pass_context
 def add(
     ctx: click.Context,
@@ -59,7 +70,7 @@ def add(
             metadata=meta,
         )
     if as_json:
-        click.echo(json.dumps(episode_json(episode), ensure_ascii=False))
+        print_json(episode_json(episode))
     else:
         click.echo(episode.id)
 
@@ -104,8 +115,24 @@ def json_lines(path: Path, lines: list[str]) -> list[Any]:
 
 
 @click.command("import")
-@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("file", type=click.Path(exists=True, path_type=Path))
 @with_scope
+@click.option(
+    "--from",
+    "source",
+    type=click.Choice(KINDS),
+    default=None,
+    help="Import a chat export, transcripts or notes instead (above).",
+)
+@click.option("--speaker", default=None, help="With --from: the name of the user's turns.")
+@click.option(
+    "--split",
+    type=click.Choice(["note", "paragraph"]),
+    default=None,
+    help="With --from notes: one episode per note (default) or per paragraph.",
+)
+@click.option("--dry-run", is_flag=True, help="With --from: show what would be added.")
+@click.option("--json", "as_json", is_flag=True, help="With --from: print the report as JSON.")
 @click.pass_context
 def import_(
     ctx: click.Context,
@@ -113,13 +140,35 @@ def import_(
     user_id: str | None,
     agent_id: str | None,
     session_id: str | None,
+    source: str | None,
+    speaker: str | None,
+    split: str | None,
+    dry_run: bool,
+    as_json: bool,
 ) -> None:
     """Import FILE: an `anamnesis export`, a JSON list or JSONL of messages.
 
     Messages go to --user/--agent/--session. An export keeps its own users, agents
     and sessions unless --user/--agent is given: then every record moves there.
+
+    With --from, FILE is another tool's history, each conversation a session:
+    chatgpt or claude (the export zip, its folder or its conversations.json),
+    claude-code (a session .jsonl, or a folder such as ~/.claude/projects), notes (a
+    folder of .md/.txt notes). Re-importing adds only what is new; tool calls,
+    attachments and system messages are skipped and counted.
     """
+    if source is not None:
+        if session_id is not None:
+            raise click.UsageError("--session does not apply with --from: each conversation is one")
+        import_history(ctx, source, file, user_id, agent_id, speaker, split, dry_run, as_json)
+        return
+    if speaker or split or dry_run or as_json:
+        raise click.UsageError("--speaker, --split, --dry-run and --json apply with --from")
     with handled():
+        if file.is_dir():
+            raise InvalidInputError(
+                f"{file} is a folder: give a file, or --from to import notes or transcripts"
+            )
         kind, items = read_messages(file)
         if kind == "export" and session_id is not None:
             raise InvalidInputError(
@@ -160,6 +209,7 @@ def import_(
     "--all", "delete_everything", is_flag=True, help="Delete the whole scope (--user required)."
 )
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation with --all.")
+@json_option
 @click.pass_context
 def delete(
     ctx: click.Context,
@@ -169,8 +219,10 @@ def delete(
     session_id: str | None,
     delete_everything: bool,
     yes: bool,
+    as_json: bool,
 ) -> None:
-    """Delete one episode, or a whole scope with --all --user U."""
+    """Delete one episode, or a whole scope with --all --user U. Prints what went, per
+    table, as JSON (the one format)."""
     with handled():
         if delete_everything == (episode_id is not None):
             raise InvalidInputError("give either an EPISODE_ID or --all (with --user)")
@@ -187,12 +239,12 @@ def delete(
             counts = memory.delete(
                 episode_id or "", user_id=user_id, agent_id=agent_id, session_id=session_id
             )
-    click.echo(json.dumps(asdict(counts)))
+    print_json(asdict(counts))
 
 
 @click.command()
 @with_scope
-@click.option("--limit", "-n", type=click.IntRange(min=1), default=None, help="Episodes to read.")
+@click.option("--limit", "-n", type=COUNT, default=None, help="Episodes to read.")
 @click.option(
     "--extractor",
     type=click.Choice(["rules", "llm"]),
@@ -207,6 +259,7 @@ def delete(
     help="abstractive: session summaries written by the LLM (ANAMNESIS_LLM_*); "
     "default: abstractive with --extractor llm, else extractive.",
 )
+@json_option
 @click.pass_context
 def consolidate(
     ctx: click.Context,
@@ -216,6 +269,7 @@ def consolidate(
     limit: int | None,
     extractor: str,
     summaries: str | None,
+    as_json: bool,
 ) -> None:
     """Extract facts from episodes not yet consolidated; print what changed as JSON."""
     if extractor == "llm" or summaries == "abstractive":
@@ -230,7 +284,7 @@ def consolidate(
             extractor=extractor,
             summaries=summaries,
         )
-    click.echo(json.dumps(asdict(report)))
+    print_json(asdict(report))
 
 
 @click.command()

@@ -76,7 +76,7 @@ def consolidate(
                 reader = LLMExtractor(llm, store, embedder, home)
                 for episode in group:
                     resolver.note_speaker(episode)
-                    for draft in reader.extract(episode, resolver.changes.added):
+                    for draft in reader.extract(episode, resolver.changes):
                         resolver.apply(draft)
                 report.llm_calls += reader.calls
             else:

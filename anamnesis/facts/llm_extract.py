@@ -1,12 +1,16 @@
 """The optional LLM extractor: context-aware, so the store stays consistent.
 
-For each episode it first retrieves the stored facts most similar to it (dense
-search over fact vectors, ``CONTEXT_FACTS`` of them), shows them to the model with
-the message, and asks for the facts the message states, each with a decision:
-ADD (new), UPDATE (replaces the stored fact it names) or NONE (the stored fact it
-names already says it). Decisions naming facts that were not shown are ignored and
-the draft goes through the cheap resolver instead. ``LLMJudge`` answers the
-resolver's ambiguous same-attribute questions with the same client.
+For each episode it first retrieves the current stored facts most similar to it
+(dense search over fact vectors, ``CONTEXT_FACTS`` of them; with the facts added and
+without those replaced or ended earlier in the same consolidation step, which are not
+written yet), shows them to the model with the message, and asks for the facts the
+message states, each with a decision: ADD (new), UPDATE (replaces the stored fact it
+names), END (the stored fact it names stopped being true, with nothing in its place)
+or NONE (the stored fact it names already says it). An UPDATE or NONE naming a fact
+that was not shown goes through the cheap resolver as a new statement; an END naming
+one is dropped, since its fact says what stopped being true and adding it would state
+the opposite. ``LLMJudge`` answers the resolver's ambiguous same-attribute questions
+with the same client.
 
 Any OpenAI-compatible endpoint works (``anamnesis.llm.ChatClient``).
 """
@@ -20,7 +24,7 @@ from typing import Any
 
 from ..embed.base import Embedder
 from ..llm import ChatClient, LLMError
-from ..store.base import FactQuery, Store, fact_scope
+from ..store.base import FactChanges, FactQuery, Store, fact_scope
 from ..types import Episode, Fact, Scope
 from .predicates import fact_text
 from .rules import subject_of
@@ -47,6 +51,9 @@ Stored facts that may be related:
 For each fact decide:
 - "ADD": it is new;
 - "UPDATE": it replaces a stored fact (the value changed); set "target" to that fact's id;
+- "END": a stored fact stopped being true and nothing replaces it (a break-up, a job
+  quit, a plan cancelled, a habit or medicine stopped); set "target" to that fact's id
+  and repeat its subject, predicate and object;
 - "NONE": a stored fact already says it; set "target" to that fact's id.
 
 Message ({when}) from {speaker}:
@@ -65,7 +72,7 @@ _JSON = re.compile(r"\{.*\}", re.DOTALL)
 
 
 class LLMExtractor:
-    """Proposes facts with an LLM, deciding ADD / UPDATE / NONE against stored facts."""
+    """Proposes facts with an LLM, deciding ADD / UPDATE / END / NONE against stored facts."""
 
     name = "llm"
 
@@ -76,16 +83,17 @@ class LLMExtractor:
         self.scope = fact_scope(scope)
         self.calls = 0
 
-    def extract(self, episode: Episode, pending: list[Fact] | None = None) -> list[Draft]:
+    def extract(self, episode: Episode, pending: FactChanges | None = None) -> list[Draft]:
         """Draft facts of ``episode``, each with the model's decision.
 
-        ``pending`` are facts decided earlier in the same consolidation step (not yet
-        stored); they are shown to the model too.
+        ``pending`` are the changes decided earlier in the same consolidation step (not
+        yet stored): the facts it adds are shown to the model too, and the stored facts
+        it replaced or ended are not.
         """
         speaker = subject_of(episode)
         if speaker is None:
             return []
-        context = self._context(episode, pending or [])
+        context = self._context(episode, pending or FactChanges())
         prompt = EXTRACT_PROMPT.format(
             speaker=speaker,
             facts="\n".join(_describe(f) for f in context) or "(none)",
@@ -103,14 +111,18 @@ class LLMExtractor:
             if (draft := _draft(item, episode, speaker, shown)) is not None
         ]
 
-    def _context(self, episode: Episode, pending: list[Fact]) -> list[Fact]:
+    def _context(self, episode: Episode, pending: FactChanges) -> list[Fact]:
+        """The stored facts most similar to ``episode`` that are still current once
+        ``pending`` is applied, then the current facts ``pending`` adds."""
+        closed = {step.old_id for step in pending.supersessions}
         vector = self.embedder.embed_query(episode.content)
-        ranked = self.store.dense_fact_search(vector, self.scope, None, CONTEXT_FACTS)
-        ids = tuple(fact_id for fact_id, _ in ranked)
+        ranked = self.store.dense_fact_search(vector, self.scope, None, CONTEXT_FACTS + len(closed))
+        ids = tuple(fact_id for fact_id, _ in ranked if fact_id not in closed)[:CONTEXT_FACTS]
         stored = self.store.find_facts(self.scope, FactQuery(ids=ids)) if ids else []
         by_id = {f.id: f for f in stored}
         ordered = [by_id[i] for i in ids if i in by_id]
-        return [*ordered, *(f for f in pending if f.is_current)][: CONTEXT_FACTS * 2]
+        fresh = [f for f in pending.added if f.is_current]
+        return [*ordered, *fresh][: CONTEXT_FACTS * 2]
 
 
 class LLMJudge:
@@ -146,14 +158,23 @@ def _parse(reply: str) -> list[dict[str, Any]]:
 
 
 def _draft(item: dict[str, Any], episode: Episode, speaker: str, shown: set[str]) -> Draft | None:
+    """The draft one reply item proposes, or None when it proposes nothing usable.
+
+    An END needs only its target: the resolver ends that fact, whatever the item
+    calls it. An END whose target was not shown is dropped (None).
+    """
     subject = str(item.get("subject") or speaker).strip()
     predicate = re.sub(r"\s+", "_", str(item.get("predicate") or "").strip().lower())
     obj = str(item.get("object") or "").strip()
-    if not predicate or not obj:
-        return None
     action = str(item.get("action") or "ADD").upper()
-    target = item.get("target")
-    if action not in ("ADD", "UPDATE", "NONE") or target not in shown:
+    # A target is a fact id (a string); anything else names no fact.
+    target = item.get("target") if isinstance(item.get("target"), str) else None
+    if action == "END":
+        if target not in shown:
+            return None
+    elif not predicate or not obj:
+        return None
+    elif action not in ("ADD", "UPDATE", "NONE") or target not in shown:
         action, target = "ADD", None
     single = item.get("single_valued")
     valid_from: datetime = episode.event_time
@@ -164,9 +185,20 @@ def _draft(item: dict[str, Any], episode: Episode, speaker: str, shown: set[str]
         text=fact_text(subject, predicate, obj),
         episode=episode,
         valid_from=valid_from,
-        confidence=float(item.get("confidence") or LLM_CONFIDENCE),
+        confidence=_confidence(item.get("confidence")),
         extractor="llm",
         action=action,  # type: ignore[arg-type]
         target=target,
         single_valued=single if isinstance(single, bool) else None,
     )
+
+
+def _confidence(value: Any) -> float:
+    """The item's confidence when it reads as a number in [0, 1], else ``LLM_CONFIDENCE``."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        return LLM_CONFIDENCE
+    try:
+        number = float(value)
+    except ValueError:
+        return LLM_CONFIDENCE
+    return number if 0.0 <= number <= 1.0 else LLM_CONFIDENCE

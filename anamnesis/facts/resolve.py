@@ -22,7 +22,10 @@ For each draft, in event-time order:
    LLM when one is configured, and is otherwise added alongside (never guessed).
 3. **A context-aware extractor's decision** (LLM: UPDATE / NONE naming a stored fact)
    is applied when the named fact exists in scope; otherwise the draft takes steps 1–2.
-4. **An ending** (END, from the rules: "I left Tencent", "I quit smoking") ends the
+   An END naming a stored fact is step 4 for that fact's slot and value; one naming
+   a fact not in scope changes nothing.
+4. **An ending** (END, from the rules: "I left Tencent", "I quit smoking"; or from the
+   LLM, naming the fact: "we broke up") ends the
    slot's current fact with that value (an empty value: every current fact of the
    slot) at the draft's ``valid_from``, with no successor: it keeps its row, gains
    ``valid_to`` and ``superseded_at``, and stops being current. A value ended that
@@ -94,6 +97,19 @@ def _ended_by(fact: Fact, when: datetime) -> bool:
         and fact.superseded_at is not None
         and fact.valid_to is not None
         and fact.valid_to <= when
+    )
+
+
+def _ending_of(target: Fact, draft: Draft) -> Draft:
+    """An END naming ``target`` as an END of its slot's value: the ending applies to
+    the stored fact, whatever subject and words the extractor gave."""
+    return replace(
+        draft,
+        subject=target.subject,
+        predicate=target.predicate,
+        object=target.object,
+        text=target.text,
+        target=None,
     )
 
 
@@ -196,6 +212,11 @@ class Resolver:
 
     def apply(self, draft: Draft) -> None:
         """Decide what ``draft`` changes and record it in ``self.changes``."""
+        if draft.action == "END" and draft.target:
+            target = self._find(draft.target)
+            if target is None:
+                return  # the named fact is not in scope: nothing to end
+            draft = _ending_of(target, draft)
         if draft.subject != USER and is_user(draft.subject, self._user_names()):
             draft = replace(
                 draft, subject=USER, text=fact_text(USER, draft.predicate, draft.object)

@@ -20,10 +20,11 @@ class Draft:
     """A fact an extractor read in one episode, not yet reconciled with the store.
 
     ``action`` and ``target`` come from a context-aware extractor (the LLM): UPDATE
-    names the stored fact it replaces, NONE the stored fact it restates. A rule
-    extractor proposes ADD, or END for a value the statement says stopped holding
-    ("I left Tencent", "I quit smoking"; an empty ``object`` ends whatever the slot
-    holds), and leaves the decision to conflict resolution.
+    names the stored fact it replaces, END the stored fact that stopped holding, NONE
+    the stored fact it restates. A rule extractor proposes ADD, or END with no
+    target for a value the statement says stopped holding ("I left Tencent", "I quit
+    smoking"; an empty ``object`` ends whatever the slot holds), and leaves the
+    decision to conflict resolution.
     ``single_valued`` None means: look the predicate up in the vocabulary.
     """
 

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import operator
 import re
 import secrets
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -29,6 +31,10 @@ MESSAGE_KEYS = frozenset(
     {"role", "speaker", "content", "event_time", "metadata", "modality", "session_id"}
 )
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+#: The integer range every backend can store and compare (SQLite INTEGER and
+#: PostgreSQL bigint are both signed 64-bit): the bounds of every integer argument.
+MIN_INT = -(2**63)
+MAX_INT = 2**63 - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,13 +174,39 @@ def check_name(value: object, what: str, *, limit: int = MAX_ID_CHARS) -> str:
     return value
 
 
+def check_int(value: object, what: str, *, minimum: int, maximum: int = MAX_INT) -> int:
+    """An integer from ``minimum`` to ``maximum`` (inclusive): every integer argument of
+    every verb goes through here. A bool is refused (``True`` is not a count); an
+    integer-like object (a numpy integer) is taken as the int it stands for."""
+    number: int | None = None
+    if not isinstance(value, bool | float | str | bytes):
+        try:
+            number = operator.index(value)  # type: ignore[arg-type]
+        except TypeError:
+            number = None
+    if number is None or not minimum <= number <= maximum:
+        raise InvalidInputError(
+            f"{what} must be an integer from {minimum} to {maximum}, got {value!r}"
+        )
+    return number
+
+
+def check_seconds(value: object, what: str) -> float:
+    """A positive, finite number of seconds that a thread can wait (not a bool)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidInputError(f"{what} must be a number of seconds, got {value!r}")
+    if not 0 < value <= threading.TIMEOUT_MAX:
+        raise InvalidInputError(
+            f"{what} must be a number of seconds from 0 (excluded) to "
+            f"{threading.TIMEOUT_MAX:g}, got {value!r}"
+        )
+    return float(value)
+
+
 def check_count(value: object, what: str, *, minimum: int = 0) -> int:
-    """An integer (not a bool) of at least ``minimum``."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise InvalidInputError(f"{what} must be an integer >= {minimum}, got {value!r}")
-    if value > 2**62:
-        raise InvalidInputError(f"{what} {value} is out of range")
-    return value
+    """A stored count (a turn index, a version): an integer (not a bool) of at least
+    ``minimum``, with room below ``MAX_INT`` for the store to count on from it."""
+    return check_int(value, what, minimum=minimum, maximum=2**62)
 
 
 def _check_unicode(value: str, what: str) -> None:

@@ -26,6 +26,7 @@ from ..config import DEFAULT_USER, SearchConfig
 from ..embed import Embedder
 from ..errors import InvalidInputError
 from ..ingest.gate import GateConfig
+from ..ingest.normalise import check_int
 from ..llm import ChatClient
 from ..store.base import Store
 from .async_verbs import AsyncDerivedView, AsyncVerbs
@@ -34,6 +35,8 @@ from .memory import Memory
 T = TypeVar("T")
 #: Reader threads when none is named: searches embed the question and rank on the CPU.
 DEFAULT_READERS = 4
+#: More reader threads than this would only contend for the same cores and connections.
+MAX_READERS = 256
 
 
 class AsyncMemory(AsyncVerbs):
@@ -58,9 +61,9 @@ class AsyncMemory(AsyncVerbs):
         create: bool = True,
         gate: str | GateConfig | None = None,
         readers: int = DEFAULT_READERS,
+        durability: str | None = None,
     ) -> None:
-        if isinstance(readers, bool) or not isinstance(readers, int) or readers < 1:
-            raise InvalidInputError(f"readers must be a positive integer, got {readers!r}")
+        readers = check_int(readers, "readers", minimum=1, maximum=MAX_READERS)
         self._memory = Memory(
             path,
             url=url,
@@ -72,6 +75,7 @@ class AsyncMemory(AsyncVerbs):
             llm=llm,
             create=create,
             gate=gate,
+            durability=durability,
         )
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="anamnesis-writer")
         self._readers = ThreadPoolExecutor(readers, thread_name_prefix="anamnesis-reader")

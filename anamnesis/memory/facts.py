@@ -13,7 +13,7 @@ from ..errors import InvalidInputError
 from ..facts.people import aliases
 from ..facts.types import ConsolidationReport
 from ..facts.worker import ConsolidationWorker
-from ..ingest.normalise import check_text, parse_time
+from ..ingest.normalise import check_int, check_seconds, check_text, parse_time
 from ..store.base import FactQuery, fact_scope
 from ..types import Fact, Scope
 from .state import MemoryState
@@ -49,8 +49,8 @@ class FactVerbs(MemoryState):
         from ..consolidate.build import refresh
         from ..facts.consolidate import consolidate
 
-        if limit is not None and (not isinstance(limit, int) or limit < 1):
-            raise InvalidInputError("limit must be a positive integer or None")
+        if limit is not None:
+            limit = check_int(limit, "limit", minimum=1)
         scope = self._scope(user_id, agent_id, session_id)
         summarizer = self._summarizer_for(summaries)
         report = consolidate(
@@ -115,8 +115,7 @@ class FactVerbs(MemoryState):
         """
         if self._worker is not None and self._worker.state == "running":
             raise InvalidInputError("a background consolidation is already running")
-        if not isinstance(interval, (int, float)) or interval <= 0:
-            raise InvalidInputError("interval must be a positive number of seconds")
+        interval = check_seconds(interval, "interval")
         self._summarizer_for(summaries)  # a bad choice fails here, not in the thread
         self._worker = ConsolidationWorker(
             lambda scope: self.consolidate(
@@ -155,8 +154,7 @@ class FactVerbs(MemoryState):
         returns the values they replaced. ``subject`` reaches the user by any of their
         names: "user", the name they gave, the speaker names of their turns.
         """
-        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
-            raise InvalidInputError(f"limit must be a positive integer, got {limit!r}")
+        limit = check_int(limit, "limit", minimum=1)
         scope = fact_scope(self._scope(user_id, agent_id, None))
         when = parse_time(as_of, "as_of")
         return self._store.find_facts(

@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import IO, Any, TypeVar
 
+from ..errors import CorruptStoreError
 from ..facts.predicates import embedding_text as fact_embedding_text
 from ..ingest.normalise import check_id, embedding_text
-from ..types import Episode, Fact, Scope
+from ..types import STAT_COUNTS, Episode, Fact, Scope
 from .state import MemoryState, ProgressCallback
 from .verbs import reads, writes
 from .writes import WRITE_BATCH
@@ -51,13 +52,23 @@ class MaintenanceVerbs(MemoryState):
 
     @reads
     def stats(self, *, user_id: str | None = None) -> dict[str, Any]:
-        """Counts and sizes for one user, or for the whole store when ``user_id`` is None."""
+        """Counts for one user; for the whole store (``user_id`` None) also where the
+        store is and its size.
+
+        A damaged store still answers, as its reads do: the counts it could not read
+        are None, and ``unreadable`` says why (``capabilities["store_health"]`` too).
+        """
         scope = (
             Scope(check_id(user_id, "user_id", required=True) or "")
             if user_id is not None
             else None
         )
-        return {**self._store.stats(scope), "embedder": self._embedder.name}
+        try:
+            counts = self._store.stats(scope)
+        except CorruptStoreError as exc:
+            counts = {"backend": self._store.backend, **dict.fromkeys(STAT_COUNTS)}
+            counts["unreadable"] = str(exc)
+        return {**counts, "embedder": self._embedder.name}
 
     @reads
     def export_jsonl(self, out: IO[str], *, user_id: str | None = None) -> int:

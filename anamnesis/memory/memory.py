@@ -16,7 +16,15 @@ from pathlib import Path
 from typing import Any
 
 from .. import offline
-from ..config import DEFAULT_PRESET, DEFAULT_USER, PRESETS, URL_ENV, SearchConfig, default_path
+from ..config import (
+    DEFAULT_PRESET,
+    DEFAULT_USER,
+    PRESETS,
+    URL_ENV,
+    SearchConfig,
+    default_path,
+    durability_level,
+)
 from ..embed import Embedder, get_embedder
 from ..errors import AnamnesisError, EmbedderMismatchError, InvalidInputError, NotFoundError
 from ..ingest.gate import GateConfig, gate_config
@@ -56,13 +64,13 @@ def _close_open_memories() -> None:
 
 
 def _open_store(
-    path: str | os.PathLike[str] | None, url: str | None, dim: int, create: bool
+    path: str | os.PathLike[str] | None, url: str | None, dim: int, create: bool, durability: str
 ) -> Store:
     url = url or os.environ.get(URL_ENV)
     if url:
         from ..store import open_url
 
-        return open_url(url, dim=dim)
+        return open_url(url, dim=dim, durability=durability)
     from ..store.sqlite import SQLiteStore
 
     file = Path(path) if path is not None else default_path()
@@ -71,7 +79,7 @@ def _open_store(
             f"there is no store at {file}: add something first, or point --path "
             "(ANAMNESIS_PATH) at an existing store"
         )
-    return SQLiteStore(file, dim=dim)
+    return SQLiteStore(file, dim=dim, durability=durability)
 
 
 class Memory(WriteVerbs, ReadVerbs, FactVerbs, LifecycleVerbs, MaintenanceVerbs):
@@ -100,6 +108,9 @@ class Memory(WriteVerbs, ReadVerbs, FactVerbs, LifecycleVerbs, MaintenanceVerbs)
     ``"strict"``; ``anamnesis.ingest.gate.GATE_PRESETS``) or a ``GateConfig`` judges
     each added episode, sends the rejected verbatim to the archive, and records every
     decision (``gate_decisions``).
+    ``durability`` (default ``$ANAMNESIS_DURABILITY``, else ``"normal"``): ``"normal"``
+    survives a process crash; ``"full"`` syncs each commit, so it survives a power loss
+    too, at a cost per write (RELIABILITY.md says what each promises and costs).
     """
 
     def __init__(
@@ -115,8 +126,10 @@ class Memory(WriteVerbs, ReadVerbs, FactVerbs, LifecycleVerbs, MaintenanceVerbs)
         llm: ChatClient | str | None = None,
         create: bool = True,
         gate: str | GateConfig | None = None,
+        durability: str | None = None,
     ) -> None:
         self._gate = gate_config(gate)
+        durability = durability_level(durability)
         self.default_user = check_id(user_id, "user_id", required=True) or DEFAULT_USER
         offline.warn_if_telemetry_on()
         if isinstance(llm, str):
@@ -125,7 +138,7 @@ class Memory(WriteVerbs, ReadVerbs, FactVerbs, LifecycleVerbs, MaintenanceVerbs)
             llm = ChatClient.from_env()
         self.llm = llm
         self._embedder = get_embedder(embedder)
-        self._store = _open_store(path, url, self._embedder.dim, create)
+        self._store = _open_store(path, url, self._embedder.dim, create, durability)
         self.config = config or PRESETS[DEFAULT_PRESET]
         try:
             self._retriever = Retriever(self._store, self._embedder, self.config)
@@ -210,7 +223,8 @@ class Memory(WriteVerbs, ReadVerbs, FactVerbs, LifecycleVerbs, MaintenanceVerbs)
         """What is active: backend, embedder, search, LLM, summaries (``"extractive"``,
         ``"abstractive"``, or why they fell back), telemetry (``"off"``, or why not), store
         health (``"ok"``, or the damage: writes refused), usage counters (``"ok"``, or why
-        not), the encoding gate (``"off"``, a preset name, or ``"custom"``)."""
+        not), the encoding gate (``"off"``, a preset name, or ``"custom"``), the
+        durability (``"normal"`` or ``"full"``)."""
         damage = self._store.damage
         return {
             "backend": self._store.backend,
@@ -228,6 +242,7 @@ class Memory(WriteVerbs, ReadVerbs, FactVerbs, LifecycleVerbs, MaintenanceVerbs)
             "telemetry": offline.telemetry(),
             "store_health": "ok" if damage is None else f"damaged: {damage}",
             "encoding_gate": self._gate.name if self._gate is not None else "off",
+            "durability": self._store.durability,
         }
 
     def _check_embedder(self, reindex: bool) -> None:

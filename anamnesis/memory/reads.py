@@ -12,9 +12,18 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..consolidate.view import profile_block
-from ..context import DEFAULT_BUDGET_TOKENS, DEFAULT_NEIGHBOUR_HITS, assemble, facts_of
+from ..context import (
+    DEFAULT_BUDGET_TOKENS,
+    DEFAULT_NEIGHBOUR_HITS,
+    MIN_BUDGET_TOKENS,
+    assemble,
+    facts_of,
+)
 from ..errors import InvalidInputError
 from ..ingest.normalise import (
+    MAX_INT,
+    MIN_INT,
+    check_int,
     check_metadata,
     check_text,
     parse_time,
@@ -72,7 +81,7 @@ class ReadVerbs(MemoryState):
         reciprocal rank; archived hits carry an ``archive`` channel.
         """
         query = check_text(query, "query")
-        _check_limit(limit)
+        limit = check_limit(limit)
         scope = self._scope(user_id, agent_id, session_id)
         search_filters = to_filters(filters)
         if as_of is not None:
@@ -132,9 +141,9 @@ class ReadVerbs(MemoryState):
         profiles; none yet, no block).
         """
         query = check_text(query, "query")
-        _check_limit(limit)
-        if not isinstance(neighbour_hits, int) or neighbour_hits < 0:
-            raise InvalidInputError("neighbour_hits must be a non-negative integer")
+        limit = check_limit(limit)
+        budget_tokens = check_int(budget_tokens, "budget_tokens", minimum=MIN_BUDGET_TOKENS)
+        neighbour_hits = check_int(neighbour_hits, "neighbour_hits", minimum=0, maximum=MAX_LIMIT)
         if not isinstance(profile, bool):
             raise InvalidInputError("profile must be True or False")
         scope = self._scope(user_id, agent_id, session_id)
@@ -182,9 +191,8 @@ class ReadVerbs(MemoryState):
         filters: Filters | Mapping[str, Any] | None = None,
     ) -> Page:
         """A page of the scope's episodes in event-time order."""
-        _check_limit(limit)
-        if not isinstance(offset, int) or offset < 0:
-            raise InvalidInputError("offset must be a non-negative integer")
+        limit = check_limit(limit)
+        offset = check_int(offset, "offset", minimum=0)
         items, total = self._store.list_episodes(
             self._scope(user_id, agent_id, session_id),
             limit=limit,
@@ -221,9 +229,9 @@ class ReadVerbs(MemoryState):
         ]
 
 
-def _check_limit(limit: object) -> None:
-    if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_LIMIT:
-        raise InvalidInputError(f"limit must be an integer from 1 to {MAX_LIMIT}, got {limit!r}")
+def check_limit(limit: object) -> int:
+    """The ``limit`` of a search or a listing: an integer from 1 to ``MAX_LIMIT``."""
+    return check_int(limit, "limit", minimum=1, maximum=MAX_LIMIT)
 
 
 _FILTER_KEYS = (
@@ -242,6 +250,7 @@ def to_filters(value: Filters | Mapping[str, Any] | None) -> Filters:
     if value is None:
         return Filters()
     if isinstance(value, Filters):
+        _check_filter_numbers(value.metadata)
         return value
     if not isinstance(value, Mapping):
         raise InvalidInputError(f"filters must be a dict, not {type(value).__name__}")
@@ -250,6 +259,8 @@ def to_filters(value: Filters | Mapping[str, Any] | None) -> Filters:
         raise InvalidInputError(
             f"unknown filter(s) {sorted(unknown)}; allowed: {list(_FILTER_KEYS)}"
         )
+    metadata = check_metadata(value.get("metadata"))
+    _check_filter_numbers(metadata)
     return Filters(
         role=value.get("role"),
         not_role=value.get("not_role"),
@@ -257,5 +268,13 @@ def to_filters(value: Filters | Mapping[str, Any] | None) -> Filters:
         modality=value.get("modality"),
         event_after=parse_time(value.get("event_after"), "event_after"),
         event_before=parse_time(value.get("event_before"), "event_before"),
-        metadata=check_metadata(value.get("metadata")),
+        metadata=metadata,
     )
+
+
+def _check_filter_numbers(metadata: Mapping[str, Any]) -> None:
+    """A metadata filter's integers are compared in SQL, so they must fit the store's
+    64-bit integers (a larger one can match nothing there, and cannot be bound)."""
+    for key, item in metadata.items():
+        if isinstance(item, int) and not isinstance(item, bool):
+            check_int(item, f"filters metadata {key!r}", minimum=MIN_INT, maximum=MAX_INT)

@@ -9,11 +9,16 @@ awaits the verb. What the server adds is only what HTTP needs:
   own user only (and its own agent, if it names one), whatever the request says;
   naming another user is 403, another user's episode id is 404 (it is not in the
   scope the query runs in). An admin key reaches every user.
-* **Bounds.** A request body over ``max_body_bytes`` is refused (413) before any of
-  it is parsed; answers are bounded by the verbs' own limits (at most 1,000 hits or
+* **Bounds** (``ServerLimits``). A request body over ``max_body_bytes`` is refused
+  (413) before any of it is parsed, and one that is not whole within
+  ``body_timeout`` gets 408; the request head's time and the connections served at
+  once are bounded by the connection layer (``connections``). Every number a request
+  carries is bounded in its model (``rest_models``), so the OpenAPI document shows
+  the bounds; answers are bounded by the verbs' own limits (at most 1,000 hits or
   items a page).
 * **Errors** are JSON ``{"error": {"type", "message"}}`` with the status of the
-  ``AnamnesisError`` (``wire.STATUS``); a malformed request is 400.
+  ``AnamnesisError`` (``wire.STATUS``); a malformed request is 400
+  ``InvalidInputError``, an unexpected failure 500 ``InternalError``.
 * **Logs.** One JSON line per request on the ``anamnesis.server`` logger: method,
   path, status, milliseconds, key id. No query string, body or memory text.
 
@@ -38,7 +43,15 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.exceptions import HTTPException
 
 from ..consolidate.types import Profile, SessionSummary
-from ..errors import AnamnesisError, InvalidInputError, PermissionDeniedError
+from ..errors import (
+    AnamnesisError,
+    AuthenticationError,
+    InvalidInputError,
+    NotFoundError,
+    PayloadTooLargeError,
+    PermissionDeniedError,
+    RequestTimeoutError,
+)
 from ..facts.types import ConsolidationReport
 from ..ingest.normalise import as_text
 from ..memory.async_memory import AsyncMemory
@@ -55,7 +68,7 @@ from ..types import (
     Usage,
 )
 from ..version import __version__
-from . import DEFAULT_MAX_BODY_BYTES
+from . import DEFAULT_LIMITS, ServerLimits
 from .auth import authenticate
 from .keys import ApiKey, KeyStore
 from .rest_models import (
@@ -81,7 +94,7 @@ from .rest_models import (
     UpdateArguments,
     UserArguments,
 )
-from .wire import HEALTH_PATH, ROUTES, error_body, status_of
+from .wire import HEALTH_PATH, INTERNAL_ERROR, ROUTES, error_body, status_of
 
 log = logging.getLogger("anamnesis.server")
 
@@ -129,23 +142,11 @@ class Caller:
             raise PermissionDeniedError(f"{what} covers the whole store: it needs an admin key")
 
 
-def _json_object(text: str | None, what: str) -> dict[str, Any] | None:
-    if text is None:
-        return None
-    try:
-        value = json.loads(text)
-    except ValueError as exc:
-        raise InvalidInputError(f"{what} must be a JSON object: {exc}") from exc
-    if not isinstance(value, dict):
-        raise InvalidInputError(f"{what} must be a JSON object, not {type(value).__name__}")
-    return value
-
-
 def build_app(
     memory: AsyncMemory,
     keys: KeyStore | None = None,
     *,
-    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    limits: ServerLimits = DEFAULT_LIMITS,
     cors_origins: tuple[str, ...] = (),
 ) -> FastAPI:
     """The REST application serving ``memory``. ``keys`` None serves everyone as an
@@ -194,9 +195,7 @@ def build_app(
     async def get_all(arguments: Annotated[ListArguments, Query()], who: Who) -> Page:
         """A page of the scope's episodes in event-time order; ``next_offset`` is the
         next page's ``offset`` (null on the last page)."""
-        scoped = who.scoped(arguments.arguments())
-        scoped["filters"] = _json_object(scoped["filters"], "filters")
-        return await memory.get_all(**scoped)
+        return await memory.get_all(**who.scoped(arguments.arguments()))
 
     @app.delete(ROUTES["delete_all"].path, tags=["episodes"])
     async def delete_all(arguments: Annotated[EpisodeScope, Query()], who: Who) -> DeleteCounts:
@@ -276,7 +275,8 @@ def build_app(
 
     @app.get(ROUTES["stats"].path, tags=["server"])
     async def stats(arguments: Annotated[UserArguments, Query()], who: Who) -> dict[str, Any]:
-        """Counts and sizes for one user (a user key's own), or for the whole store."""
+        """Counts for one user (a user key's own); with an admin key naming no user, the
+        whole store's, with where it is and its size."""
         return await memory.stats(**who.scoped(arguments.arguments()))
 
     @app.get(
@@ -368,8 +368,18 @@ def build_app(
             allow_methods=["GET", "POST", "PATCH", "DELETE"],
             allow_headers=["Authorization", "X-API-Key", "Content-Type"],
         )
-    app.add_middleware(Guard, max_body_bytes=max_body_bytes)  # outermost: added last
+    app.add_middleware(Guard, limits=limits)  # outermost: added last
     return app
+
+
+#: The error an HTTP status raised by the framework itself (no such route, a body that
+#: is not JSON) is reported as; any other 4xx is bad input.
+_FRAMEWORK_ERRORS: dict[int, type[AnamnesisError]] = {
+    401: AuthenticationError,
+    403: PermissionDeniedError,
+    404: NotFoundError,
+    413: PayloadTooLargeError,
+}
 
 
 def _add_error_handlers(app: FastAPI) -> None:
@@ -389,12 +399,21 @@ def _add_error_handlers(app: FastAPI) -> None:
 
     async def http_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, HTTPException)
-        kind = {404: "NotFoundError", 405: "InvalidInputError"}.get(exc.status_code, "HTTPError")
-        return JSONResponse(error_body(kind, str(exc.detail)), exc.status_code)
+        status = exc.status_code
+        kind = _FRAMEWORK_ERRORS.get(status, InvalidInputError if status < 500 else None)
+        message = str(exc.detail)
+        if exc.__cause__ is not None and status == 400:  # a body that could not be parsed
+            cause = exc.__cause__
+            message = (
+                f"the request body is not JSON this server can read "
+                f"({type(cause).__name__}: {str(cause)[:200]}): send UTF-8 JSON"
+            )
+        name = kind.__name__ if kind is not None else INTERNAL_ERROR
+        return JSONResponse(error_body(name, message), status, headers=exc.headers)
 
     async def internal(request: Request, exc: Exception) -> JSONResponse:
         log.exception("internal error on %s %s", request.method, request.url.path)
-        return JSONResponse(error_body("InternalError", "internal error: see the server log"), 500)
+        return JSONResponse(error_body(INTERNAL_ERROR, "internal error: see the server log"), 500)
 
     app.add_exception_handler(AnamnesisError, anamnesis_error)
     app.add_exception_handler(RequestValidationError, malformed)
@@ -454,12 +473,13 @@ async def _export(memory: AsyncMemory, user_id: str | None) -> AsyncIterator[str
 
 
 class Guard:
-    """ASGI middleware: refuses bodies over the limit (413) before the app reads them,
-    and writes one log line per request."""
+    """ASGI middleware: reads the whole body before the app sees it, refusing one over
+    the size limit (413) or not whole within the body timeout (408); writes one log
+    line per request."""
 
-    def __init__(self, app: Any, max_body_bytes: int) -> None:
+    def __init__(self, app: Any, limits: ServerLimits) -> None:
         self.app = app
-        self.max_body_bytes = max_body_bytes
+        self.limits = limits
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -476,9 +496,17 @@ class Guard:
             await send(message)
 
         try:
-            body = await self._body(scope, receive)
-            if body is None:
-                await self._refuse(sending)
+            try:
+                async with asyncio.timeout(self.limits.body_timeout):
+                    body = await self._body(scope, receive)
+            except TimeoutError:
+                await _refuse(sending, RequestTimeoutError(self._late()))
+                return
+            except PayloadTooLargeError as exc:
+                await _refuse(sending, exc)
+                return
+            if body is None:  # the client went away: nothing to answer, nothing to run
+                status = 499
                 return
             await self.app(scope, _replay(body, receive), sending)
         finally:
@@ -492,35 +520,50 @@ class Guard:
             log.info(json.dumps(record))
 
     async def _body(self, scope: Scope, receive: Receive) -> bytes | None:
-        """The whole body, or None once it passes the limit."""
+        """The whole body; None when the client disconnects before its end;
+        PayloadTooLargeError once it passes the limit."""
         declared = dict(scope["headers"]).get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.max_body_bytes:
-            return None
+        if (
+            declared is not None
+            and declared.isdigit()
+            and int(declared) > self.limits.max_body_bytes
+        ):
+            raise PayloadTooLargeError(self._too_large())
         chunks: list[bytes] = []
         size = 0
         while True:
             message = await receive()
             if message["type"] != "http.request":
-                break
+                return None
             chunk = message.get("body", b"")
             size += len(chunk)
-            if size > self.max_body_bytes:
-                return None
+            if size > self.limits.max_body_bytes:
+                raise PayloadTooLargeError(self._too_large())
             chunks.append(chunk)
             if not message.get("more_body", False):
-                break
-        return b"".join(chunks)
+                return b"".join(chunks)
 
-    async def _refuse(self, send: Send) -> None:
-        response = JSONResponse(
-            error_body(
-                "PayloadTooLargeError",
-                f"the request body is over this server's limit of {self.max_body_bytes} bytes: "
-                "send less at a time (add_many in batches); nothing was stored",
-            ),
-            413,
+    def _too_large(self) -> str:
+        return (
+            f"the request body is over this server's limit of {self.limits.max_body_bytes} "
+            "bytes: send less at a time (add_many in batches); nothing was stored"
         )
-        await response({"type": "http"}, _nothing, send)
+
+    def _late(self) -> str:
+        return (
+            f"the request body did not arrive whole within this server's limit of "
+            f"{self.limits.body_timeout:g} s: send it at once, or less at a time; "
+            "nothing was stored"
+        )
+
+
+async def _refuse(send: Send, exc: AnamnesisError) -> None:
+    """Answer ``exc`` before the body is read, closing the connection (the rest of
+    the body may still be on its way)."""
+    response = JSONResponse(
+        error_body(type(exc).__name__, str(exc)), status_of(exc), headers={"Connection": "close"}
+    )
+    await response({"type": "http"}, _nothing, send)
 
 
 async def _nothing() -> Message:

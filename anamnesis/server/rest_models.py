@@ -1,21 +1,24 @@
 """The REST server's request models: each verb's arguments, named and typed as
 ``Memory``'s keywords are, so a request is a call (``memory.verb(**arguments)``).
 
-The models check only the JSON shape (a string where a string goes, no unknown
-field); what a value means (an empty text, a limit out of range, a malformed time)
-is checked by ``Memory`` itself, so every surface refuses the same input with the
-same error.
+The models check the JSON shape (a string where a string goes, no unknown field)
+and bound every integer, so the OpenAPI document shows each number's range and no
+number too large for the store reaches it; what a value means (an empty text, a
+malformed time) is checked by ``Memory`` itself, so every surface refuses the same
+input with the same error.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter
 
-from ..context import DEFAULT_BUDGET_TOKENS, DEFAULT_NEIGHBOUR_HITS
+from ..context import DEFAULT_BUDGET_TOKENS, DEFAULT_NEIGHBOUR_HITS, MIN_BUDGET_TOKENS
 from ..decay import DecayPolicy
-from ..memory.reads import CONTEXT_HITS
+from ..errors import InvalidInputError
+from ..memory.reads import CONTEXT_HITS, MAX_LIMIT
 from ..types import ContextFact
 
 
@@ -24,6 +27,29 @@ def _from_json(kind: Any) -> BeforeValidator:
     instance, which JSON cannot carry); a bad object is a validation error."""
     adapter: TypeAdapter[Any] = TypeAdapter(kind)
     return BeforeValidator(adapter.validate_python)
+
+
+#: The largest count or offset taken where ``Memory`` sets no bound of its own: the
+#: largest integer every JSON reader holds exactly (2**53 - 1), far below SQL's 64 bits.
+MAX_COUNT = 2**53 - 1
+#: Items or hits a page: the verbs' own bound.
+Limit = Annotated[int, Field(ge=1, le=MAX_LIMIT)]
+#: A count with no bound of its own (facts a page, episodes a consolidation reads).
+Count = Annotated[int, Field(ge=1, le=MAX_COUNT)]
+Offset = Annotated[int, Field(ge=0, le=MAX_COUNT)]
+
+
+def _json_object(text: str | None) -> dict[str, Any] | None:
+    """A query parameter that carries a JSON object, read into one."""
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise InvalidInputError(f"must be a JSON object: {exc}") from exc
+    if not isinstance(value, dict):
+        raise InvalidInputError(f"must be a JSON object, not {type(value).__name__}")
+    return value
 
 
 Policy = Annotated[DecayPolicy | None, _from_json(DecayPolicy | None)]
@@ -91,7 +117,7 @@ class SearchArguments(Scoped):
     """``Memory.search``."""
 
     query: str
-    limit: int = 10
+    limit: Limit = 10
     filters: dict[str, Any] | None = None
     explain: bool = False
     now: Time = None
@@ -103,11 +129,11 @@ class ContextArguments(Scoped):
     """``Memory.context``: a dated, provenance-tagged context within a token budget."""
 
     query: str
-    budget_tokens: int = DEFAULT_BUDGET_TOKENS
+    budget_tokens: Annotated[int, Field(ge=MIN_BUDGET_TOKENS, le=MAX_COUNT)] = DEFAULT_BUDGET_TOKENS
     filters: dict[str, Any] | None = None
     now: Time = None
-    limit: int = CONTEXT_HITS
-    neighbour_hits: int = DEFAULT_NEIGHBOUR_HITS
+    limit: Limit = CONTEXT_HITS
+    neighbour_hits: Annotated[int, Field(ge=0, le=MAX_LIMIT)] = DEFAULT_NEIGHBOUR_HITS
     facts: Facts = None
     profile: bool = False
 
@@ -115,7 +141,7 @@ class ContextArguments(Scoped):
 class ConsolidateArguments(Scoped):
     """``Memory.consolidate``."""
 
-    limit: int | None = None
+    limit: Count | None = None
     extractor: str | None = None
     summaries: str | None = None
 
@@ -165,11 +191,12 @@ class QueryArguments(Arguments):
 
 
 class ListArguments(Scoped, QueryArguments):
-    """``Memory.get_all``; ``filters`` is a JSON object."""
+    """``Memory.get_all``; ``filters`` travels as JSON text and is read into the
+    object ``Memory`` takes (the document shows it as the string it is on the wire)."""
 
-    limit: int = Field(100, description="Items per page (1-1000).")
-    offset: int = Field(0, description="Where the page starts; the answer's next_offset.")
-    filters: str | None = Field(
+    limit: Limit = Field(100, description="Items per page.")
+    offset: Offset = Field(0, description="Where the page starts; the answer's next_offset.")
+    filters: Annotated[str | None, AfterValidator(_json_object)] = Field(
         None,
         description="JSON object with keys among role, not_role, speaker, modality, "
         "event_after, event_before, metadata.",
@@ -183,7 +210,7 @@ class FactsArguments(UserScope, QueryArguments):
     predicate: str | None = None
     as_of: str | None = None
     include_superseded: bool = False
-    limit: int = 100
+    limit: Count = 100
 
 
 class FactHistoryArguments(UserScope, QueryArguments):

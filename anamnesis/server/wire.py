@@ -89,6 +89,7 @@ STATUS: tuple[tuple[type[AnamnesisError], int], ...] = (
     (errors.PermissionDeniedError, 403),
     (errors.NotFoundError, 404),
     (errors.PayloadTooLargeError, 413),
+    (errors.RequestTimeoutError, 408),
     (errors.InvalidInputError, 400),
     (errors.EmbedderMismatchError, 409),
     (errors.SchemaVersionError, 409),
@@ -101,6 +102,10 @@ STATUS: tuple[tuple[type[AnamnesisError], int], ...] = (
     (errors.EmbedderUnavailableError, 503),
     (errors.StoreError, 503),
 )
+#: The type an error body names when the server failed in a way it did not expect (500):
+#: a bug, with the traceback in the server's log. Every other error body names an
+#: ``AnamnesisError`` class.
+INTERNAL_ERROR = "InternalError"
 
 
 def status_of(exc: AnamnesisError) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from .base import Candidate, Filters, Store
 
 
-def open_url(url: str, *, dim: int) -> Store:
+def open_url(url: str, *, dim: int, durability: str = "normal") -> Store:
     """A store for a database URL (``postgresql://...``)."""
     from ..errors import BackendUnavailableError
 
@@ -16,7 +16,7 @@ def open_url(url: str, *, dim: int) -> Store:
             raise BackendUnavailableError(
                 f"the PostgreSQL backend needs psycopg: pip install 'anamnesis[postgres]' ({exc})"
             ) from exc
-        return PostgresStore(url, dim=dim)
+        return PostgresStore(url, dim=dim, durability=durability)
     raise BackendUnavailableError(f"unsupported database URL {url.split(':', 1)[0]}://...")
 
 

@@ -250,6 +250,8 @@ class Store(Protocol):
     #: Names reported by ``Memory.capabilities``.
     backend: str
     vector_backend: str
+    #: ``normal`` or ``full`` (``config.DURABILITY_LEVELS``): how commits reach the disk.
+    durability: str
 
     @property
     def lexical_backend(self) -> str:
@@ -500,7 +502,8 @@ class Store(Protocol):
         ...
 
     def stats(self, scope: Scope | None) -> dict[str, Any]:
-        """Counts and sizes, for one scope or for the whole store."""
+        """Counts for one scope; for the whole store (``scope`` None) also where it is
+        and its size, which no one scope's figures reveal."""
         ...
 
     # -- facts --------------------------------------------------------------------------

@@ -284,15 +284,18 @@ class PostgresReads:
                 f"WHERE {fact_where}",
                 fact_params,
             ).fetchone()  # type: ignore[misc]
-            table_bytes = conn.execute(
-                "SELECT pg_total_relation_size('episodes') + pg_total_relation_size('sessions')"
-                " + pg_total_relation_size('episode_versions') + pg_total_relation_size('facts')"
-                " + pg_total_relation_size('text_lexemes')"
-            ).fetchone()[0]  # type: ignore[index]
+            whole_store = {}
+            if scope is None:
+                whole_store["url"] = redact_url(self.url)
+                whole_store["table_bytes"] = conn.execute(
+                    "SELECT pg_total_relation_size('episodes')"
+                    " + pg_total_relation_size('sessions')"
+                    " + pg_total_relation_size('episode_versions')"
+                    " + pg_total_relation_size('facts') + pg_total_relation_size('text_lexemes')"
+                ).fetchone()[0]  # type: ignore[index]
         return {
             "backend": self.backend,
-            "url": redact_url(self.url),
-            "table_bytes": table_bytes,
+            **whole_store,
             "episodes": episodes,
             "users": users,
             "sessions": sessions,

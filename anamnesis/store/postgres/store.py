@@ -80,6 +80,11 @@ DEFAULT_TIMEOUT = 30.0
 _SQLSTATE_LOCK_TIMEOUTS = {"55P03", "40P01", "57014"}  # lock_not_available, deadlock, cancel
 
 
+#: ``synchronous_commit`` for each durability (``config.DURABILITY_LEVELS``): ``normal``
+#: keeps the server's (on by default: each commit flushed), ``full`` insists on it.
+SYNCHRONOUS_COMMIT: dict[str, str | None] = {"normal": None, "full": "on"}
+
+
 class PostgresStore(
     PostgresReads, PostgresFacts, PostgresLifecycle, PostgresArchive, PostgresUsage, PostgresGate
 ):
@@ -97,9 +102,13 @@ class PostgresStore(
         min_connections: int = DEFAULT_MIN_CONNECTIONS,
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
         timeout: float = DEFAULT_TIMEOUT,
+        durability: str = "normal",
     ) -> None:
+        if durability not in SYNCHRONOUS_COMMIT:
+            raise InvalidInputError(f"durability must be one of {', '.join(SYNCHRONOUS_COMMIT)}")
         self.url = url
         self.dim = dim
+        self.durability = durability
         self._pool: ConnectionPool | None = None
         self._migrate(timeout)
         pool: ConnectionPool = ConnectionPool(
@@ -121,10 +130,13 @@ class PostgresStore(
         self._pool = pool
 
     # -- connections and transactions ------------------------------------------------------
-    @staticmethod
-    def _configure(conn: psycopg.Connection[Any]) -> None:
-        """Run once per new pooled connection: UTC times and the vector type."""
+    def _configure(self, conn: psycopg.Connection[Any]) -> None:
+        """Run once per new pooled connection: UTC times, the vector type, and with
+        ``durability="full"`` every commit flushed to disk whatever the server's default."""
         conn.execute("SET TIME ZONE 'UTC'")
+        setting = SYNCHRONOUS_COMMIT[self.durability]
+        if setting is not None:
+            conn.execute(f"SET synchronous_commit = {setting}")
         register_vector(conn)
         conn.commit()
 
@@ -147,7 +159,7 @@ class PostgresStore(
         except psycopg.IntegrityError as exc:
             detail = exc.diag.message_detail or exc.diag.message_primary
             raise InvalidInputError(f"write conflicts with stored data: {detail}") from exc
-        except pg_errors.DataException as exc:
+        except psycopg.DataError as exc:  # from the server, or from the driver (a NUL in text)
             raise InvalidInputError(f"the database rejected a value: {exc}") from exc
         except psycopg.OperationalError as exc:
             if exc.sqlstate in _SQLSTATE_LOCK_TIMEOUTS:

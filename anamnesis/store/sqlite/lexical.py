@@ -76,10 +76,13 @@ class SQLiteLexical:
     held (it is re-entrant), and the background builder takes it only to install.
     """
 
-    def __init__(self, path: Path, lock: threading.RLock, busy_timeout: float) -> None:
+    def __init__(
+        self, path: Path, lock: threading.RLock, busy_timeout: float, durability: str = "normal"
+    ) -> None:
         self._path = path
         self._lock = lock
         self._busy_timeout = busy_timeout
+        self._durability = durability
         self._layout: tuple[str, list[str]] | None = None
         self._prepared: set[int] = set()
         self._index: LexicalIndex | None = None
@@ -285,7 +288,7 @@ class SQLiteLexical:
                 isolation_level=None,
                 check_same_thread=False,
             )
-            private_connection(conn)
+            private_connection(conn, self._durability)
             with self._lock:
                 if self._closed:
                     conn.close()

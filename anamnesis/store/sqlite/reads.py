@@ -497,10 +497,17 @@ class SQLiteReads:
             f"WHERE {fact_where}",
             fact_params,
         )[0]
+        whole_store = (
+            {}
+            if scope is not None
+            else {
+                "path": str(self.path),
+                "file_bytes": self.path.stat().st_size if self.path.exists() else 0,
+            }
+        )
         return {
             "backend": self.backend,
-            "path": str(self.path),
-            "file_bytes": self.path.stat().st_size if self.path.exists() else 0,
+            **whole_store,
             "episodes": episodes,
             "users": users,
             "sessions": sessions,

@@ -37,11 +37,18 @@ def operational_error(exc: Exception, path: object, action: str) -> StoreError:
     return StoreError(f"{action} failed on {path}: {exc}")
 
 
-def private_connection(conn: sqlite3.Connection) -> None:
-    """Settings for every connection of the store, so deleted text leaves no trace:
-    freed space is overwritten with zeros (``secure_delete``; off in upstream SQLite
-    builds, on in some distributions' builds), and temporary tables (the lexical
-    index's tokenising tables) stay in memory instead of temporary files."""
+#: ``PRAGMA synchronous`` for each durability (``config.DURABILITY_LEVELS``): in WAL mode,
+#: NORMAL syncs at checkpoints only, FULL also at every commit (SQLite's pragma docs).
+SYNCHRONOUS = {"normal": "NORMAL", "full": "FULL"}
+
+
+def private_connection(conn: sqlite3.Connection, durability: str = "normal") -> None:
+    """Settings for every connection of the store: its durability (how commits are
+    synced, ``SYNCHRONOUS``), and no trace of deleted text: freed space is overwritten
+    with zeros (``secure_delete``; off in upstream SQLite builds, on in some
+    distributions' builds), and temporary tables (the lexical index's tokenising
+    tables) stay in memory instead of temporary files."""
+    conn.execute(f"PRAGMA synchronous = {SYNCHRONOUS[durability]}")
     conn.execute("PRAGMA secure_delete = ON")
     conn.execute("PRAGMA temp_store = MEMORY")
 

@@ -44,6 +44,7 @@ from .reads import SQLiteReads
 from .schema import INSERT_TIMES, LATEST, MIGRATIONS, time_rows
 from .schema import pending as pending_migrations
 from .sql import (
+    SYNCHRONOUS,
     operational_error,
     private_connection,
     scope_sql,
@@ -87,9 +88,20 @@ class SQLiteStore(
         failure = self._lexical.failure
         return "fts5-bm25" if failure is None else f"fts5-bm25 (in-memory index failed: {failure})"
 
-    def __init__(self, path: str | Path, *, dim: int, busy_timeout: float = DEFAULT_BUSY_TIMEOUT):
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        dim: int,
+        busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
+        durability: str = "normal",
+    ):
+        if durability not in SYNCHRONOUS:
+            raise InvalidInputError(f"durability must be one of {', '.join(SYNCHRONOUS)}")
         self.path = Path(path)
         self.dim = dim
+        #: ``normal`` or ``full`` (``config.DURABILITY_LEVELS``): every connection's sync.
+        self.durability = durability
         self._lock = threading.RLock()
         self._busy_timeout = busy_timeout
         self._usage_conn = None
@@ -97,7 +109,7 @@ class SQLiteStore(
         self._dense = DenseIndex(dim)
         self._dense_loaded = False
         self._dense_epoch: str | None = None
-        self._lexical = SQLiteLexical(self.path, self._lock, busy_timeout)
+        self._lexical = SQLiteLexical(self.path, self._lock, busy_timeout, durability)
         #: Why the store is damaged, once known: every write is then refused.
         self._damaged = health.recorded_damage(self.path)
         existed = self.path.exists()
@@ -120,9 +132,8 @@ class SQLiteStore(
         try:
             if self.read_only is None:
                 self._conn.execute("PRAGMA journal_mode = WAL")
-            self._conn.execute("PRAGMA synchronous = NORMAL")
             self._conn.execute("PRAGMA foreign_keys = ON")
-            private_connection(self._conn)
+            private_connection(self._conn, durability)
             problem = health.quick_check(self._conn, self.path) if existed else None
             if problem is not None and self._damaged is None:
                 self._damaged = problem

@@ -34,6 +34,7 @@ class SQLiteUsage:
     _lock: Any
     _conn: sqlite3.Connection
     _busy_timeout: float
+    durability: str
     _usage_conn: sqlite3.Connection | None
     _usage_lock: threading.Lock
 
@@ -51,7 +52,7 @@ class SQLiteUsage:
                         isolation_level=None,
                         check_same_thread=False,
                     )
-                    private_connection(conn)
+                    private_connection(conn, self.durability)
                     self._usage_conn = conn
                 conn = self._usage_conn
                 conn.execute("BEGIN IMMEDIATE")
