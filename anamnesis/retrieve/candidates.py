@@ -33,7 +33,7 @@ import numpy as np
 
 from ..errors import InvalidInputError
 from ..store.base import Candidate, Filters, TurnInfo
-from .currency import present_terms, subject_names
+from .currency import present_terms, reads_notes, subject_names
 from .expansion import feedback_terms
 from .fusion import fused_scores
 from .hyde import hyde
@@ -162,7 +162,7 @@ def _terms(request: SearchRequest, text: str) -> list[str]:
     terms = list(request.analysis.terms) if text == request.analysis.text else search_terms(text)
     if "speakers" in request.config.query:
         terms = strip_names(terms, speakers_named(request))
-    if "tense" in request.config.query:
+    if "tense" in request.config.query and reads_notes(request):
         present = present_terms(text)
         terms = [t for t in terms if t not in present]
     if "subject" in request.config.query:

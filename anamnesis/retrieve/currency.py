@@ -18,7 +18,9 @@ configuration and each measured on its own (BENCHMARKS.md, "An agent's life"):
   embedded.
 - ``reads_notes`` (``SearchConfig.notes_channels``): over notes, stored without a
   session, the channels that read a conversation's speakers, roles and sessions stand
-  aside.
+  aside. The three parts above act over notes only: in a conversation a later turn
+  about the same thing more often answers or goes on than restates (on LoCoMo and BEAM
+  they cost MRR; BENCHMARKS.md).
 
 A question is about the present unless it is in the past tense ("where did she
 work…", "what was…"), asks for history ("used to", "previously", "changed"), names a
@@ -31,6 +33,7 @@ import re
 
 import numpy as np
 
+from ..store.base import Candidate
 from .fusion import Fused, by_score
 from .request import SearchRequest
 
@@ -98,7 +101,7 @@ def current_first(request: SearchRequest, fused: list[Fused]) -> list[Fused]:
     Options (``stage_options["current_first"]``): ``depth``, ``pool``, ``same_thing``,
     ``recency``, ``recency_depth``; their defaults are this module's constants.
     """
-    if len(fused) < 2 or not asks_about_present(request):
+    if len(fused) < 2 or not reads_notes(request) or not asks_about_present(request):
         return fused
     options = request.options("current_first")
     _successors_first(
@@ -187,9 +190,8 @@ def subject_names(request: SearchRequest) -> list[str]:
     if key not in request.memo:
         asked = request.analysis.features.get("names", [])
         found: list[str] = []
-        if asked:
-            vector = request.text_vector(request.analysis.text)
-            near = request.store.dense_search(vector, request.scope, request.filters, SUBJECT_POOL)
+        if asked and reads_notes(request):
+            near = _neighbours(request)
             episodes = request.episodes([c.episode_id for c in near])
             texts = [e.content.lower() for e in episodes.values()]
             for name in asked:
@@ -212,20 +214,39 @@ def without_subject(text: str, subjects: list[str]) -> str:
 
 
 def reads_notes(request: SearchRequest) -> bool:
-    """Whether most of the question's nearest episodes are notes, stored without a
-    session, rather than turns of a conversation.
+    """Whether most of the question's nearest episodes are notes rather than turns of a
+    conversation: stored without a session, or in sessions where only one side speaks
+    (an agent's `remember` calls, a user's journal).
 
     The speaker, role, session and reply channels read a conversation's structure;
     notes have none, so those channels only ever vote for the few turns that do, above
-    the notes that hold the answer.
+    the notes that hold the answer. The other parts of this module act on notes only:
+    a note asserts something on its own, so a later note about the same thing restates
+    it, where a later turn of a conversation more often answers or goes on.
     """
     key = "reads_notes"
     if key not in request.memo:
-        from .candidates import dense_pool, turn_info
+        from .candidates import turn_info
 
-        pool = dense_pool(request)[:SUBJECT_POOL]
-        info = turn_info(request, [c.episode_id for c in pool])
-        notes = sum(1 for c in pool if c.episode_id in info and info[c.episode_id][0] is None)
-        request.memo[key] = bool(pool) and notes >= NOTES_SHARE * len(pool)
+        near = _neighbours(request)
+        info = turn_info(request, [c.episode_id for c in near])
+        places = [info[c.episode_id] for c in near if c.episode_id in info]
+        in_sessions = [p for p in places if p[0] is not None]
+        sides = {p[2] or p[3] for p in in_sessions}
+        turns = len(in_sessions) if len(sides) > 1 else 0
+        request.memo[key] = bool(places) and len(places) - turns >= NOTES_SHARE * len(places)
     answer: bool = request.memo[key]
     return answer
+
+
+def _neighbours(request: SearchRequest) -> list[Candidate]:
+    """The question's ``SUBJECT_POOL`` nearest episodes by its own text's embedding,
+    searched once per search."""
+    key = "question_neighbours"
+    if key not in request.memo:
+        vector = request.text_vector(request.analysis.text)
+        request.memo[key] = request.store.dense_search(
+            vector, request.scope, request.filters, SUBJECT_POOL
+        )
+    near: list[Candidate] = request.memo[key]
+    return near
