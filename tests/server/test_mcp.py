@@ -175,7 +175,7 @@ def test_the_round_trip_benchmark_runs_on_a_slice(tmp_path: Path) -> None:
 
     from anamnesis.bench.cli import bench
 
-    one = Path(__file__).parent / "fixtures" / "locomo_conv26_sessions1-4.json"
+    one = Path(__file__).parent.parent / "fixtures" / "locomo_conv26_sessions1-4.json"
     slice_file = tmp_path / "locomo.json"
     slice_file.write_text(f"[{one.read_text()}]")  # the data set is a list of conversations
     result = CliRunner().invoke(

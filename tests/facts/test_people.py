@@ -25,7 +25,7 @@ from store_fixtures import (  # noqa: F401  (fixtures are found by their registe
 from anamnesis import Memory
 from anamnesis.embed import get_embedder
 
-SCENARIO = Path(__file__).parent / "fixtures" / "mcp_newcomer.json"
+SCENARIO = Path(__file__).parent.parent / "fixtures" / "mcp_newcomer.json"
 FIELDS = ("content", "session_id", "event_time", "role", "speaker")
 #: The start of the scenario: a newcomer's first turns, sent as role user, speaker Miguel.
 NEWCOMER = [

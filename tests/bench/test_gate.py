@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from anamnesis.bench.cli import bench
 
-FIXTURES = Path(__file__).parent / "fixtures" / "bench"
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "bench"
 
 
 def test_gate_sweep_on_a_locomo_slice(tmp_path: Path) -> None:

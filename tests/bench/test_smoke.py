@@ -18,7 +18,7 @@ from anamnesis.bench.api import run_benchmark
 from anamnesis.bench.cli import bench
 from anamnesis.bench.runner import BenchOptions
 
-FIXTURES = Path(__file__).parent / "fixtures" / "bench"
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "bench"
 CONFIGS = ("bm25", "dense", "hybrid")
 
 

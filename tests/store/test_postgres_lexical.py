@@ -28,7 +28,7 @@ from anamnesis.store.postgres.schema import MIGRATIONS
 from anamnesis.store.sqlite import SQLiteStore
 from anamnesis.types import Scope
 
-FIXTURE = Path(__file__).parent / "fixtures" / "locomo_conv26_sessions1-4.json"
+FIXTURE = Path(__file__).parent.parent / "fixtures" / "locomo_conv26_sessions1-4.json"
 CONVERSATION = Scope("conv-26", session_id="s1")
 OTHER_TENANT = Scope("bob", agent_id="helper")
 

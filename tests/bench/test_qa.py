@@ -16,7 +16,7 @@ from anamnesis.bench.api import run_benchmark
 from anamnesis.bench.runner import BenchOptions
 from anamnesis.errors import InvalidInputError
 
-FIXTURES = Path(__file__).parent / "fixtures" / "bench"
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "bench"
 
 
 class FakeLLM(BaseHTTPRequestHandler):

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from datetime import date
 
-from test_facts_rules import episode
-
 from anamnesis.facts.rules import RuleExtractor
+
+from .test_rules import episode
 
 
 def read(text: str) -> set[tuple[str, str, str]]:

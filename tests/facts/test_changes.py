@@ -13,13 +13,14 @@ from pathlib import Path
 
 import pytest
 from locomo_slice import load_slice
-from test_facts_rules import episode
 
 from anamnesis import Memory
 from anamnesis.embed import get_embedder
 from anamnesis.facts.llm_extract import _draft
 from anamnesis.facts.predicates import is_single_valued
 from anamnesis.facts.rules import RuleExtractor
+
+from .test_rules import episode
 
 EDGE = get_embedder("edge")
 

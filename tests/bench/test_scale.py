@@ -7,7 +7,8 @@ import json
 import numpy as np
 
 from anamnesis.bench.scale import PoolEmbedder, ScaleOptions, messages, run_scale, write_scale
-from tests.test_bench_smoke import FIXTURES
+
+from .test_smoke import FIXTURES
 
 
 class _Counting:

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from anamnesis.bench.facts_eval import facts_command, family_of, load, part_of, score
 from anamnesis.errors import InvalidInputError
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).parent.parent / "fixtures"
 
 
 def write(tmp_path: Path, *rows: dict) -> Path:

@@ -12,7 +12,7 @@ import pytest
 from anamnesis.bench import datasets as d
 from anamnesis.errors import InvalidInputError
 
-FIXTURES = Path(__file__).parent / "fixtures" / "bench"
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "bench"
 
 
 @pytest.mark.parametrize(
@@ -191,7 +191,7 @@ def test_a_locomo_file_with_other_dates_loads_and_says_what_it_assumed(tmp_path)
     from pathlib import Path
 
     record = json.loads(
-        (Path(__file__).parent / "fixtures" / "locomo_conv26_sessions1-4.json").read_text()
+        (Path(__file__).parent.parent / "fixtures" / "locomo_conv26_sessions1-4.json").read_text()
     )
     conversation = record["conversation"]
     for key in [k for k in conversation if k.endswith("_date_time")]:
