@@ -38,7 +38,7 @@ class Inspected:
 
 
 def seed(path: Path) -> None:
-    with Memory(path=path, embedder=EDGE, warm=False) as memory:
+    with Memory(path=path, embedder=EDGE, warm=False, gate="lenient") as memory:
         memory.add(
             [
                 {"role": "user", "content": "I live in Lisbon, near the river."},

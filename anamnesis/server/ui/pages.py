@@ -580,15 +580,13 @@ def _ids(form: FormData) -> list[str]:
 def _forget_selection(form: FormData) -> dict[str, Any]:
     """What a forget form selects: episode ids, a session, or a text; never nothing
     (the page offers no way to erase a whole user)."""
-    selection: dict[str, Any] = {}
     ids = [value for value in form.getlist("id") if isinstance(value, str) and value]
-    if ids:
-        selection["episode_ids"] = ids
-    if session := _field(form, "session"):
-        selection["session_id"] = session
-    if containing := _field(form, "containing"):
-        selection["containing"] = containing
-    if not selection:
+    selection = {
+        "episode_ids": ids or None,
+        "session_id": _field(form, "session"),
+        "containing": _field(form, "containing"),
+    }
+    if not any(selection.values()):
         raise InvalidInputError("choose what to forget: episodes, a session, or a text")
     return selection
 
