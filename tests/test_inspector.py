@@ -3,7 +3,11 @@ and the security headers. tests/test_inspector_browser.py drives it in Chromium.
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,8 +23,11 @@ from inspector_fixtures import (  # noqa: E402
     Inspected,
     csrf_of,
     logged_in,
+    seed,
     start,
 )
+
+from anamnesis.server.keys import KeyStore  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -126,9 +133,7 @@ def test_a_form_post_without_its_csrf_token_changes_nothing(inspected: Inspected
         assert len(memory.history(target.id, user_id="ana")) == 1
 
 
-def test_a_revoked_key_stops_at_the_next_page(inspected: Inspected, tmp_path: Path) -> None:
-    from anamnesis.server.keys import KeyStore
-
+def test_a_revoked_key_stops_at_the_next_page(inspected: Inspected) -> None:
     keys = KeyStore(inspected.server.keys.path)  # type: ignore[union-attr]
     key, secret = keys.create("brief", user_id="ana")
     with logged_in(inspected.server.url, secret) as client:
@@ -157,3 +162,61 @@ def test_an_unknown_path_is_an_html_404(inspected: Inspected) -> None:
         answer = client.get("/ui/nowhere")
         assert answer.status_code == 404
         assert answer.headers["content-type"].startswith("text/html")
+
+
+def test_serve_open_logs_a_browser_in_once_through_a_link(tmp_path: Path) -> None:
+    seed(tmp_path / "m.db")
+    opener = tmp_path / "browser.sh"  # stands in for the browser: notes the URL it got
+    opener.write_text(f'#!/bin/sh\necho "$1" > {tmp_path / "opened"}\n')
+    opener.chmod(0o755)
+    command = [sys.executable, "-m", "anamnesis", "--path", str(tmp_path / "m.db")]
+    command += ["--embedder", "edge", "serve", "--open", "--port", "0"]
+    command += ["--keys", str(tmp_path / "keys.db")]
+    env = {**os.environ, "BROWSER": str(opener), "PYTHONPATH": str(Path.cwd())}
+    server = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        link = _link_printed(server)
+        assert link.startswith("http://127.0.0.1:") and "/ui/login?once=" in link
+        _wait_for(tmp_path / "opened")
+        assert (tmp_path / "opened").read_text().strip() == link
+        with httpx.Client(follow_redirects=True, timeout=30) as browser:
+            home = browser.get(link)
+            assert home.status_code == 200
+            assert 'href="/ui/scope?user=bob"' not in home.text  # no key file users
+            assert "The store" in home.text and "(admin)" in home.text
+        with httpx.Client(timeout=30) as stranger:
+            assert stranger.get(link).status_code == 401  # the link works once
+            base = link.split("/ui/")[0]
+            assert stranger.get(f"{base}/ui/scope?user=ana").status_code == 303
+            assert stranger.get(f"{base}/v1/stats").status_code == 401
+    finally:
+        server.terminate()  # the process this test started
+        server.wait(timeout=30)
+
+
+def test_serve_open_refuses_an_address_other_than_loopback(tmp_path: Path) -> None:
+    command = [sys.executable, "-m", "anamnesis", "--path", str(tmp_path / "m.db")]
+    command += ["serve", "--open", "--host", "0.0.0.0", "--keys", str(tmp_path / "k.db")]
+    KeyStore(tmp_path / "k.db").create("someone", user_id="ana")
+    env = {**os.environ, "PYTHONPATH": str(Path.cwd())}
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0
+    assert "loopback" in done.stderr
+
+
+def _link_printed(server: subprocess.Popen[str]) -> str:
+    assert server.stderr is not None
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        line = server.stderr.readline()
+        if not line and server.poll() is not None:
+            break
+        if "logged in once:" in line:
+            return line.rsplit(" ", 1)[-1].strip()
+    raise AssertionError("serve --open printed no login link")
+
+
+def _wait_for(path: Path) -> None:
+    deadline = time.monotonic() + 30
+    while not path.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
