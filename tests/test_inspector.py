@@ -220,3 +220,14 @@ def _wait_for(path: Path) -> None:
     deadline = time.monotonic() + 30
     while not path.exists() and time.monotonic() < deadline:
         time.sleep(0.05)
+
+
+def test_an_agent_key_sees_its_agent_only(inspected: Inspected) -> None:
+    keys = KeyStore(inspected.server.keys.path)  # type: ignore[union-attr]
+    _, helper = keys.create("helper", user_id="ana", agent_id="helper")
+    keys.close()
+    with logged_in(inspected.server.url, helper) as client:
+        assert "Porto" not in client.get("/ui/session?session=move").text  # ana's, no agent
+        assert "Porto" not in client.get("/ui/search?q=where+do+I+live").text
+        assert client.get("/ui/scope?agent=other").status_code == 403
+        assert client.get("/ui/scope").status_code == 200
