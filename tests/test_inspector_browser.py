@@ -53,6 +53,7 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebDriver]:
     profile = tmp_path_factory.mktemp("chromium-profile")
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     for argument in (
         "--headless",
         "--no-sandbox",
@@ -262,3 +263,8 @@ def test_another_users_key_never_sees_the_first_users_memory(
     assert "Porto" not in browser.page_source and "Lisbon" not in browser.page_source
     browser.get(f"{inspected.server.url}/ui/session?session=b1")
     assert BOB_SECRET in text(browser)
+
+
+def test_no_page_broke_the_content_security_policy(browser: WebDriver) -> None:
+    logged = [entry["message"] for entry in browser.get_log("browser")]  # type: ignore[attr-defined]
+    assert [m for m in logged if "Content Security Policy" in m] == []

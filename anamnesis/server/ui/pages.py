@@ -24,6 +24,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from starlette.datastructures import FormData
 from starlette.exceptions import HTTPException
 from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp
 
 from ...errors import AnamnesisError, AuthenticationError, InvalidInputError, PermissionDeniedError
 from ...memory.async_memory import AsyncMemory
@@ -99,7 +100,7 @@ class Visitor:
 
 def build_ui(
     memory: AsyncMemory, keys: KeyCheck | None, *, login: LocalLogin | None = None
-) -> FastAPI:
+) -> ASGIApp:
     """The inspector's application, to mount at ``/ui``. ``keys`` as for REST; ``login``
     adds the one-time link of ``anamnesis serve --open``."""
     app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None)
@@ -181,6 +182,8 @@ def build_ui(
             _set_cookie(request, response, KEY_COOKIE, secret)
             _set_cookie(request, response, NONCE_COOKIE, csrf.new_nonce())
             return response
+        if keys is None or not keys.required():
+            return RedirectResponse("/ui/", 303)  # this server needs no key
         who = visitor_without_key(request)
         return render(request, who, "login.html", error=None)
 
@@ -246,7 +249,6 @@ def build_ui(
 
         await asyncio.gather(*(total(row) for row in rows))
         agents = sorted({row.agent_id for row in rows if row.agent_id is not None})
-        stats = None if who.fixed_agent else await memory.stats(user_id=arguments["user_id"])
         return render(
             request,
             who,
@@ -257,7 +259,6 @@ def build_ui(
             page_size=SCOPE_PAGE,
             rows=rows,
             agents=agents,
-            stats=stats,
         )
 
     @app.get("/session")
@@ -404,15 +405,24 @@ def build_ui(
         )
 
     @app.get("/health")
-    async def health_page(request: Request) -> Response:
+    async def health_page(request: Request, user: str | None = None) -> Response:
         who = visitor(request)
+        # The counts read the whole scope (slow on a large store): here, not on every page.
         if who.is_admin:
-            stats: dict[str, Any] | None = await memory.stats()
+            stats: dict[str, Any] | None = await memory.stats(user_id=user or None)
         elif who.fixed_agent is None:
             stats = await memory.stats(user_id=who.fixed_user)
         else:
             stats = None
-        return render(request, who, "health.html", capabilities=memory.capabilities, stats=stats)
+        counted = who.fixed_user or user or None
+        return render(
+            request,
+            who,
+            "health.html",
+            capabilities=memory.capabilities,
+            stats=stats,
+            counted=counted,
+        )
 
     # -- corrections -----------------------------------------------------------------
 
@@ -500,6 +510,7 @@ def build_ui(
             "health.html",
             capabilities=memory.capabilities,
             stats=None,
+            counted=None,
             problems=problems,
         )
 
@@ -521,7 +532,7 @@ def build_ui(
 
     for kind in (AnamnesisError, HTTPException, RequestValidationError):
         app.add_exception_handler(kind, refused)
-    return _Secured(app)  # type: ignore[return-value]
+    return _Secured(app)
 
 
 class _Secured:
