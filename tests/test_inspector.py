@@ -231,3 +231,18 @@ def test_an_agent_key_sees_its_agent_only(inspected: Inspected) -> None:
         assert "Porto" not in client.get("/ui/search?q=where+do+I+live").text
         assert client.get("/ui/scope?agent=other").status_code == 403
         assert client.get("/ui/scope").status_code == 200
+
+
+def test_the_render_benchmark_times_every_view(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from anamnesis.bench.cli import bench
+
+    data = Path(__file__).parent / "fixtures" / "bench" / "locomo_smoke.json.gz"
+    arguments = ["inspector", "--data", str(data), "--store", str(tmp_path / "s.db")]
+    arguments += ["--episodes", "120", "--embedder", "edge", "--renders", "2"]
+    result = CliRunner().invoke(bench, arguments, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    rows = [line for line in result.output.splitlines() if line.startswith("| ")][1:]
+    assert len(rows) == 7
+    assert all(float(row.split("|")[2]) > 0 for row in rows)
