@@ -246,3 +246,20 @@ def test_the_render_benchmark_times_every_view(tmp_path: Path) -> None:
     rows = [line for line in result.output.splitlines() if line.startswith("| ")][1:]
     assert len(rows) == 7
     assert all(float(row.split("|")[2]) > 0 for row in rows)
+
+
+def test_forgetting_by_text_previews_the_count_then_erases_those(inspected: Inspected) -> None:
+    with inspected.memory() as memory:
+        memory.add("the parcel code is XK-77", user_id="ana", session_id="errands")
+        memory.add("reminder: parcel XK-77 at the desk", user_id="ana", session_id="errands")
+    with logged_in(inspected.server.url, inspected.ana) as client:
+        token = csrf_of(client.get("/ui/scope").text)
+        selection = {"user": "ana", "containing": "XK-77", "csrf": token}
+        preview = client.post("/ui/forget/preview", data=selection)
+        assert "Forget 2 episodes?" in preview.text
+        with inspected.memory() as memory:
+            assert len(memory.get_all(user_id="ana", session_id="errands").items) == 2
+        done = client.post("/ui/forget", data={**selection, "confirm": "yes"})
+        assert "Forgot 2 episodes" in done.text
+    with inspected.memory() as memory:
+        assert memory.get_all(user_id="ana", session_id="errands").items == []

@@ -78,7 +78,7 @@ def shoot(browser: WebDriver, name: str) -> None:
     if os.environ.get("ANAMNESIS_SCREENSHOTS"):
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         height = browser.execute_script("return document.body.scrollHeight")
-        browser.set_window_size(1200, min(max(int(height) + 120, 600), 2400))
+        browser.set_window_size(1200, min(max(int(height) + 200, 600), 2400))
         browser.save_screenshot(str(SCREENSHOTS / f"{name}.png"))
         browser.set_window_size(1200, 900)
 

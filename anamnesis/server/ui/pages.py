@@ -355,7 +355,15 @@ def build_ui(
         who = visitor(request)
         arguments = scope(who, user, agent)
         found = await memory.facts(**arguments, include_superseded=all, limit=FACTS_LIMIT)
-        return render(request, who, "facts.html", here=here_of(arguments), facts=found, all=all)
+        return render(
+            request,
+            who,
+            "facts.html",
+            here=here_of(arguments),
+            facts=found,
+            all=all,
+            limit=FACTS_LIMIT,
+        )
 
     @app.get("/fact")
     async def fact_page(
