@@ -6,21 +6,45 @@ agent, session, role, speaker and modality, and their event and recording times,
 a scope and the store's filters become boolean masks, far cheaper than reading the same
 rowids out of SQL (timings: study "Per dataset", "Figures from the code's comments").
 The store still re-checks scope in SQL when it fetches the hits.
+
+Above a size threshold a store attaches an approximate graph (``index.ann``): a
+search over a scope that is most of the index then takes the graph's candidates and
+rescores them here, exactly; small scopes, small indexes and filtered searches over
+few rows keep the exact scan.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 import numpy as np
 
 from ..base import Filters
+from .ann import AnnIndex
 
 #: Below this fraction of rows in scope, score only the selected rows; above it,
 #: score everything and mask (one matrix-vector product beats a large gather).
 _SUBSET_FRACTION = 0.25
 #: Queries scored together by ``search_many`` (a rows x block float32 matrix of scores).
 _QUERY_BLOCK = 64
+#: Graph candidates asked for per result, over the share of the index in scope (the
+#: graph knows nothing of scopes, so out-of-scope rows are asked for and dropped).
+_ANN_OVERSAMPLE = 1.25
+
+
+@dataclass(frozen=True, slots=True)
+class AnnSettings:
+    """When a search uses the approximate graph instead of the exact scan.
+
+    ``threshold``: rows the searched scope must hold (and the index, for a graph to be
+    built at all); ``scope_fraction``: the share of the index the scope must hold (a
+    small scope in a large store is scanned exactly over its own rows).
+    """
+
+    threshold: int = 50_000
+    scope_fraction: float = 0.5
 
 
 class _Codes:
@@ -51,8 +75,14 @@ Columns = tuple[str | None, str | None, str | None, float, float]
 class DenseIndex:
     """Append-friendly matrix of unit vectors with per-row scope codes."""
 
-    def __init__(self, dim: int) -> None:
+    def __init__(self, dim: int, ann_settings: AnnSettings | None = None) -> None:
         self.dim = dim
+        self.ann_settings = ann_settings or AnnSettings()
+        #: The approximate graph, when the store has one in step with this index (its
+        #: epoch); None: every search is exact.
+        self.ann: AnnIndex | None = None
+        #: Rowids whose vectors changed since the graph took them: scored exactly.
+        self.ann_stale: set[int] = set()
         self.clear()
 
     def clear(self) -> None:
@@ -76,6 +106,8 @@ class DenseIndex:
         self._speaker_codes = _Codes()
         self._modality_codes = _Codes()
         self._scope_rows: dict[tuple, np.ndarray] = {}
+        self._scope_masks: dict[tuple, np.ndarray] = {}
+        self.ann = None
 
     @property
     def size(self) -> int:
@@ -127,6 +159,7 @@ class DenseIndex:
         self._sessions[start:end] = [self._session_codes.code((row[1], row[3])) for row in rows]
         self._size = end
         self._scope_rows.clear()
+        self._scope_masks.clear()
 
     @property
     def columns_loaded(self) -> int:
@@ -136,6 +169,27 @@ class DenseIndex:
     def rowid_at(self, position: int) -> int:
         """The rowid of the row at ``position`` (0-based, in append order)."""
         return int(self._rowids[position])
+
+    def positions(self, rowids: np.ndarray) -> np.ndarray:
+        """Positions of those of ``rowids`` the index holds (rows are in rowid order)."""
+        held = self._rowids[: self._size]
+        rowids = np.asarray(rowids, dtype=np.int64)
+        found = np.searchsorted(held, rowids)
+        inside = found < self._size
+        found, rowids = found[inside], rowids[inside]
+        return found[held[found] == rowids]
+
+    def rows_upto(self, rowid: int) -> int:
+        """How many rows have a rowid up to ``rowid``."""
+        return int(np.searchsorted(self._rowids[: self._size], rowid, side="right"))
+
+    def rowids_from(self, position: int) -> np.ndarray:
+        """Rowids of the rows from ``position`` on (a view)."""
+        return self._rowids[position : self._size]
+
+    def vectors_at(self, positions: np.ndarray | slice) -> np.ndarray:
+        """The vectors of the rows at ``positions`` (a view for a slice)."""
+        return self._matrix[: self._size][positions]
 
     def add_columns(self, rows: Iterable[Columns]) -> None:
         """Set the filter columns of the next rows that lack them, in append order.
@@ -233,6 +287,16 @@ class DenseIndex:
                 out.append([(int(self._rowids[rows[i]]), float(column[i])) for i in top])
         return out
 
+    def _scope_mask(self, user_id: str, agent_id: str | None) -> np.ndarray:
+        """A boolean mask over rows: those in the user (and agent) scope (cached)."""
+        key = (user_id, agent_id)
+        cached = self._scope_masks.get(key)
+        if cached is None:
+            cached = np.zeros(self._size, dtype=bool)
+            cached[self._rows_in_scope(user_id, agent_id, None)] = True
+            self._scope_masks[key] = cached
+        return cached
+
     def search(
         self,
         vector: np.ndarray,
@@ -242,22 +306,76 @@ class DenseIndex:
         session_id: str | None = None,
         allowed_rowids: np.ndarray | None = None,
         limit: int,
+        exact: bool = False,
     ) -> list[tuple[int, float]]:
         """The ``limit`` best ``(rowid, cosine)`` pairs inside the scope (and among
-        ``allowed_rowids``, ascending, when given), best first."""
-        rows = self._rows_in_scope(user_id, agent_id, session_id)
-        if allowed_rowids is not None:
-            rows = rows[np.isin(self._rowids[rows], allowed_rowids)]
+        ``allowed_rowids``, ascending, when given), best first.
+
+        With a graph attached (``ann``), a scope of at least ``ann_settings.threshold``
+        rows and ``scope_fraction`` of the index takes its candidates from the graph;
+        ``exact`` forces the exact scan."""
+        if allowed_rowids is not None and session_id is None:
+            # Positions of the allowed rows, kept if in scope: no pass over the scope.
+            allowed = self.positions(allowed_rowids)
+            rows = allowed[self._scope_mask(user_id, agent_id)[allowed]]
+        else:
+            rows = self._rows_in_scope(user_id, agent_id, session_id)
+            if allowed_rowids is not None:
+                rows = rows[np.isin(self._rowids[rows], allowed_rowids)]
         if rows.size == 0 or limit <= 0:
             return []
         query = np.asarray(vector, dtype=np.float32)
+        settings = self.ann_settings
+        if (
+            not exact
+            and self.ann is not None
+            and rows.size >= settings.threshold
+            and rows.size >= settings.scope_fraction * self._size
+        ):
+            found = self._graph_search(query, rows, limit)
+            if found is not None:
+                return found
         if rows.size == self._size:  # the whole index is in scope: no gather needed
             scores = self._matrix[: self._size] @ query
         elif rows.size < _SUBSET_FRACTION * self._size:
             scores = self._matrix[rows] @ query
         else:
             scores = (self._matrix[: self._size] @ query)[rows]
+        return self._top(rows, scores, limit)
+
+    def _top(self, rows: np.ndarray, scores: np.ndarray, limit: int) -> list[tuple[int, float]]:
+        """The ``limit`` best of ``rows`` by ``scores``, best first (ties: row order)."""
         k = min(limit, rows.size)
         top = np.argpartition(-scores, k - 1)[:k] if k < rows.size else np.arange(rows.size)
         top = top[np.argsort(-scores[top], kind="stable")]
         return [(int(self._rowids[rows[i]]), float(scores[i])) for i in top]
+
+    def _graph_search(
+        self, query: np.ndarray, rows: np.ndarray, limit: int
+    ) -> list[tuple[int, float]] | None:
+        """``search`` through the graph: its candidates, the rows it does not hold or
+        holds with an old vector, kept if among ``rows`` and rescored exactly. None when
+        too few of its candidates are among ``rows`` (the caller scans exactly)."""
+        assert self.ann is not None
+        graph = self.ann
+        k = min(limit, rows.size)
+        ask = min(len(graph), math.ceil(k * _ANN_OVERSAMPLE * self._size / rows.size))
+        proposed = self.positions(graph.search(query, ask))
+        extra = [np.arange(self.rows_upto(graph.max_rowid), self._size)]
+        if self.ann_stale:
+            stale = self.positions(np.fromiter(self.ann_stale, dtype=np.int64))
+            proposed = proposed[~np.isin(proposed, stale)]
+            extra.append(stale)
+        member = None
+        if rows.size < self._size:
+            member = np.zeros(self._size, dtype=bool)
+            member[rows] = True
+        if member is not None:
+            proposed = proposed[member[proposed]]
+        if proposed.size < k and ask < len(graph):
+            return None
+        candidates = np.concatenate([proposed, *extra])
+        if member is not None:
+            candidates = candidates[member[candidates]]
+        candidates = np.unique(candidates)
+        return self._top(candidates, self._matrix[candidates] @ query, limit)

@@ -296,14 +296,16 @@ class LexicalIndex:
         if not slot_parts:
             return []
         all_slots = np.concatenate(slot_parts)
-        scores = np.bincount(all_slots, np.concatenate(score_parts), minlength=self._size)
-        # Every term's contribution is > 0 (idf >= IDF_FLOOR, tf >= 1): matched <=> > 0.
-        candidates = np.flatnonzero((scores > 0) & self.in_scope(scope_tokens))
+        # Sum each matched row's terms over the matched rows only (not an array of
+        # every row): bincount adds in the same order either way, so the sums match.
+        matched, inverse = np.unique(all_slots, return_inverse=True)
+        summed = np.bincount(inverse, np.concatenate(score_parts), minlength=matched.size)
+        keep = self.in_scope(scope_tokens)[matched]
         if allowed_rowids is not None:
-            candidates = candidates[np.isin(self._rowids[candidates], allowed_rowids)]
+            keep &= np.isin(self._rowids[matched], allowed_rowids)
+        candidates, values = matched[keep], summed[keep]
         if candidates.size == 0:
             return []
-        values = scores[candidates]
         if candidates.size > limit:
             # Keep every candidate tied with the limit-th score, then order them all.
             threshold = np.partition(values, candidates.size - limit)[candidates.size - limit]

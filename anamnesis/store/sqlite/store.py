@@ -32,8 +32,9 @@ from ...errors import (
     StoreLockedError,
 )
 from ...types import Episode, EpisodeVersion, Scope, Session
-from ..index.dense import DenseIndex
+from ..index.dense import AnnSettings, DenseIndex
 from . import health
+from .ann import SQLiteAnn
 from .archive import SQLiteArchive
 from .facts import SQLiteFacts
 from .gate import SQLiteGate
@@ -78,7 +79,6 @@ class SQLiteStore(
     """
 
     backend = "sqlite"
-    vector_backend = "numpy"
 
     @property
     def lexical_backend(self) -> str:
@@ -86,16 +86,28 @@ class SQLiteStore(
         failure = self._lexical.failure
         return "fts5-bm25" if failure is None else f"fts5-bm25 (in-memory index failed: {failure})"
 
-    def __init__(self, path: str | Path, *, dim: int, busy_timeout: float = DEFAULT_BUSY_TIMEOUT):
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        dim: int,
+        busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
+        ann: AnnSettings | None = None,
+    ):
         self.path = Path(path)
         self.dim = dim
         self._lock = threading.RLock()
         self._busy_timeout = busy_timeout
         self._usage_conn = None
         self._usage_lock = threading.Lock()
-        self._dense = DenseIndex(dim)
+        self._dense = DenseIndex(dim, ann)
         self._dense_loaded = False
         self._dense_epoch: str | None = None
+        self._ann = SQLiteAnn(self.path, self._lock, self._dense.ann_settings)
+        #: Exact numpy scan; a usearch HNSW graph proposes candidates above a threshold.
+        self.vector_backend = (
+            f"numpy (usearch HNSW from {self._dense.ann_settings.threshold:,} rows)"
+        )
         self._lexical = SQLiteLexical(self.path, self._lock, busy_timeout)
         #: Why the store is damaged, once known: every write is then refused.
         self._damaged = health.recorded_damage(self.path)
@@ -294,6 +306,7 @@ class SQLiteStore(
         self._close_usage()
         with self._lock:
             self._lexical.close()
+            self._ann.close(self._dense, self._dense_epoch if self._dense_loaded else None)
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None  # type: ignore[assignment]
@@ -514,6 +527,7 @@ class SQLiteStore(
         if epochs is not None:
             changed = [rowid] if content != old_content else []
             self._lexical.after_change([], changed, *epochs)
+            self._ann.after_change([], [rowid] if vector is not None else [], *epochs)
         return self.get_episodes([episode_id], scope)[0]
 
     def replace_vectors(self, vectors: dict[str, np.ndarray]) -> None:
