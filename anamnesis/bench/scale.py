@@ -445,7 +445,7 @@ def scale_markdown(result: dict[str, Any], command: str | None = None) -> str:
         + " | fresh-process open / first search ms | fresh Memory first search ms"
         " | file MB | peak RSS MB | child peak RSS MB"
         " | dense graph recall@100 | graph / exact p50 ms |",
-        "|" + "---|" * (11 + len(options["configs"])),
+        "|" + "---|" * (12 + len(options["configs"])),
     ]
     for p in result["points"]:
         cold = p["fresh_process"]
