@@ -102,6 +102,9 @@ class DenseIndex:
         self._user_codes = _Codes()
         self._agent_codes = _Codes()
         self._session_codes = _Codes()
+        #: Each session's row positions, ascending (a session's scope without a pass
+        #: over every row).
+        self._session_rows: dict[int, list[int]] = {}
         self._role_codes = _Codes()
         self._speaker_codes = _Codes()
         self._modality_codes = _Codes()
@@ -156,7 +159,10 @@ class DenseIndex:
         self._rowids[start:end] = [row[0] for row in rows]
         self._users[start:end] = [self._user_codes.code(row[1]) for row in rows]
         self._agents[start:end] = [self._agent_codes.code(row[2]) for row in rows]
-        self._sessions[start:end] = [self._session_codes.code((row[1], row[3])) for row in rows]
+        sessions = [self._session_codes.code((row[1], row[3])) for row in rows]
+        self._sessions[start:end] = sessions
+        for position, session in enumerate(sessions, start):
+            self._session_rows.setdefault(session, []).append(position)
         self._size = end
         self._scope_rows.clear()
         self._scope_masks.clear()
@@ -218,14 +224,18 @@ class DenseIndex:
         user = self._user_codes.lookup(user_id)
         if user is None:
             rows = np.zeros(0, dtype=np.int64)
+        elif session_id is not None:
+            session = self._session_codes.lookup((user_id, session_id))
+            rows = np.array(self._session_rows.get(-2 if session is None else session, ()))
+            rows = rows.astype(np.int64)
+            if agent_id is not None:
+                agent = self._agent_codes.lookup(agent_id)
+                rows = rows[self._agents[rows] == (-2 if agent is None else agent)]
         else:
             mask = self._users[: self._size] == user
             if agent_id is not None:
                 agent = self._agent_codes.lookup(agent_id)
                 mask &= self._agents[: self._size] == (-2 if agent is None else agent)
-            if session_id is not None:
-                session = self._session_codes.lookup((user_id, session_id))
-                mask &= self._sessions[: self._size] == (-2 if session is None else session)
             rows = np.flatnonzero(mask)
         self._scope_rows[key] = rows
         return rows

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 import sqlite3
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -307,17 +307,26 @@ class LexicalIndex:
                 keep &= np.isin(self._rowids[slots], allowed_rowids)
             return keep
 
-        # Read terms by bound, highest first, until the unread ones cannot matter.
+        # Read terms by bound, highest first, until the unread ones cannot matter. The
+        # check costs a pass over what was read, so it runs only where it can succeed
+        # (the read terms' bounds exceed the unread ones') and at most a few times.
         by_bound = sorted(readers, key=lambda r: -r.bound)
         unread_bound = [sum(r.bound for r in by_bound[i:]) for i in range(len(by_bound))]
-        found: list[np.ndarray] = []
+        read: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        read_bound, checks = 0.0, 0
         for i, reader in enumerate(by_bound):
-            if i and not exhaustive:
-                partial = self._summed(by_bound[:i], mean_length, admitted)
-                if unread_bound[i] < _kth_best(partial, limit):
+            if i and not exhaustive and checks < _MAX_CHECKS and unread_bound[i] < read_bound:
+                checks += 1
+                if unread_bound[i] < _kth_best(self._summed(read.values(), admitted), limit):
                     break
-            found.append(reader.live_slots(self._live))
-        candidates = np.unique(np.concatenate(found))
+            slots = reader.live_slots(self._live)
+            tf = reader.live_tfs(self._live)
+            read[id(reader)] = (
+                slots,
+                reader.contribution(tf, self._lengths[slots], mean_length),
+            )
+            read_bound += reader.bound
+        candidates = _distinct(np.concatenate([slots for slots, _ in read.values()]))
         candidates = candidates[admitted(candidates)]
         if candidates.size == 0:
             return []
@@ -325,9 +334,16 @@ class LexicalIndex:
         # order, so each row's sum is the one exhaustive scoring computes).
         positions, contributions = [], []
         for reader in readers:
-            slots, tf = reader.lookup(candidates, self._live)
-            positions.append(np.searchsorted(candidates, slots))
-            contributions.append(reader.contribution(tf, self._lengths[slots], mean_length))
+            if id(reader) in read:
+                slots, contribution = read[id(reader)]
+                at = np.minimum(np.searchsorted(candidates, slots), candidates.size - 1)
+                hit = candidates[at] == slots
+                positions.append(at[hit])
+                contributions.append(contribution[hit])
+            else:
+                slots, tf = reader.lookup(candidates, self._live)
+                positions.append(np.searchsorted(candidates, slots))
+                contributions.append(reader.contribution(tf, self._lengths[slots], mean_length))
         values = np.bincount(
             np.concatenate(positions), np.concatenate(contributions), minlength=candidates.size
         )
@@ -351,22 +367,17 @@ class LexicalIndex:
         idf = max(math.log((self.documents - n + 0.5) / (n + 0.5)), IDF_FLOOR)
         return _TermReader(parts, idf, multiplicity)
 
+    @staticmethod
     def _summed(
-        self,
-        readers: Sequence[_TermReader],
-        mean_length: float,
+        read: Iterable[tuple[np.ndarray, np.ndarray]],
         admitted: Callable[[np.ndarray], np.ndarray],
     ) -> np.ndarray:
-        """Partial scores (over ``readers`` only) of the admitted rows they match."""
-        slots_parts, score_parts = [], []
-        for reader in readers:
-            slots = reader.live_slots(self._live)
-            tf = reader.live_tfs(self._live)
-            slots_parts.append(slots)
-            score_parts.append(reader.contribution(tf, self._lengths[slots], mean_length))
-        slots = np.concatenate(slots_parts)
+        """Partial scores (over the terms ``read``: slots, contributions) of the
+        admitted rows they match."""
+        parts = list(read)
+        slots = np.concatenate([p[0] for p in parts])
         matched, inverse = np.unique(slots, return_inverse=True)
-        summed = np.bincount(inverse, np.concatenate(score_parts), minlength=matched.size)
+        summed = np.bincount(inverse, np.concatenate([p[1] for p in parts]), minlength=matched.size)
         return summed[admitted(matched)]
 
 
@@ -413,6 +424,8 @@ class _TermReader:
         return self.multiplicity * (self.idf * (tf * (BM25_K1 + 1)) / (tf + norm))
 
 
+#: Pruning checks per search (each is a pass over the postings read so far).
+_MAX_CHECKS = 3
 #: Relative margin taken off a partial k-th score before it prunes: partial sums add
 #: in another order than final ones, so they may differ in the last bits.
 _ROUNDING_MARGIN = 1e-9
@@ -424,6 +437,13 @@ def _kth_best(scores: np.ndarray, k: int) -> float:
     if scores.size < k:
         return -math.inf
     return float(np.partition(scores, scores.size - k)[scores.size - k]) * (1 - _ROUNDING_MARGIN)
+
+
+def _distinct(values: np.ndarray) -> np.ndarray:
+    """The distinct values, ascending (by sorting: numpy's hashing ``unique`` is slower
+    on these arrays)."""
+    ordered = np.sort(values)
+    return ordered[np.concatenate(([True], ordered[1:] != ordered[:-1]))]
 
 
 def _ascending(values: np.ndarray) -> bool:
