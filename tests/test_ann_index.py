@@ -264,3 +264,18 @@ def test_appended_rows_are_found_before_the_graph_holds_them(path):
     store.insert_episodes([fresh], vector)
     assert store.dense_search(vector[0], ALICE, NO_FILTERS, 1)[0].episode_id == fresh.id
     store.close()
+
+
+def test_the_threshold_can_be_set_from_the_environment(path, monkeypatch):
+    from anamnesis.errors import InvalidInputError
+    from anamnesis.store.index.dense import THRESHOLD_ENV
+
+    monkeypatch.setenv(THRESHOLD_ENV, "100")
+    store = SQLiteStore(path, dim=DIM)
+    _fill(store, rows=300)
+    store.warm_up()
+    assert store._ann.ready
+    store.close()
+    monkeypatch.setenv(THRESHOLD_ENV, "many")
+    with pytest.raises(InvalidInputError, match=THRESHOLD_ENV):
+        SQLiteStore(path, dim=DIM)

@@ -16,11 +16,13 @@ few rows keep the exact scan.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
 
+from ...errors import InvalidInputError
 from ..base import Filters
 from .ann import AnnIndex
 
@@ -29,6 +31,8 @@ from .ann import AnnIndex
 _SUBSET_FRACTION = 0.25
 #: Queries scored together by ``search_many`` (a rows x block float32 matrix of scores).
 _QUERY_BLOCK = 64
+#: Environment variable that overrides ``AnnSettings.threshold``.
+THRESHOLD_ENV = "ANAMNESIS_ANN_THRESHOLD"
 #: Graph candidates asked for per result, over the share of the index in scope (the
 #: graph knows nothing of scopes, so out-of-scope rows are asked for and dropped).
 _ANN_OVERSAMPLE = 1.25
@@ -45,6 +49,20 @@ class AnnSettings:
 
     threshold: int = 50_000
     scope_fraction: float = 0.5
+
+    @classmethod
+    def from_environment(cls) -> AnnSettings:
+        """The defaults, with ``threshold`` from ``$ANAMNESIS_ANN_THRESHOLD`` when set
+        (for benchmarks that force the graph on, or off)."""
+        raw = os.environ.get(THRESHOLD_ENV)
+        if not raw:
+            return cls()
+        try:
+            return cls(threshold=int(raw))
+        except ValueError:
+            raise InvalidInputError(
+                f"{THRESHOLD_ENV}={raw!r} is not a number of rows; unset it or give an integer"
+            ) from None
 
 
 class _Codes:
@@ -77,7 +95,7 @@ class DenseIndex:
 
     def __init__(self, dim: int, ann_settings: AnnSettings | None = None) -> None:
         self.dim = dim
-        self.ann_settings = ann_settings or AnnSettings()
+        self.ann_settings = ann_settings or AnnSettings.from_environment()
         #: The approximate graph, when the store has one in step with this index (its
         #: epoch); None: every search is exact.
         self.ann: AnnIndex | None = None
