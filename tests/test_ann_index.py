@@ -279,3 +279,19 @@ def test_the_threshold_can_be_set_from_the_environment(path, monkeypatch):
     monkeypatch.setenv(THRESHOLD_ENV, "many")
     with pytest.raises(InvalidInputError, match=THRESHOLD_ENV):
         SQLiteStore(path, dim=DIM)
+
+
+def test_a_build_from_before_a_forget_is_neither_installed_nor_saved(path, monkeypatch):
+    store = _open(path)
+    episodes = _fill(store)
+    with store._lock:
+        store._refresh_dense()  # starts the background build
+        worker = store._ann._worker
+        assert worker is not None
+        # The forget commits while the build is still reading the old rows.
+        store.forget(ALICE, Selection(episode_ids=(episodes[5].id,)))
+    worker.join()
+    assert not ann_module.state_path(path).exists()
+    store.warm_up()
+    assert len(store._ann._graph) == ROWS - 1
+    store.close()

@@ -18,8 +18,10 @@ the erased rows' vectors); it is saved again on ``close`` and after a build.
 from __future__ import annotations
 
 import contextlib
+import sqlite3
 import threading
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -40,8 +42,16 @@ class SQLiteAnn:
     with it held; the background builder takes it only to read and to install.
     """
 
-    def __init__(self, path: Path, lock: threading.RLock, settings: AnnSettings) -> None:
+    def __init__(
+        self,
+        path: Path,
+        lock: threading.RLock,
+        settings: AnnSettings,
+        file_epoch: Callable[[], str | None],
+    ) -> None:
         self._path = path
+        #: The file's ``vector_epoch`` now (None: the store is closed); called under the lock.
+        self._file_epoch = file_epoch
         self._lock = lock
         self.settings = settings
         self._graph: AnnIndex | None = None
@@ -199,6 +209,7 @@ class SQLiteAnn:
         """Apply this process's committed deletes (``removed``) and vector changes
         (``changed``); if the graph was not at ``epoch_before``, leave it to rebuild.
         Erasure also deletes the persisted graph, which holds the erased vectors."""
+        self._seen = epoch_after  # a build of the rows before this change is not installed
         if removed:
             remove_files(self._path)
         if self._graph is None or self._epoch != epoch_before:
@@ -217,8 +228,14 @@ class SQLiteAnn:
         if dense.rows_upto(graph.max_rowid) != len(graph):
             return
         try:
+            if self._file_epoch() != epoch:
+                return  # the file changed since (another process): this graph is not saved
             graph.save(self._path, self.state(dense, epoch, graph.max_rowid))
             self._dirty = False
+            if self._file_epoch() != epoch:
+                remove_files(self._path)  # changed while saving: it may hold erased rows
+        except sqlite3.Error:
+            remove_files(self._path)  # the epoch cannot be read: nothing is trusted
         except (OSError, RuntimeError) as exc:
             remove_files(self._path)
             warnings.warn(

@@ -103,7 +103,7 @@ class SQLiteStore(
         self._dense = DenseIndex(dim, ann)
         self._dense_loaded = False
         self._dense_epoch: str | None = None
-        self._ann = SQLiteAnn(self.path, self._lock, self._dense.ann_settings)
+        self._ann = SQLiteAnn(self.path, self._lock, self._dense.ann_settings, self._file_epoch)
         #: Exact numpy scan; a usearch HNSW graph proposes candidates above a threshold.
         self.vector_backend = (
             f"numpy (usearch HNSW from {self._dense.ann_settings.threshold:,} rows)"
@@ -159,6 +159,13 @@ class SQLiteStore(
         except StoreError:
             self._conn.close()
             raise
+
+    def _file_epoch(self) -> str | None:
+        """The file's ``vector_epoch`` (None once closed); the caller holds the lock."""
+        if self._conn is None:
+            return None
+        row = self._conn.execute("SELECT value FROM meta WHERE key = 'vector_epoch'").fetchone()
+        return row[0] if row else "0"
 
     @property
     def damage(self) -> str | None:
