@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import json
 import random
-from collections import Counter
 from pathlib import Path
 
-import numpy as np
 import pytest
 from store_fixtures import DIM, make_episode, unit_vectors
 
@@ -254,64 +252,3 @@ def test_filters_see_another_process_appends_and_deletes(store, tmp_path):
         c.episode_id
         for c in store.lexical_search(["caroline"], CONVERSATION, Filters(not_role="user"), 5)
     ] == [first.id]
-
-
-def _zipf_index(rows: int = 3000, seed: int = 3):
-    """A LexicalIndex over synthetic rows: a few words in most rows, many rare ones,
-    two scopes (two thirds of the rows, and the rest)."""
-    from anamnesis.store.index.lexical import SCOPE_KEY, LexicalIndex, Postings
-
-    rng = np.random.default_rng(seed)
-    vocabulary = [f"w{i}" for i in range(400)]
-    weights = 1 / np.arange(1, len(vocabulary) + 1) ** 1.1
-    weights /= weights.sum()
-    by_key: dict[str, list[int]] = {}
-    lengths = []
-    for rowid in range(1, rows + 1):
-        words = rng.choice(vocabulary, size=rng.integers(3, 40), p=weights)
-        for word in words:
-            by_key.setdefault(str(word), []).append(rowid)
-        by_key.setdefault(SCOPE_KEY + ("alice" if rowid % 3 else "bob"), []).append(rowid)
-        lengths.append(len(words) + 1)
-    keys = list(by_key)
-    index = LexicalIndex()
-    index.add(
-        Postings(
-            keys=keys,
-            counts=np.array([len(by_key[k]) for k in keys]),
-            rowids=np.concatenate([np.array(by_key[k], dtype=np.int64) for k in keys]),
-            length_rowids=np.arange(1, rows + 1, dtype=np.int64),
-            lengths=np.array(lengths, dtype=np.int64),
-        )
-    )
-    return index, vocabulary
-
-
-def test_top_k_without_reading_every_common_posting_equals_full_bm25(monkeypatch):
-    from anamnesis.store.index import lexical as lexical_index
-
-    index, vocabulary = _zipf_index()
-    index.remove([5, 17, 400])  # dead slots are skipped by both
-    rng = np.random.default_rng(11)
-    reads = []
-    original = lexical_index._TermReader.live_slots
-    monkeypatch.setattr(
-        lexical_index._TermReader,
-        "live_slots",
-        lambda self, live: reads.append(1) or original(self, live),
-    )
-    pruned = 0
-    for _ in range(200):
-        # Rare words with common ones, the shape of a real question.
-        words = list(rng.choice(vocabulary[:8], size=3)) + list(
-            rng.choice(vocabulary[100:], size=int(rng.integers(1, 4)))
-        )
-        terms = Counter(str(w) for w in words)
-        for limit in (1, 10, 50):
-            for scope in (["alice"], ["bob"]):
-                allowed = np.arange(1, 3001, 2) if limit == 10 else None
-                reads.clear()
-                got = index.search(terms, scope, limit, allowed)
-                pruned += len(reads) < len(terms)
-                assert got == index.search(terms, scope, limit, allowed, exhaustive=True)
-    assert pruned > 100  # the common words' postings were skipped in many searches

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 import sqlite3
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -272,81 +272,38 @@ class LexicalIndex:
         scope_tokens: Sequence[str],
         limit: int,
         allowed_rowids: np.ndarray | None = None,
-        exhaustive: bool = False,
     ) -> list[tuple[int, float]]:
         """The ``limit`` best ``(rowid, score)`` pairs, best first (ties: lower rowid).
 
         ``terms`` maps each FTS5 token of the query to how many query terms yield it
         (FTS5 scores each term as its own phrase); ``scope_tokens`` are the scope
         column's tokens a row must hold; ``allowed_rowids`` narrows further (filters).
-
-        Rows are found MaxScore-style (Turtle and Flood, 1995): terms are read in order
-        of the most they can add to a score, and once the ``limit``-th best score found
-        so far beats what all unread terms together could add, a row matching only
-        those cannot reach the top, so their postings are only looked up for the rows
-        already found, not read whole. Every row kept is then scored over all terms in
-        query order, as ``exhaustive`` (every match read) does: the same sums, so the
-        same ranking.
         """
         if self.documents == 0 or limit <= 0:
             return []
         mean_length = self.tokens / self.documents
-        scope = self.in_scope(scope_tokens)
-        readers = []
+        slot_parts, score_parts = [], []
         for term, multiplicity in terms.items():
-            reader = self._reader(term, multiplicity)
-            if reader is not None:
-                readers.append(reader)
-        if not readers:
+            slots, tf = self._postings(term)
+            if slots.size == 0:
+                continue
+            n = slots.size
+            idf = max(math.log((self.documents - n + 0.5) / (n + 0.5)), IDF_FLOOR)
+            tf = tf.astype(np.float64)
+            norm = BM25_K1 * (1 - BM25_B + BM25_B * self._lengths[slots] / mean_length)
+            slot_parts.append(slots)
+            score_parts.append(multiplicity * (idf * (tf * (BM25_K1 + 1)) / (tf + norm)))
+        if not slot_parts:
             return []
-
-        def admitted(slots: np.ndarray) -> np.ndarray:
-            """Which of ``slots`` are in scope (and allowed by the filters)."""
-            keep = scope[slots]
-            if allowed_rowids is not None:
-                keep &= np.isin(self._rowids[slots], allowed_rowids)
-            return keep
-
-        # Read terms by bound, highest first, until the unread ones cannot matter. The
-        # check costs a pass over what was read, so it runs only where it can succeed
-        # (the read terms' bounds exceed the unread ones') and at most a few times.
-        by_bound = sorted(readers, key=lambda r: -r.bound)
-        unread_bound = [sum(r.bound for r in by_bound[i:]) for i in range(len(by_bound))]
-        read: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-        read_bound, checks = 0.0, 0
-        for i, reader in enumerate(by_bound):
-            if i and not exhaustive and checks < _MAX_CHECKS and unread_bound[i] < read_bound:
-                checks += 1
-                if unread_bound[i] < _kth_best(self._summed(read.values(), admitted), limit):
-                    break
-            slots = reader.live_slots(self._live)
-            tf = reader.live_tfs(self._live)
-            read[id(reader)] = (
-                slots,
-                reader.contribution(tf, self._lengths[slots], mean_length),
-            )
-            read_bound += reader.bound
-        candidates = _distinct(np.concatenate([slots for slots, _ in read.values()]))
-        candidates = candidates[admitted(candidates)]
+        all_slots = np.concatenate(slot_parts)
+        scores = np.bincount(all_slots, np.concatenate(score_parts), minlength=self._size)
+        # Every term's contribution is > 0 (idf >= IDF_FLOOR, tf >= 1): matched <=> > 0.
+        candidates = np.flatnonzero((scores > 0) & self.in_scope(scope_tokens))
+        if allowed_rowids is not None:
+            candidates = candidates[np.isin(self._rowids[candidates], allowed_rowids)]
         if candidates.size == 0:
             return []
-        # Score every candidate over all terms in query order (bincount adds in input
-        # order, so each row's sum is the one exhaustive scoring computes).
-        positions, contributions = [], []
-        for reader in readers:
-            if id(reader) in read:
-                slots, contribution = read[id(reader)]
-                at = np.minimum(np.searchsorted(candidates, slots), candidates.size - 1)
-                hit = candidates[at] == slots
-                positions.append(at[hit])
-                contributions.append(contribution[hit])
-            else:
-                slots, tf = reader.lookup(candidates, self._live)
-                positions.append(np.searchsorted(candidates, slots))
-                contributions.append(reader.contribution(tf, self._lengths[slots], mean_length))
-        values = np.bincount(
-            np.concatenate(positions), np.concatenate(contributions), minlength=candidates.size
-        )
+        values = scores[candidates]
         if candidates.size > limit:
             # Keep every candidate tied with the limit-th score, then order them all.
             threshold = np.partition(values, candidates.size - limit)[candidates.size - limit]
@@ -354,96 +311,6 @@ class LexicalIndex:
             candidates, values = candidates[keep], values[keep]
         order = np.lexsort((self._rowids[candidates], -values))[:limit]
         return [(int(self._rowids[candidates[i]]), float(values[i])) for i in order]
-
-    def _reader(self, term: str, multiplicity: int) -> _TermReader | None:
-        """A reader of ``term``'s postings, or None when no live row holds it."""
-        term_id = self._term_ids.get(term)
-        if term_id is None:
-            return None
-        parts = [segment.postings(term_id) for segment in self._segments]
-        n = sum(int(np.count_nonzero(self._live[slots])) for slots, _ in parts)
-        if n == 0:
-            return None
-        idf = max(math.log((self.documents - n + 0.5) / (n + 0.5)), IDF_FLOOR)
-        return _TermReader(parts, idf, multiplicity)
-
-    @staticmethod
-    def _summed(
-        read: Iterable[tuple[np.ndarray, np.ndarray]],
-        admitted: Callable[[np.ndarray], np.ndarray],
-    ) -> np.ndarray:
-        """Partial scores (over the terms ``read``: slots, contributions) of the
-        admitted rows they match."""
-        parts = list(read)
-        slots = np.concatenate([p[0] for p in parts])
-        matched, inverse = np.unique(slots, return_inverse=True)
-        summed = np.bincount(inverse, np.concatenate([p[1] for p in parts]), minlength=matched.size)
-        return summed[admitted(matched)]
-
-
-@dataclass(slots=True, eq=False)
-class _TermReader:
-    """One query term's postings (per segment, slots ascending) and its BM25 weights."""
-
-    parts: list[tuple[np.ndarray, np.ndarray]]
-    idf: float
-    multiplicity: int
-
-    @property
-    def bound(self) -> float:
-        """The most this term can add to a row's score (tf / (tf + norm) < 1)."""
-        return self.multiplicity * self.idf * (BM25_K1 + 1)
-
-    def live_slots(self, live: np.ndarray) -> np.ndarray:
-        """Every live row slot holding the term (reads all its postings)."""
-        slots = np.concatenate([p[0] for p in self.parts])
-        return slots[live[slots]]
-
-    def live_tfs(self, live: np.ndarray) -> np.ndarray:
-        """The term frequencies in the same order as ``live_slots``."""
-        slots = np.concatenate([p[0] for p in self.parts])
-        return np.concatenate([p[1] for p in self.parts])[live[slots]]
-
-    def lookup(self, candidates: np.ndarray, live: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Live ``(slots, tf)`` of this term among ``candidates`` (ascending), found by
-        binary search in each segment rather than by reading every posting."""
-        slots_parts, tf_parts = [], []
-        for slots, tf in self.parts:
-            at = np.searchsorted(slots, candidates)
-            inside = at < slots.size
-            at = at[inside][slots[at[inside]] == candidates[inside]]
-            keep = live[slots[at]]
-            slots_parts.append(slots[at][keep])
-            tf_parts.append(tf[at][keep])
-        return np.concatenate(slots_parts), np.concatenate(tf_parts)
-
-    def contribution(self, tf: np.ndarray, lengths: np.ndarray, mean_length: float) -> np.ndarray:
-        """Each posting's share of the score, as FTS5's bm25() computes it."""
-        tf = tf.astype(np.float64)
-        norm = BM25_K1 * (1 - BM25_B + BM25_B * lengths / mean_length)
-        return self.multiplicity * (self.idf * (tf * (BM25_K1 + 1)) / (tf + norm))
-
-
-#: Pruning checks per search (each is a pass over the postings read so far).
-_MAX_CHECKS = 3
-#: Relative margin taken off a partial k-th score before it prunes: partial sums add
-#: in another order than final ones, so they may differ in the last bits.
-_ROUNDING_MARGIN = 1e-9
-
-
-def _kth_best(scores: np.ndarray, k: int) -> float:
-    """The ``k``-th highest of ``scores``, less the rounding margin (a lower bound on
-    the final ``k``-th score); minus infinity when there are fewer."""
-    if scores.size < k:
-        return -math.inf
-    return float(np.partition(scores, scores.size - k)[scores.size - k]) * (1 - _ROUNDING_MARGIN)
-
-
-def _distinct(values: np.ndarray) -> np.ndarray:
-    """The distinct values, ascending (by sorting: numpy's hashing ``unique`` is slower
-    on these arrays)."""
-    ordered = np.sort(values)
-    return ordered[np.concatenate(([True], ordered[1:] != ordered[:-1]))]
 
 
 def _ascending(values: np.ndarray) -> bool:
