@@ -295,3 +295,23 @@ def test_a_build_from_before_a_forget_is_neither_installed_nor_saved(path, monke
     store.warm_up()
     assert len(store._ann._graph) == ROWS - 1
     store.close()
+
+
+def test_the_embedder_loads_after_a_graph_in_the_same_process(path):
+    """onnxruntime imported after usearch's native module crashes the process; the
+    graph loads onnxruntime first. Run in a fresh interpreter, where neither is loaded."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from anamnesis.store.index.ann import AnnIndex\n"
+        "import numpy as np\n"
+        "graph = AnnIndex(8)\n"
+        "graph.add(np.arange(1, 101), np.eye(100, 8, dtype=np.float32))\n"
+        "import onnxruntime\n"
+        "print('loaded', len(graph))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-500:]
+    assert "loaded 100" in done.stdout

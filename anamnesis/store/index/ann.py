@@ -27,6 +27,7 @@ import os
 import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -42,6 +43,16 @@ MIN_SEARCH_EXPANSION = 256
 GRAPH_DTYPE = "f16"
 #: Bumped when the file layout or the settings above change: older files are rebuilt.
 FORMAT = 1
+
+
+def _usearch_index() -> Any:
+    """usearch's ``Index`` class, with onnxruntime loaded first: in one process,
+    importing onnxruntime after usearch's native module crashes it (a clash between
+    the two libraries' native code), and the embedders may load it at any time."""
+    import onnxruntime  # noqa: F401
+    from usearch.index import Index
+
+    return Index
 
 
 def vector_fingerprint(blob: bytes) -> str:
@@ -92,10 +103,9 @@ class AnnIndex:
     """An HNSW graph of unit vectors keyed by rowid, inner-product metric."""
 
     def __init__(self, dim: int, index: object | None = None) -> None:
-        from usearch.index import Index
-
+        Index = _usearch_index()  # noqa: N806
         self.dim = dim
-        self._index = index or Index(
+        self._index: Any = index or Index(
             ndim=dim,
             metric="ip",
             dtype=GRAPH_DTYPE,
@@ -106,13 +116,13 @@ class AnnIndex:
         self.max_rowid = 0
 
     def __len__(self) -> int:
-        return len(self._index)  # type: ignore[arg-type]
+        return len(self._index)
 
     def add(self, rowids: np.ndarray, vectors: np.ndarray, threads: int = 1) -> None:
         """Add rows (ascending rowids, above every rowid added before)."""
         if not len(rowids):
             return
-        self._index.add(  # type: ignore[attr-defined]
+        self._index.add(
             np.asarray(rowids, dtype=np.uint64),
             np.ascontiguousarray(vectors, dtype=np.float32),
             threads=threads,
@@ -121,18 +131,16 @@ class AnnIndex:
 
     def remove(self, rowids: np.ndarray | list[int]) -> None:
         """Take rows out of the graph (rows it does not hold are ignored)."""
-        keys = [int(r) for r in rowids if self._index.contains(int(r))]  # type: ignore[attr-defined]
+        keys = [int(r) for r in rowids if self._index.contains(int(r))]
         if keys:
-            self._index.remove(keys)  # type: ignore[attr-defined]
+            self._index.remove(keys)
 
     def search(self, vector: np.ndarray, count: int) -> np.ndarray:
         """Rowids of about the ``count`` nearest rows, nearest first."""
         if count <= 0 or not len(self):
             return np.zeros(0, dtype=np.int64)
-        self._index.expansion_search = max(  # type: ignore[attr-defined]
-            MIN_SEARCH_EXPANSION, SEARCH_EXPANSION_FACTOR * count
-        )
-        found = self._index.search(  # type: ignore[attr-defined]
+        self._index.expansion_search = max(MIN_SEARCH_EXPANSION, SEARCH_EXPANSION_FACTOR * count)
+        found = self._index.search(
             np.asarray(vector, dtype=np.float32), min(count, len(self)), threads=1
         )
         return np.asarray(found.keys, dtype=np.int64)
@@ -142,7 +150,7 @@ class AnnIndex:
         the state naming it (atomically), then older generations are removed."""
         generation = uuid.uuid4().hex[:12]
         graph = store_path.with_name(f"{store_path.name}.ann.{generation}")
-        self._index.save(str(graph))  # type: ignore[attr-defined]
+        self._index.save(str(graph))
         os.chmod(graph, 0o600)
         target = state_path(store_path)
         temporary = target.with_name(target.name + ".tmp")
@@ -160,8 +168,7 @@ class AnnIndex:
     def load(cls, store_path: Path) -> tuple[AnnIndex, AnnState] | None:
         """The persisted graph and its state, or None when there is none or it cannot
         be read (the caller then rebuilds)."""
-        from usearch.index import Index
-
+        Index = _usearch_index()  # noqa: N806
         try:
             raw = json.loads(state_path(store_path).read_text(encoding="utf-8"))
             state = AnnState(**raw)

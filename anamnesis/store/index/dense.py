@@ -127,7 +127,6 @@ class DenseIndex:
         self._speaker_codes = _Codes()
         self._modality_codes = _Codes()
         self._scope_rows: dict[tuple, np.ndarray] = {}
-        self._scope_masks: dict[tuple, np.ndarray] = {}
         self.ann = None
 
     @property
@@ -183,7 +182,6 @@ class DenseIndex:
             self._session_rows.setdefault(session, []).append(position)
         self._size = end
         self._scope_rows.clear()
-        self._scope_masks.clear()
 
     @property
     def columns_loaded(self) -> int:
@@ -315,16 +313,6 @@ class DenseIndex:
                 out.append([(int(self._rowids[rows[i]]), float(column[i])) for i in top])
         return out
 
-    def _scope_mask(self, user_id: str, agent_id: str | None) -> np.ndarray:
-        """A boolean mask over rows: those in the user (and agent) scope (cached)."""
-        key = (user_id, agent_id)
-        cached = self._scope_masks.get(key)
-        if cached is None:
-            cached = np.zeros(self._size, dtype=bool)
-            cached[self._rows_in_scope(user_id, agent_id, None)] = True
-            self._scope_masks[key] = cached
-        return cached
-
     def search(
         self,
         vector: np.ndarray,
@@ -343,9 +331,12 @@ class DenseIndex:
         rows and ``scope_fraction`` of the index takes its candidates from the graph;
         ``exact`` forces the exact scan."""
         if allowed_rowids is not None and session_id is None:
-            # Positions of the allowed rows, kept if in scope: no pass over the scope.
+            # Positions of the allowed rows, kept if in scope (a binary search in the
+            # scope's ascending positions): no pass over the scope.
             allowed = self.positions(allowed_rowids)
-            rows = allowed[self._scope_mask(user_id, agent_id)[allowed]]
+            scope = self._rows_in_scope(user_id, agent_id, None)
+            at = np.minimum(np.searchsorted(scope, allowed), max(scope.size - 1, 0))
+            rows = allowed[scope[at] == allowed] if scope.size else scope
         else:
             rows = self._rows_in_scope(user_id, agent_id, session_id)
             if allowed_rowids is not None:
