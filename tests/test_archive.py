@@ -2,7 +2,7 @@
 come back exactly; the move is write-ahead; scope holds.
 
 Real SQLite files in ``tmp_path`` and the static edge embedder; the store-level round
-trip on both backends is in ``tests/test_store_contract.py``.
+trip on both backends is in ``tests/store/test_contract.py``.
 """
 
 from __future__ import annotations

@@ -153,6 +153,20 @@ def test_the_cli_and_its_help_never_load_the_benchmarks() -> None:
     assert not {m for m in imported | helped if m.startswith("anamnesis.bench")}
 
 
+def test_the_cli_help_loads_none_of_the_server_extras() -> None:
+    probe = (
+        "from anamnesis.cli import main\n"
+        "try:\n    main(['--help'])\nexcept SystemExit as done:\n    assert done.code == 0\n"
+        "import sys\nprint('loaded:', *sorted({m.split('.')[0] for m in sys.modules}))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120
+    )
+    loaded = set(done.stdout.splitlines()[-1].split()[1:])
+    assert "click" in loaded
+    assert not loaded & {"fastapi", "starlette", "uvicorn", "jinja2", "mcp", "multipart"}
+
+
 def test_help_lists_bench_with_the_short_help_of_the_command_it_loads() -> None:
     from anamnesis.bench.cli import bench
 

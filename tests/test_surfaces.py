@@ -3,7 +3,7 @@
 
 The behavioural suite below runs against each surface through a thin adapter that
 calls a verb by name (awaiting it on the async ones). The MCP server, whose answers
-are text for a model, is held to the same answers in tests/test_mcp.py.
+are text for a model, is held to the same answers in tests/server/test_mcp.py.
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ from .presets import BENCH_PRESETS
 from .qa import DEFAULT_QA_BUDGET
 from .runner import DEFAULT_DEPTH, BenchOptions
 from .scoring import DEFAULT_BUDGETS
-from .surface_commands import mcp_command, rest_command
+from .surface_commands import inspector_command, mcp_command, rest_command
 from .year import year_command
 
 console = Console()
@@ -332,6 +332,7 @@ bench.add_command(
 bench.add_command(facts_command)
 bench.add_command(mcp_command)
 bench.add_command(rest_command)
+bench.add_command(inspector_command)
 bench.add_command(gate_command)
 bench.add_command(agent_life_command)
 

@@ -159,6 +159,7 @@ class ScalePoint:
     file_bytes: int
     peak_rss_bytes: int
     current_rss_bytes: int
+    ann: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -369,6 +370,7 @@ def _measure(
     fresh_ms = (time.perf_counter() - start) * 1000
     fresh.close()
     cold = fresh_process_search(db, options.embedder, queries[0], options.configs[-1])
+    ann = ann_recall(memory, scope, queries)
     return ScalePoint(
         episodes=stored,
         **ingest,
@@ -380,7 +382,42 @@ def _measure(
         file_bytes=store_bytes(db),
         peak_rss_bytes=peak_rss_bytes(),
         current_rss_bytes=current_rss_bytes(),
+        ann=ann,
     )
+
+
+#: Depth at which the graph's recall against the exact scan is measured.
+RECALL_DEPTH = 100
+
+
+def ann_recall(memory: Memory, scope: Scope, queries: Sequence[str]) -> dict[str, Any]:
+    """The dense channel's recall@100 against the exact scan over ``queries``, and the
+    time of each (SQLite stores; empty when the store has no graph in use)."""
+    store = memory.store
+    dense = getattr(store, "_dense", None)
+    if dense is None:
+        return {}
+    vectors = [memory.embedder.embed_query(q) for q in queries]
+    recalls, graph_ms, exact_ms = [], [], []
+    with store._lock:  # type: ignore[attr-defined]
+        store._refresh_dense()  # type: ignore[attr-defined]
+        if dense.ann is None:
+            return {"graph": False}
+        for vector in vectors:
+            start = time.perf_counter()
+            exact = dense.search(vector, user_id=scope.user_id, limit=RECALL_DEPTH, exact=True)
+            exact_ms.append((time.perf_counter() - start) * 1000)
+            start = time.perf_counter()
+            found = dense.search(vector, user_id=scope.user_id, limit=RECALL_DEPTH)
+            graph_ms.append((time.perf_counter() - start) * 1000)
+            wanted = {rowid for rowid, _ in exact}
+            recalls.append(len(wanted & {rowid for rowid, _ in found}) / max(len(wanted), 1))
+    return {
+        "graph": True,
+        "recall_at_100": float(np.mean(recalls)),
+        "graph_ms": _stats(graph_ms),
+        "exact_ms": _stats(exact_ms),
+    }
 
 
 def _mb(n: float) -> str:
@@ -406,8 +443,9 @@ def scale_markdown(result: dict[str, Any], command: str | None = None) -> str:
         "| single add p50/p95 ms | "
         + " | ".join(f"{c} p50/p95 ms" for c in options["configs"])
         + " | fresh-process open / first search ms | fresh Memory first search ms"
-        " | file MB | peak RSS MB | child peak RSS MB |",
-        "|" + "---|" * (9 + len(options["configs"])),
+        " | file MB | peak RSS MB | child peak RSS MB"
+        " | dense graph recall@100 | graph / exact p50 ms |",
+        "|" + "---|" * (12 + len(options["configs"])),
     ]
     for p in result["points"]:
         cold = p["fresh_process"]
@@ -426,10 +464,18 @@ def scale_markdown(result: dict[str, Any], command: str | None = None) -> str:
             )
             + f" | {cold_cell} | {p['fresh_memory_first_search_ms']:.0f} | "
             f"{_mb(p['file_bytes'])} | {_mb(p['peak_rss_bytes'])} | "
-            f"{_mb(cold.get('peak_rss_bytes', 0))} |"
+            f"{_mb(cold.get('peak_rss_bytes', 0))} | {_ann_cells(p.get('ann') or {})} |"
         )
     out.append("")
     return "\n".join(out)
+
+
+def _ann_cells(ann: dict[str, Any]) -> str:
+    if not ann.get("graph"):
+        return "exact (no graph) | –"
+    return (
+        f"{ann['recall_at_100']:.3f} | {ann['graph_ms']['p50']:.2f} / {ann['exact_ms']['p50']:.2f}"
+    )
 
 
 def plot_scale(result: dict[str, Any], path: Path) -> Path | None:

@@ -81,3 +81,20 @@ def rest_command(
         if load.clients == 1:
             cost = load.p50 - direct[load.verb].p50
             click.echo(f"\nREST {load.verb} cost at p50, 1 client: {cost:+.1f} ms")
+
+
+@click.command(name="inspector")
+@store_options
+@click.option("--renders", default=20, show_default=True, help="Fetches of each view.")
+@click.option("--embedder", default="minilm", show_default=True)
+def inspector_command(data: Path, store: Path, episodes: int, renders: int, embedder: str) -> None:
+    """The memory inspector's render times: each view through anamnesis serve, logged
+    in with an admin key, timed to the last byte."""
+    from .inspector import run_inspector
+
+    times = run_inspector(data, store, episodes, embedder, renders)
+    click.echo(f"{episodes} episodes, embedder {embedder}, {renders} fetches per view\n")
+    click.echo("| view | p50 ms | p95 ms | KB |")
+    click.echo("|---|---|---|---|")
+    for page in times:
+        click.echo(f"| {page.view} | {page.p50:.1f} | {page.p95:.1f} | {page.bytes / 1024:.0f} |")

@@ -65,7 +65,7 @@ LAZY_COMMANDS = {
 @click.group(
     cls=_LazyGroup,
     lazy=LAZY_COMMANDS,
-    context_settings={"help_option_names": ["-h", "--help"]},
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
 )
 @click.version_option(__version__, prog_name="anamnesis")
 @click.option(

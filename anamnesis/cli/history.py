@@ -55,7 +55,7 @@ def import_history(
     return report
 
 
-@click.group()
+@click.group(hidden=True)  # run by other tools, set up from the README
 def hook() -> None:
     """Commands other tools run as hooks (see the README's Claude Code section)."""
 

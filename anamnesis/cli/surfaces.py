@@ -9,6 +9,7 @@ import ipaddress
 import logging
 import signal
 import sys
+import webbrowser
 from pathlib import Path
 from typing import Any
 
@@ -235,6 +236,12 @@ async def _serve(
     show_default=True,
     help="Connections served at once; a request beyond them gets 503 at once.",
 )
+@click.option(
+    "--open",
+    "open_browser",
+    is_flag=True,
+    help="Open the memory inspector in a browser, logged in as admin by a one-time link.",
+)
 @click.pass_context
 def serve(
     ctx: click.Context,
@@ -248,17 +255,26 @@ def serve(
     body_timeout: float,
     keep_alive_timeout: float,
     max_connections: int,
+    open_browser: bool,
 ) -> None:
     """Serve this memory over HTTP: every verb as a REST endpoint (OpenAPI document at
-    /openapi.json, health check at /health), one JSON log line per request on stderr.
+    /openapi.json, health check at /health), and the memory inspector, pages where a
+    person sees and corrects what is stored, at /ui/. One JSON log line per request
+    on stderr.
 
     \b
     Requests present an API key (Authorization: Bearer anm_...) once the key file
     holds one; each key reaches one user, or every user for an admin key
-    (anamnesis keys create). Binds 127.0.0.1 unless --host says otherwise, and
-    refuses any other address until a key exists. Every wait on a client is bounded
-    (the timeouts below), and so are the connections served at once. Needs the
-    server extras: pip install 'anamnesis[server]'.
+    (anamnesis keys create); the inspector's login form takes the same keys. Binds
+    127.0.0.1 unless --host says otherwise, and refuses any other address until a key
+    exists. Every wait on a client is bounded (the timeouts below), and so are the
+    connections served at once. Needs the server extras: pip install 'anamnesis[server]'.
+
+    \b
+    --open (loopback only) prints a login link and opens it in the browser: it logs
+    in once with an admin key that lives as long as this process (never written to
+    the key file), then dies; from then on every request needs a key, the file's or
+    the browser's.
     """
     with handled():
         try:
@@ -267,6 +283,7 @@ def serve(
             from ..server.connections import server_config
             from ..server.keys import KeyStore
             from ..server.rest import build_app
+            from ..server.ui.login import LocalLogin
         except ImportError as exc:
             raise InvalidInputError(
                 f"the REST server needs the server extras ({exc}): pip install 'anamnesis[server]'"
@@ -278,6 +295,12 @@ def serve(
                 "create one first (anamnesis keys create --user NAME), so that no one "
                 "reaches the memory without it"
             )
+        if open_browser and not _loopback(host):
+            raise InvalidInputError(
+                f"--open logs a browser in as admin: it serves a loopback address only, "
+                f"not --host {host}"
+            )
+        login = LocalLogin(keys) if open_browser else None
         _log_requests()
 
         async def run() -> None:
@@ -298,10 +321,24 @@ def serve(
                     keep_alive_timeout=keep_alive_timeout,
                     max_connections=max_connections,
                 )
-                app = build_app(memory, keys, limits=limits, cors_origins=cors_origins)
+                app = build_app(
+                    memory,
+                    login if login is not None else keys,
+                    limits=limits,
+                    cors_origins=cors_origins,
+                    login=login,
+                )
                 config = server_config(app, host, port, limits)
+                server = uvicorn.Server(config)
                 errors.print(f"anamnesis: serving on http://{host}:{port}", highlight=False)
-                await uvicorn.Server(config).serve()
+                if login is None:
+                    await server.serve()
+                    return
+                opening = asyncio.create_task(_open_when_up(server, host, login))
+                try:
+                    await server.serve()
+                finally:
+                    opening.cancel()
 
         # uvicorn shuts down gracefully on SIGINT or SIGTERM, then raises the signal
         # again: both end here as KeyboardInterrupt, after the memory is closed.
@@ -312,6 +349,17 @@ def serve(
             pass
         finally:
             keys.close()
+
+
+async def _open_when_up(server: Any, host: str, login: Any) -> None:
+    """Print the one-time login link once the server listens, and open it."""
+    while not server.started:
+        await asyncio.sleep(0.05)
+    port = server.servers[0].sockets[0].getsockname()[1]  # the one chosen for --port 0
+    link = login.link(f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}")
+    # Plain echo: a console would wrap the link, and it must stay whole to be pasted.
+    click.echo(f"anamnesis: the memory inspector, logged in once: {link}", err=True)
+    await asyncio.to_thread(webbrowser.open, link)
 
 
 def _interrupt(signum: int, frame: Any) -> None:

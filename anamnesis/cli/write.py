@@ -155,7 +155,8 @@ def import_(
     chatgpt or claude (the export zip, its folder or its conversations.json),
     claude-code (a session .jsonl, or a folder such as ~/.claude/projects), notes (a
     folder of .md/.txt notes). Re-importing adds only what is new; tool calls,
-    attachments and system messages are skipped and counted.
+    attachments and system messages are skipped and counted. Claude Code can import each
+    finished session itself: `anamnesis hook claude-code` as its SessionEnd hook (README).
     """
     if source is not None:
         if session_id is not None:

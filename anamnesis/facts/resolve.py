@@ -71,7 +71,7 @@ from .types import ConsolidationReport, Draft
 #: predicates name the same attribute without asking. Predicate words alone separate
 #: attributes poorly (synonyms and different attributes score alike: study "Fact
 #: extraction that finds what people say", "Similarity of predicate words";
-#: tests/test_facts_llm.py), so only near-synonyms clear this bar; the band below it
+#: tests/facts/test_llm.py), so only near-synonyms clear this bar; the band below it
 #: goes to the LLM, or, without one, is kept as two facts (never guessed).
 SAME_ATTRIBUTE_SIMILARITY = 0.7
 #: Below this, two predicates are different attributes ("lives in" / "works at").

@@ -5,17 +5,69 @@ server over HTTP (both run with the server extras)."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from starlette.responses import JSONResponse
 
-from ..errors import AuthenticationError
-from .keys import ApiKey, KeyStore
+from ..errors import AuthenticationError, PermissionDeniedError
+from .keys import ApiKey
 from .wire import error_body
 
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
+
+
+class KeyCheck(Protocol):
+    """What checks a presented key: the key file (``keys.KeyStore``), or the key file
+    with the process's own admin key of ``anamnesis serve --open`` (``ui.login``)."""
+
+    def required(self) -> bool:
+        """True when every request must present a valid key."""
+        ...
+
+    def authenticate(self, presented: str) -> ApiKey | None:
+        """The live key ``presented`` is, or None."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """Who is asking: the key presented, or None when the server has no keys."""
+
+    key: ApiKey | None
+
+    def scoped(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        """``arguments`` with their user (and agent) narrowed to what the key reaches;
+        PermissionDeniedError when they name something else."""
+        key = self.key
+        if key is None or key.is_admin:
+            return arguments
+        user = arguments.get("user_id")
+        if user is not None and user != key.user_id:
+            raise PermissionDeniedError(
+                f"this API key is for user {key.user_id!r}: it cannot reach user {user!r}"
+            )
+        scoped = {**arguments, "user_id": key.user_id}
+        if key.agent_id is not None:
+            if "agent_id" not in arguments:
+                raise PermissionDeniedError(
+                    f"this API key is for agent {key.agent_id!r} only, and this verb "
+                    "covers every agent of the user: use a user key"
+                )
+            agent = arguments["agent_id"]
+            if agent is not None and agent != key.agent_id:
+                raise PermissionDeniedError(
+                    f"this API key is for agent {key.agent_id!r}: it cannot reach agent {agent!r}"
+                )
+            scoped["agent_id"] = key.agent_id
+        return scoped
+
+    def require_admin(self, what: str) -> None:
+        """PermissionDeniedError unless the key reaches every user."""
+        if self.key is not None and not self.key.is_admin:
+            raise PermissionDeniedError(f"{what} covers the whole store: it needs an admin key")
 
 
 def presented_key(headers: Mapping[str, str] | None) -> str | None:
@@ -28,7 +80,7 @@ def presented_key(headers: Mapping[str, str] | None) -> str | None:
     return headers.get("x-api-key") or None
 
 
-def authenticate(keys: KeyStore | None, headers: Mapping[str, str] | None) -> ApiKey | None:
+def authenticate(keys: KeyCheck | None, headers: Mapping[str, str] | None) -> ApiKey | None:
     """The key a request presents; None when no key is needed (no key file, or one
     that holds no key yet). AuthenticationError when one is needed and missing,
     unknown or revoked."""
@@ -50,7 +102,7 @@ class KeyGate:
     """ASGI middleware: a request without a valid key (once keys are required) gets
     401 before it reaches the application."""
 
-    def __init__(self, app: Any, keys: KeyStore) -> None:
+    def __init__(self, app: Any, keys: KeyCheck) -> None:
         self.app = app
         self.keys = keys
 

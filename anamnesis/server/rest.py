@@ -33,13 +33,12 @@ import queue
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
-from dataclasses import dataclass
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse, RedirectResponse, StreamingResponse
 from starlette.exceptions import HTTPException
 
 from ..consolidate.types import Profile, SessionSummary
@@ -69,8 +68,7 @@ from ..types import (
 )
 from ..version import __version__
 from . import DEFAULT_LIMITS, ServerLimits
-from .auth import authenticate
-from .keys import ApiKey, KeyStore
+from .auth import Caller, KeyCheck, authenticate
 from .rest_models import (
     AddArguments,
     AddManyArguments,
@@ -94,6 +92,8 @@ from .rest_models import (
     UpdateArguments,
     UserArguments,
 )
+from .ui.login import LocalLogin
+from .ui.pages import build_ui
 from .wire import HEALTH_PATH, INTERNAL_ERROR, ROUTES, error_body, status_of
 
 log = logging.getLogger("anamnesis.server")
@@ -104,54 +104,19 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 
 
-@dataclass(frozen=True, slots=True)
-class Caller:
-    """Who is asking: the key presented, or None when the server has no keys."""
-
-    key: ApiKey | None
-
-    def scoped(self, arguments: dict[str, Any]) -> dict[str, Any]:
-        """``arguments`` with their user (and agent) narrowed to what the key reaches;
-        PermissionDeniedError when they name something else."""
-        key = self.key
-        if key is None or key.is_admin:
-            return arguments
-        user = arguments.get("user_id")
-        if user is not None and user != key.user_id:
-            raise PermissionDeniedError(
-                f"this API key is for user {key.user_id!r}: it cannot reach user {user!r}"
-            )
-        scoped = {**arguments, "user_id": key.user_id}
-        if key.agent_id is not None:
-            if "agent_id" not in arguments:
-                raise PermissionDeniedError(
-                    f"this API key is for agent {key.agent_id!r} only, and this verb "
-                    "covers every agent of the user: use a user key"
-                )
-            agent = arguments["agent_id"]
-            if agent is not None and agent != key.agent_id:
-                raise PermissionDeniedError(
-                    f"this API key is for agent {key.agent_id!r}: it cannot reach agent {agent!r}"
-                )
-            scoped["agent_id"] = key.agent_id
-        return scoped
-
-    def require_admin(self, what: str) -> None:
-        """PermissionDeniedError unless the key reaches every user."""
-        if self.key is not None and not self.key.is_admin:
-            raise PermissionDeniedError(f"{what} covers the whole store: it needs an admin key")
-
-
 def build_app(
     memory: AsyncMemory,
-    keys: KeyStore | None = None,
+    keys: KeyCheck | None = None,
     *,
     limits: ServerLimits = DEFAULT_LIMITS,
     cors_origins: tuple[str, ...] = (),
+    login: LocalLogin | None = None,
 ) -> FastAPI:
-    """The REST application serving ``memory``. ``keys`` None serves everyone as an
-    admin (the CLI allows that on a loopback address only); with a key file, keys
-    are required as soon as it holds one."""
+    """The REST application serving ``memory``, with the memory inspector's pages
+    under ``/ui``. ``keys`` None serves everyone as an admin (the CLI allows that on
+    a loopback address only); with a key file, keys are required as soon as it holds
+    one. ``login`` (``anamnesis serve --open``, passed as ``keys`` too) adds a
+    one-time login link."""
     app = FastAPI(
         title="Anamnesis",
         version=__version__,
@@ -360,6 +325,12 @@ def build_app(
         """Re-embed every episode from its stored text (admin); the number re-embedded."""
         who.require_admin("reindex")
         return await memory.reindex()
+
+    @app.get("/ui", include_in_schema=False)
+    async def inspector() -> RedirectResponse:
+        return RedirectResponse("/ui/", 307)
+
+    app.mount("/ui", build_ui(memory, keys, login=login))
 
     if cors_origins:
         app.add_middleware(

@@ -6,21 +6,63 @@ agent, session, role, speaker and modality, and their event and recording times,
 a scope and the store's filters become boolean masks, far cheaper than reading the same
 rowids out of SQL (timings: study "Per dataset", "Figures from the code's comments").
 The store still re-checks scope in SQL when it fetches the hits.
+
+Above a size threshold a store attaches an approximate graph (``index.ann``): a
+search over a scope that is most of the index then takes the graph's candidates and
+rescores them here, exactly; small scopes, small indexes and filtered searches over
+few rows keep the exact scan.
 """
 
 from __future__ import annotations
 
+import math
+import os
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 import numpy as np
 
+from ...errors import InvalidInputError
 from ..base import Filters
+from .ann import AnnIndex
 
 #: Below this fraction of rows in scope, score only the selected rows; above it,
 #: score everything and mask (one matrix-vector product beats a large gather).
 _SUBSET_FRACTION = 0.25
 #: Queries scored together by ``search_many`` (a rows x block float32 matrix of scores).
 _QUERY_BLOCK = 64
+#: Environment variable that overrides ``AnnSettings.threshold``.
+THRESHOLD_ENV = "ANAMNESIS_ANN_THRESHOLD"
+#: Graph candidates asked for per result, over the share of the index in scope (the
+#: graph knows nothing of scopes, so out-of-scope rows are asked for and dropped).
+_ANN_OVERSAMPLE = 1.25
+
+
+@dataclass(frozen=True, slots=True)
+class AnnSettings:
+    """When a search uses the approximate graph instead of the exact scan.
+
+    ``threshold``: rows the searched scope must hold (and the index, for a graph to be
+    built at all); ``scope_fraction``: the share of the index the scope must hold (a
+    small scope in a large store is scanned exactly over its own rows).
+    """
+
+    threshold: int = 50_000
+    scope_fraction: float = 0.5
+
+    @classmethod
+    def from_environment(cls) -> AnnSettings:
+        """The defaults, with ``threshold`` from ``$ANAMNESIS_ANN_THRESHOLD`` when set
+        (for benchmarks that force the graph on, or off)."""
+        raw = os.environ.get(THRESHOLD_ENV)
+        if not raw:
+            return cls()
+        try:
+            return cls(threshold=int(raw))
+        except ValueError:
+            raise InvalidInputError(
+                f"{THRESHOLD_ENV}={raw!r} is not a number of rows; unset it or give an integer"
+            ) from None
 
 
 class _Codes:
@@ -51,8 +93,14 @@ Columns = tuple[str | None, str | None, str | None, float, float]
 class DenseIndex:
     """Append-friendly matrix of unit vectors with per-row scope codes."""
 
-    def __init__(self, dim: int) -> None:
+    def __init__(self, dim: int, ann_settings: AnnSettings | None = None) -> None:
         self.dim = dim
+        self.ann_settings = ann_settings or AnnSettings.from_environment()
+        #: The approximate graph, when the store has one in step with this index (its
+        #: epoch); None: every search is exact.
+        self.ann: AnnIndex | None = None
+        #: Rowids whose vectors changed since the graph took them: scored exactly.
+        self.ann_stale: set[int] = set()
         self.clear()
 
     def clear(self) -> None:
@@ -72,10 +120,14 @@ class DenseIndex:
         self._user_codes = _Codes()
         self._agent_codes = _Codes()
         self._session_codes = _Codes()
+        #: Each session's row positions, ascending (a session's scope without a pass
+        #: over every row).
+        self._session_rows: dict[int, list[int]] = {}
         self._role_codes = _Codes()
         self._speaker_codes = _Codes()
         self._modality_codes = _Codes()
         self._scope_rows: dict[tuple, np.ndarray] = {}
+        self.ann = None
 
     @property
     def size(self) -> int:
@@ -124,7 +176,10 @@ class DenseIndex:
         self._rowids[start:end] = [row[0] for row in rows]
         self._users[start:end] = [self._user_codes.code(row[1]) for row in rows]
         self._agents[start:end] = [self._agent_codes.code(row[2]) for row in rows]
-        self._sessions[start:end] = [self._session_codes.code((row[1], row[3])) for row in rows]
+        sessions = [self._session_codes.code((row[1], row[3])) for row in rows]
+        self._sessions[start:end] = sessions
+        for position, session in enumerate(sessions, start):
+            self._session_rows.setdefault(session, []).append(position)
         self._size = end
         self._scope_rows.clear()
 
@@ -136,6 +191,27 @@ class DenseIndex:
     def rowid_at(self, position: int) -> int:
         """The rowid of the row at ``position`` (0-based, in append order)."""
         return int(self._rowids[position])
+
+    def positions(self, rowids: np.ndarray) -> np.ndarray:
+        """Positions of those of ``rowids`` the index holds (rows are in rowid order)."""
+        held = self._rowids[: self._size]
+        rowids = np.asarray(rowids, dtype=np.int64)
+        found = np.searchsorted(held, rowids)
+        inside = found < self._size
+        found, rowids = found[inside], rowids[inside]
+        return found[held[found] == rowids]
+
+    def rows_upto(self, rowid: int) -> int:
+        """How many rows have a rowid up to ``rowid``."""
+        return int(np.searchsorted(self._rowids[: self._size], rowid, side="right"))
+
+    def rowids_from(self, position: int) -> np.ndarray:
+        """Rowids of the rows from ``position`` on (a view)."""
+        return self._rowids[position : self._size]
+
+    def vectors_at(self, positions: np.ndarray | slice) -> np.ndarray:
+        """The vectors of the rows at ``positions`` (a view for a slice)."""
+        return self._matrix[: self._size][positions]
 
     def add_columns(self, rows: Iterable[Columns]) -> None:
         """Set the filter columns of the next rows that lack them, in append order.
@@ -164,14 +240,18 @@ class DenseIndex:
         user = self._user_codes.lookup(user_id)
         if user is None:
             rows = np.zeros(0, dtype=np.int64)
+        elif session_id is not None:
+            session = self._session_codes.lookup((user_id, session_id))
+            rows = np.array(self._session_rows.get(-2 if session is None else session, ()))
+            rows = rows.astype(np.int64)
+            if agent_id is not None:
+                agent = self._agent_codes.lookup(agent_id)
+                rows = rows[self._agents[rows] == (-2 if agent is None else agent)]
         else:
             mask = self._users[: self._size] == user
             if agent_id is not None:
                 agent = self._agent_codes.lookup(agent_id)
                 mask &= self._agents[: self._size] == (-2 if agent is None else agent)
-            if session_id is not None:
-                session = self._session_codes.lookup((user_id, session_id))
-                mask &= self._sessions[: self._size] == (-2 if session is None else session)
             rows = np.flatnonzero(mask)
         self._scope_rows[key] = rows
         return rows
@@ -242,22 +322,79 @@ class DenseIndex:
         session_id: str | None = None,
         allowed_rowids: np.ndarray | None = None,
         limit: int,
+        exact: bool = False,
     ) -> list[tuple[int, float]]:
         """The ``limit`` best ``(rowid, cosine)`` pairs inside the scope (and among
-        ``allowed_rowids``, ascending, when given), best first."""
-        rows = self._rows_in_scope(user_id, agent_id, session_id)
-        if allowed_rowids is not None:
-            rows = rows[np.isin(self._rowids[rows], allowed_rowids)]
+        ``allowed_rowids``, ascending, when given), best first.
+
+        With a graph attached (``ann``), a scope of at least ``ann_settings.threshold``
+        rows and ``scope_fraction`` of the index takes its candidates from the graph;
+        ``exact`` forces the exact scan."""
+        if allowed_rowids is not None and session_id is None:
+            # Positions of the allowed rows, kept if in scope (a binary search in the
+            # scope's ascending positions): no pass over the scope.
+            allowed = self.positions(allowed_rowids)
+            scope = self._rows_in_scope(user_id, agent_id, None)
+            at = np.minimum(np.searchsorted(scope, allowed), max(scope.size - 1, 0))
+            rows = allowed[scope[at] == allowed] if scope.size else scope
+        else:
+            rows = self._rows_in_scope(user_id, agent_id, session_id)
+            if allowed_rowids is not None:
+                rows = rows[np.isin(self._rowids[rows], allowed_rowids)]
         if rows.size == 0 or limit <= 0:
             return []
         query = np.asarray(vector, dtype=np.float32)
+        settings = self.ann_settings
+        if (
+            not exact
+            and self.ann is not None
+            and rows.size >= settings.threshold
+            and rows.size >= settings.scope_fraction * self._size
+        ):
+            found = self._graph_search(query, rows, limit)
+            if found is not None:
+                return found
         if rows.size == self._size:  # the whole index is in scope: no gather needed
             scores = self._matrix[: self._size] @ query
         elif rows.size < _SUBSET_FRACTION * self._size:
             scores = self._matrix[rows] @ query
         else:
             scores = (self._matrix[: self._size] @ query)[rows]
+        return self._top(rows, scores, limit)
+
+    def _top(self, rows: np.ndarray, scores: np.ndarray, limit: int) -> list[tuple[int, float]]:
+        """The ``limit`` best of ``rows`` by ``scores``, best first (ties: row order)."""
         k = min(limit, rows.size)
         top = np.argpartition(-scores, k - 1)[:k] if k < rows.size else np.arange(rows.size)
         top = top[np.argsort(-scores[top], kind="stable")]
         return [(int(self._rowids[rows[i]]), float(scores[i])) for i in top]
+
+    def _graph_search(
+        self, query: np.ndarray, rows: np.ndarray, limit: int
+    ) -> list[tuple[int, float]] | None:
+        """``search`` through the graph: its candidates, the rows it does not hold or
+        holds with an old vector, kept if among ``rows`` and rescored exactly. None when
+        too few of its candidates are among ``rows`` (the caller scans exactly)."""
+        assert self.ann is not None
+        graph = self.ann
+        k = min(limit, rows.size)
+        ask = min(len(graph), math.ceil(k * _ANN_OVERSAMPLE * self._size / rows.size))
+        proposed = self.positions(graph.search(query, ask))
+        extra = [np.arange(self.rows_upto(graph.max_rowid), self._size)]
+        if self.ann_stale:
+            stale = self.positions(np.fromiter(self.ann_stale, dtype=np.int64))
+            proposed = proposed[~np.isin(proposed, stale)]
+            extra.append(stale)
+        member = None
+        if rows.size < self._size:
+            member = np.zeros(self._size, dtype=bool)
+            member[rows] = True
+        if member is not None:
+            proposed = proposed[member[proposed]]
+        if proposed.size < k and ask < len(graph):
+            return None
+        candidates = np.concatenate([proposed, *extra])
+        if member is not None:
+            candidates = candidates[member[candidates]]
+        candidates = np.unique(candidates)
+        return self._top(candidates, self._matrix[candidates] @ query, limit)

@@ -27,6 +27,7 @@ import numpy as np
 from ...types import Episode, Scope
 from ..base import Filters, Selection
 from ..shared.forget import SQLITE_SELECTION, selection_sql
+from .ann import SQLiteAnn
 from .lexical import SQLiteLexical
 from .schema import INSERT_TIMES, time_rows
 from .sql import EPISODE_COLUMNS, episode_from_row, filters_sql, scope_sql, scope_terms
@@ -42,6 +43,7 @@ class SQLiteArchive:
 
     _lock: Any
     _lexical: SQLiteLexical
+    _ann: SQLiteAnn
 
     def _write(self) -> AbstractContextManager[sqlite3.Connection]:  # pragma: no cover
         raise NotImplementedError
@@ -87,6 +89,7 @@ class SQLiteArchive:
             )
         if epochs is not None:
             self._lexical.after_change([row[0] for row in moved], [], *epochs)
+            self._ann.after_change([row[0] for row in moved], [], *epochs)
         return [row[1] for row in moved]
 
     def restore(self, scope: Scope, selection: Selection) -> list[str]:

@@ -24,6 +24,7 @@ from ..base import Selection
 from ..shared.derived import DerivedSQL
 from ..shared.facts import FactSQL
 from ..shared.forget import SQLITE_SELECTION, DeleteVerbs, RolledBack, drop_sessions, selection_sql
+from .ann import SQLiteAnn
 from .lexical import SQLiteLexical
 
 #: The FTS5 tables whose segments must be merged for deleted words to leave them.
@@ -38,6 +39,7 @@ class SQLiteLifecycle(DeleteVerbs):
     _facts: FactSQL
     _derived: DerivedSQL
     _lexical: SQLiteLexical
+    _ann: SQLiteAnn
 
     def _write(self) -> AbstractContextManager[sqlite3.Connection]:  # pragma: no cover
         raise NotImplementedError
@@ -127,6 +129,7 @@ class SQLiteLifecycle(DeleteVerbs):
             return rolled_back.ids, rolled_back.counts
         if epochs is not None:
             self._lexical.after_change(rowids, [], *epochs)
+            self._ann.after_change(rowids, [], *epochs)
             self._truncate_log()
         return ids, counts
 

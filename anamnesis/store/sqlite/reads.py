@@ -21,6 +21,7 @@ from ...types import Episode, EpisodeVersion, Scope, Session
 from ..base import TURN_COLUMNS, Candidate, Filters, TurnInfo, adjacent_by_episode, fact_scope
 from ..episode_times import EpisodeTimes, TimeRange, times_by_episode
 from ..index.dense import DenseIndex
+from .ann import SQLiteAnn
 from .lexical import SQLiteLexical
 from .sql import (
     EPISODE_COLUMNS,
@@ -47,6 +48,7 @@ class SQLiteReads:
     _dense_loaded: bool
     _dense_epoch: str | None
     _lexical: SQLiteLexical
+    _ann: SQLiteAnn
 
     def _read(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:  # pragma: no cover
         raise NotImplementedError
@@ -226,6 +228,9 @@ class SQLiteReads:
             if self._conn is None:  # closed while a warm-up was queued
                 return
             self._refresh_dense()
+            epoch = self._dense_epoch
+        if epoch is not None:
+            self._ann.warm_up(self._dense, epoch)
         self._lexical.warm_up()
 
     def _refreshed_rowids(self, scope: Scope, filters: Filters) -> np.ndarray | None:
@@ -271,6 +276,13 @@ class SQLiteReads:
         return {row[0]: (row[1], (row[2], row[3], row[4], row[5])) for row in rows}
 
     def _refresh_dense(self) -> None:
+        """Bring the numpy matrix, and the approximate graph above its threshold, up to
+        date with the file, incrementally when possible."""
+        self._load_dense()
+        assert self._dense_epoch is not None
+        self._ann.sync(self._dense, self._dense_epoch)
+
+    def _load_dense(self) -> None:
         """Bring the numpy matrix up to date with the file, incrementally when possible."""
         epoch_row = self._conn.execute(
             "SELECT value FROM meta WHERE key = 'vector_epoch'"

@@ -33,8 +33,9 @@ from ...errors import (
 )
 from ...types import Episode, EpisodeVersion, Scope, Session
 from ..base import replaced_at
-from ..index.dense import DenseIndex
+from ..index.dense import AnnSettings, DenseIndex
 from . import health
+from .ann import SQLiteAnn
 from .archive import SQLiteArchive
 from .facts import SQLiteFacts
 from .gate import SQLiteGate
@@ -80,7 +81,6 @@ class SQLiteStore(
     """
 
     backend = "sqlite"
-    vector_backend = "numpy"
 
     @property
     def lexical_backend(self) -> str:
@@ -95,6 +95,7 @@ class SQLiteStore(
         dim: int,
         busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
         durability: str = "normal",
+        ann: AnnSettings | None = None,
     ):
         if durability not in SYNCHRONOUS:
             raise InvalidInputError(f"durability must be one of {', '.join(SYNCHRONOUS)}")
@@ -106,9 +107,14 @@ class SQLiteStore(
         self._busy_timeout = busy_timeout
         self._usage_conn = None
         self._usage_lock = threading.Lock()
-        self._dense = DenseIndex(dim)
+        self._dense = DenseIndex(dim, ann)
         self._dense_loaded = False
         self._dense_epoch: str | None = None
+        self._ann = SQLiteAnn(self.path, self._lock, self._dense.ann_settings, self._file_epoch)
+        #: Exact numpy scan; a usearch HNSW graph proposes candidates above a threshold.
+        self.vector_backend = (
+            f"numpy (usearch HNSW from {self._dense.ann_settings.threshold:,} rows)"
+        )
         self._lexical = SQLiteLexical(self.path, self._lock, busy_timeout, durability)
         #: Why the store is damaged, once known: every write is then refused.
         self._damaged = health.recorded_damage(self.path)
@@ -159,6 +165,13 @@ class SQLiteStore(
         except StoreError:
             self._conn.close()
             raise
+
+    def _file_epoch(self) -> str | None:
+        """The file's ``vector_epoch`` (None once closed); the caller holds the lock."""
+        if self._conn is None:
+            return None
+        row = self._conn.execute("SELECT value FROM meta WHERE key = 'vector_epoch'").fetchone()
+        return row[0] if row else "0"
 
     @property
     def damage(self) -> str | None:
@@ -306,6 +319,7 @@ class SQLiteStore(
         self._close_usage()
         with self._lock:
             self._lexical.close()
+            self._ann.close(self._dense, self._dense_epoch if self._dense_loaded else None)
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None  # type: ignore[assignment]
@@ -526,6 +540,7 @@ class SQLiteStore(
         if epochs is not None:
             changed = [rowid] if content != old_content else []
             self._lexical.after_change([], changed, *epochs)
+            self._ann.after_change([], [rowid] if vector is not None else [], *epochs)
         return self.get_episodes([episode_id], scope)[0]
 
     def replace_vectors(self, vectors: dict[str, np.ndarray]) -> None:

@@ -1,0 +1,255 @@
+"""Keeps the approximate graph (``index.ann``) of one SQLite store in step with it.
+
+The graph follows the store's ``DenseIndex`` (itself loaded from the file), keyed by
+rowid, under the store's ``vector_epoch``:
+
+- on first use it is loaded from beside the file when its state matches what the
+  store holds (``AnnState.matches``), else built again from the vectors;
+- rows appended since (by any process; rowids only grow) are added: a few inside the
+  search, more on a background thread; meanwhile the search scores them exactly;
+- this process's deletes and vector changes are applied in place (``after_change``);
+  any other change of the epoch (another process's) drops the graph for a rebuild.
+
+Building runs on a background thread (``warm_up`` builds synchronously); until a
+graph is in step, searches are exact. Erasure deletes the persisted graph (it holds
+the erased rows' vectors); it is saved again on ``close`` and after a build.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import threading
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from ..index.ann import AnnIndex, AnnState, remove_files, vector_fingerprint
+from ..index.dense import AnnSettings, DenseIndex
+
+#: Appended rows added to the graph inside a search; more are added in the background.
+SYNC_ROWS = 64
+#: Rows added per step by the background catch-up (it holds the store's lock per step).
+CATCH_UP_STEP = 512
+
+
+class SQLiteAnn:
+    """The approximate graph of one store, and its upkeep.
+
+    ``lock`` is the store's lock: ``sync``, ``after_change`` and ``close`` are called
+    with it held; the background builder takes it only to read and to install.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        lock: threading.RLock,
+        settings: AnnSettings,
+        file_epoch: Callable[[], str | None],
+    ) -> None:
+        self._path = path
+        #: The file's ``vector_epoch`` now (None: the store is closed); called under the lock.
+        self._file_epoch = file_epoch
+        self._lock = lock
+        self.settings = settings
+        self._graph: AnnIndex | None = None
+        self._epoch: str | None = None
+        self._stale: set[int] = set()
+        self._load_tried = False
+        #: The epoch of the dense index at the last ``sync``.
+        self._seen: str | None = None
+        self._dirty = False
+        self._worker: threading.Thread | None = None
+        self._closed = False
+        #: Why the last build failed, until one succeeds (searches are then exact).
+        self.failure: str | None = None
+
+    @property
+    def ready(self) -> bool:
+        """Whether a graph is in use."""
+        return self._graph is not None
+
+    def state(self, dense: DenseIndex, epoch: str, max_rowid: int | None = None) -> AnnState:
+        """What ``dense`` holds up to ``max_rowid`` (default: all of it), as an AnnState."""
+        last = dense.max_rowid if max_rowid is None else max_rowid
+        count = dense.rows_upto(last)
+        blob = dense.vectors_at(slice(count - 1, count)).tobytes() if count else b""
+        # The last row's own rowid must be the one claimed, else coverage differs.
+        if count and dense.rowid_at(count - 1) != last:
+            blob = b"missing"
+        return AnnState(dense.dim, epoch, last, count, vector_fingerprint(blob))
+
+    def sync(self, dense: DenseIndex, epoch: str, build: bool = False) -> None:
+        """Attach to ``dense`` a graph in step with it, when it is large enough: load,
+        catch up or start a build as needed. ``build``: build or catch up now, here."""
+        dense.ann = None
+        self._seen = epoch
+        if self._closed or dense.size < self.settings.threshold:
+            return
+        if self._graph is None and not self._load_tried:
+            self._load_tried = True
+            self._load(dense, epoch)
+        if self._graph is not None and self._epoch != epoch:
+            self._graph, self._stale = None, set()  # another process changed rows
+        if self._graph is None:
+            if build:
+                self._build(dense, epoch)
+            else:
+                self._start_worker(dense, epoch)
+            if self._graph is None:
+                return
+        graph = self._graph
+        if self._stale:
+            stale = dense.positions(np.fromiter(self._stale, dtype=np.int64))
+            graph.add(dense.rowids_from(0)[stale], dense.vectors_at(stale))
+            self._stale.clear()
+            self._dirty = True
+        start = dense.rows_upto(graph.max_rowid)
+        behind = dense.size - start
+        if behind and (build or behind <= SYNC_ROWS):
+            graph.add(dense.rowids_from(start), dense.vectors_at(slice(start, dense.size)))
+            self._dirty = True
+        elif behind:
+            self._start_worker(dense, epoch)
+        dense.ann = graph
+        dense.ann_stale = self._stale
+
+    def warm_up(self, dense: DenseIndex, epoch: str) -> None:
+        """Load, build or catch up the graph now; the build runs outside the lock.
+        The caller does not hold the lock."""
+        with self._lock:
+            self.sync(dense, epoch)
+            worker = self._worker
+        if worker is not None:
+            worker.join()
+        with self._lock:
+            if self._seen == epoch:
+                self.sync(dense, epoch, build=True)
+
+    def _load(self, dense: DenseIndex, epoch: str) -> None:
+        loaded = AnnIndex.load(self._path)
+        if loaded is None:
+            return
+        graph, saved = loaded
+        if saved.max_rowid > dense.max_rowid or not saved.matches(
+            self.state(dense, epoch, saved.max_rowid)
+        ):
+            remove_files(self._path)  # behind or ahead of the store: rebuilt
+            return
+        self._graph, self._epoch = graph, epoch
+
+    def _build(self, dense: DenseIndex, epoch: str) -> None:
+        """Build a graph of every row of ``dense`` (the caller holds the lock)."""
+        graph = AnnIndex(dense.dim)
+        graph.add(dense.rowids_from(0), dense.vectors_at(slice(0, dense.size)), threads=0)
+        self._install(graph, epoch)
+
+    def _install(self, graph: AnnIndex, epoch: str) -> None:
+        self._graph, self._epoch, self._stale = graph, epoch, set()
+        self._dirty = True
+        self.failure = None
+
+    def _start_worker(self, dense: DenseIndex, epoch: str) -> None:
+        if self._worker is not None and self._worker.is_alive():
+            return
+        self._worker = threading.Thread(
+            target=self._work, args=(dense, epoch), name="anamnesis-ann-index", daemon=True
+        )
+        self._worker.start()
+
+    def _work(self, dense: DenseIndex, epoch: str) -> None:
+        """Build (outside the lock) or catch up (a step at a time, under it)."""
+        try:
+            with self._lock:
+                graph, size = self._graph, dense.size
+                rowids = dense.rowids_from(0)[:size]
+                vectors = dense.vectors_at(slice(0, size))
+            if graph is None:
+                # Rows below ``size`` are never written again (appends go past them,
+                # a reload replaces the arrays), so these views stay valid unlocked.
+                fresh = AnnIndex(dense.dim)
+                fresh.add(rowids, vectors, threads=0)
+                with self._lock:
+                    if self._closed or self._graph is not None or self._seen != epoch:
+                        return
+                    self._install(fresh, epoch)
+                    self.save(dense, epoch)
+                return
+            while True:
+                with self._lock:
+                    if self._closed or self._graph is not graph or self._epoch != epoch:
+                        return
+                    start = dense.rows_upto(graph.max_rowid)
+                    stop = min(dense.size, start + CATCH_UP_STEP)
+                    if start >= stop:
+                        return
+                    graph.add(
+                        dense.rowids_from(start)[: stop - start],
+                        dense.vectors_at(slice(start, stop)),
+                    )
+                    self._dirty = True
+        except (RuntimeError, ValueError, MemoryError, OSError) as exc:
+            self.failure = str(exc)
+            warnings.warn(
+                f"building the approximate vector index of {self._path} failed ({exc}); "
+                "dense search stays exact (same results, slower)",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+
+    def after_change(
+        self,
+        removed: list[int],
+        changed: list[int],
+        epoch_before: str,
+        epoch_after: str,
+    ) -> None:
+        """Apply this process's committed deletes (``removed``) and vector changes
+        (``changed``); if the graph was not at ``epoch_before``, leave it to rebuild.
+        Erasure also deletes the persisted graph, which holds the erased vectors."""
+        self._seen = epoch_after  # a build of the rows before this change is not installed
+        if removed:
+            remove_files(self._path)
+        if self._graph is None or self._epoch != epoch_before:
+            return
+        self._graph.remove([*removed, *changed])
+        self._stale.update(changed)
+        self._stale.difference_update(removed)
+        self._epoch = epoch_after
+        self._dirty = True
+
+    def save(self, dense: DenseIndex, epoch: str) -> None:
+        """Persist the graph, if it changed since it was loaded or saved and is in step."""
+        graph = self._graph
+        if graph is None or not self._dirty or self._epoch != epoch or self._stale:
+            return
+        if dense.rows_upto(graph.max_rowid) != len(graph):
+            return
+        try:
+            if self._file_epoch() != epoch:
+                return  # the file changed since (another process): this graph is not saved
+            graph.save(self._path, self.state(dense, epoch, graph.max_rowid))
+            self._dirty = False
+            if self._file_epoch() != epoch:
+                remove_files(self._path)  # changed while saving: it may hold erased rows
+        except sqlite3.Error:
+            remove_files(self._path)  # the epoch cannot be read: nothing is trusted
+        except (OSError, RuntimeError) as exc:
+            remove_files(self._path)
+            warnings.warn(
+                f"saving the approximate vector index of {self._path} failed ({exc}); "
+                "it is rebuilt on next open",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+
+    def close(self, dense: DenseIndex, epoch: str | None) -> None:
+        """Save the graph if it is in step with ``dense``, and drop it."""
+        self._closed = True
+        if epoch is not None:
+            with contextlib.suppress(ValueError):
+                self.save(dense, epoch)
+        self._graph = None
+        dense.ann = None

@@ -1,0 +1,317 @@
+"""Above a size threshold, the SQLite store's dense search takes its candidates from an
+approximate graph (usearch HNSW) and rescores them exactly: its recall against the
+exact scan, its persistence beside the store, the detection of a graph behind or ahead
+of the store, and the exact scan kept for small stores and small scopes."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+from store_fixtures import DIM, make_episode, unit_vectors
+
+from anamnesis.store.base import Filters, Selection
+from anamnesis.store.index import ann as ann_module
+from anamnesis.store.index.dense import AnnSettings
+from anamnesis.store.sqlite import SQLiteStore
+from anamnesis.store.sqlite.ann import SQLiteAnn
+from anamnesis.types import Scope
+
+ALICE = Scope("alice")
+BOB = Scope("bob")
+NO_FILTERS = Filters()
+#: Small enough that a test store of a few thousand rows crosses it.
+SETTINGS = AnnSettings(threshold=500, scope_fraction=0.5)
+ROWS = 2000
+
+
+def _open(path, settings: AnnSettings = SETTINGS) -> SQLiteStore:
+    return SQLiteStore(path, dim=DIM, ann=settings)
+
+
+def _fill(store: SQLiteStore, rows: int = ROWS, scope: Scope = ALICE, seed: int = 0) -> list:
+    episodes = [make_episode(f"turn {i} of {scope.user_id}", scope=scope) for i in range(rows)]
+    store.insert_episodes(episodes, unit_vectors(rows, seed=seed))
+    return episodes
+
+
+def _exact(store: SQLiteStore, vector: np.ndarray, scope: Scope, limit: int) -> list:
+    """The exact scan's ranking, as ``(rowid, score)`` pairs."""
+    with store._lock:
+        store._refresh_dense()
+        return store._dense.search(vector, user_id=scope.user_id, limit=limit, exact=True)
+
+
+def _ids(candidates) -> list[str]:
+    return [c.episode_id for c in candidates]
+
+
+@pytest.fixture
+def path(tmp_path):
+    return tmp_path / "memory.db"
+
+
+def test_graph_recall_at_100_against_the_exact_scan_is_at_least_0_98(path):
+    store = _open(path)
+    _fill(store)
+    store.warm_up()
+    assert store._ann.ready
+    recalls = []
+    for query in unit_vectors(30, seed=99):
+        exact = {rowid for rowid, _ in _exact(store, query, ALICE, 100)}
+        with store._lock:
+            found = store._dense.search(query, user_id="alice", limit=100)
+        assert store._dense.ann is not None
+        recalls.append(len(exact & {rowid for rowid, _ in found}) / 100)
+    assert np.mean(recalls) >= 0.98
+    store.close()
+
+
+def test_graph_results_are_rescored_exactly(path):
+    store = _open(path)
+    _fill(store)
+    store.warm_up()
+    query = unit_vectors(1, seed=5)[0]
+    exact = dict(_exact(store, query, ALICE, 20))
+    with store._lock:
+        found = store._dense.search(query, user_id="alice", limit=20)
+    common = [rowid for rowid, _ in found if rowid in exact]
+    assert len(common) >= 18
+    assert [s for r, s in found if r in exact] == pytest.approx([exact[r] for r in common])
+    store.close()
+
+
+def test_below_the_threshold_search_is_the_exact_scan(path, monkeypatch):
+    store = _open(path, AnnSettings(threshold=ROWS + 1))
+    _fill(store)
+    store.warm_up()
+    assert not store._ann.ready
+    monkeypatch.setattr(ann_module.AnnIndex, "search", _refuse)
+    for query in unit_vectors(5, seed=3):
+        got = store.dense_search(query, ALICE, NO_FILTERS, 10)
+        assert [c.score for c in got] == [s for _, s in _exact(store, query, ALICE, 10)]
+    store.close()
+
+
+def _refuse(*args, **kwargs):
+    raise AssertionError("the graph was consulted")
+
+
+def test_a_small_scope_in_a_large_store_is_scanned_exactly(path, monkeypatch):
+    store = _open(path)
+    _fill(store)
+    bob = _fill(store, rows=50, scope=BOB, seed=1)
+    store.warm_up()
+    assert store._ann.ready
+    monkeypatch.setattr(ann_module.AnnIndex, "search", _refuse)
+    query = unit_vectors(1, seed=8)[0]
+    got = store.dense_search(query, BOB, NO_FILTERS, 10)
+    assert set(_ids(got)) <= {e.id for e in bob}
+    assert [c.score for c in got] == [s for _, s in _exact(store, query, BOB, 10)]
+    store.close()
+
+
+def test_a_large_scope_among_others_gets_only_its_own_rows(path):
+    store = _open(path)
+    alice = {e.id for e in _fill(store)}
+    _fill(store, rows=400, scope=BOB, seed=1)
+    store.warm_up()
+    for query in unit_vectors(5, seed=11):
+        got = store.dense_search(query, ALICE, NO_FILTERS, 50)
+        assert len(got) == 50 and set(_ids(got)) <= alice
+    store.close()
+
+
+def test_the_graph_is_persisted_and_loaded_without_a_rebuild(path, monkeypatch):
+    store = _open(path)
+    _fill(store)
+    store.warm_up()
+    query = unit_vectors(1, seed=4)[0]
+    before = store.dense_search(query, ALICE, NO_FILTERS, 10)
+    store.close()
+    assert ann_module.state_path(path).exists()
+
+    built = []
+    monkeypatch.setattr(SQLiteAnn, "_build", lambda self, *a: built.append(a))
+    reopened = _open(path)
+    assert reopened.dense_search(query, ALICE, NO_FILTERS, 10) == before
+    assert reopened._ann.ready and not built
+    reopened.close()
+
+
+def test_a_graph_behind_the_store_is_caught_up(path):
+    store = _open(path)
+    _fill(store)
+    store.warm_up()
+    store.close()
+    # Rows appended while no graph was open (another process, or a crash before save).
+    other = _open(path, AnnSettings(threshold=10**9))
+    extra = _fill(other, rows=100, seed=2)
+    other.close()
+    store = _open(path)
+    target = unit_vectors(100, seed=2)[57]
+    assert store.dense_search(target, ALICE, NO_FILTERS, 1)[0].episode_id == extra[57].id
+    store.warm_up()
+    assert len(store._ann._graph) == ROWS + 100
+    store.close()
+
+
+def test_a_graph_ahead_of_the_store_is_detected_and_rebuilt(path, tmp_path):
+    store = _open(path)
+    _fill(store)
+    store.close()
+    saved = tmp_path / "before.db"
+    shutil.copy(path, saved)
+    # The graph is saved covering rows the store then loses (a crash rolls it back).
+    store = _open(path)
+    _fill(store, rows=100, seed=2)
+    store.warm_up()
+    store.close()
+    shutil.copy(saved, path)
+    store = _open(path)
+    store.warm_up()
+    assert store._ann.ready and len(store._ann._graph) == ROWS
+    lost = unit_vectors(100, seed=2)[3]
+    assert store.dense_search(lost, ALICE, NO_FILTERS, 5)[0].score < 0.999
+    store.close()
+
+
+def test_a_graph_of_different_rows_under_the_same_rowids_is_rebuilt(path, tmp_path):
+    store = _open(path)
+    _fill(store)
+    store.warm_up()
+    store.close()
+    state = ann_module.state_path(path)
+    kept = state.read_text()
+    path.unlink()
+    store = _open(path)  # a new store whose rowids coincide, other vectors
+    _fill(store, seed=7)
+    store.close()
+    state.write_text(kept)
+    store = _open(path)
+    store.warm_up()
+    query = unit_vectors(ROWS, seed=7)[10]
+    assert store.dense_search(query, ALICE, NO_FILTERS, 1)[0].score == pytest.approx(1.0)
+    assert len(store._ann._graph) == ROWS
+    store.close()
+
+
+def test_a_damaged_graph_file_is_rebuilt(path):
+    store = _open(path)
+    _fill(store)
+    store.warm_up()
+    store.close()
+    for graph in path.parent.glob("memory.db.ann.*"):
+        if not graph.name.endswith(".json"):
+            graph.write_bytes(b"not a graph")
+    store = _open(path)
+    store.warm_up()
+    assert store._ann.ready
+    store.close()
+
+
+def test_this_process_forget_and_update_apply_in_place(path):
+    store = _open(path)
+    episodes = _fill(store)
+    store.warm_up()
+    store.close()
+    store = _open(path)
+    vectors = unit_vectors(ROWS)
+    store.dense_search(vectors[0], ALICE, NO_FILTERS, 5)  # loads the saved graph
+    assert store._ann.ready
+    store.forget(ALICE, Selection(episode_ids=(episodes[5].id,)))
+    assert not ann_module.state_path(path).exists()  # the erased vector left the disk
+    got = store.dense_search(vectors[5], ALICE, NO_FILTERS, 5)
+    assert episodes[5].id not in _ids(got)
+    moved = unit_vectors(1, seed=123)[0]
+    store.update_episode(
+        episodes[9].id,
+        ALICE,
+        content="moved",
+        content_hash="h",
+        metadata={},
+        vector=moved,
+        changed_at=episodes[9].recorded_at,
+    )
+    got = store.dense_search(moved, ALICE, NO_FILTERS, 1)
+    assert got[0].episode_id == episodes[9].id and got[0].score == pytest.approx(1.0)
+    assert store._ann.ready
+    store.close()
+
+
+def test_another_process_forget_drops_the_graph_for_a_rebuild(path):
+    store = _open(path)
+    episodes = _fill(store)
+    store.warm_up()
+    other = _open(path, AnnSettings(threshold=10**9))
+
+    other.forget(ALICE, Selection(episode_ids=(episodes[5].id,)))
+    other.close()
+    got = store.dense_search(unit_vectors(ROWS)[5], ALICE, NO_FILTERS, 5)
+    assert episodes[5].id not in _ids(got)
+    store.warm_up()
+    assert store._ann.ready and len(store._ann._graph) == ROWS - 1
+    store.close()
+
+
+def test_appended_rows_are_found_before_the_graph_holds_them(path):
+    store = _open(path)
+    _fill(store)
+    store.warm_up()
+    fresh = make_episode("just added")
+    vector = unit_vectors(1, seed=77)
+    store.insert_episodes([fresh], vector)
+    assert store.dense_search(vector[0], ALICE, NO_FILTERS, 1)[0].episode_id == fresh.id
+    store.close()
+
+
+def test_the_threshold_can_be_set_from_the_environment(path, monkeypatch):
+    from anamnesis.errors import InvalidInputError
+    from anamnesis.store.index.dense import THRESHOLD_ENV
+
+    monkeypatch.setenv(THRESHOLD_ENV, "100")
+    store = SQLiteStore(path, dim=DIM)
+    _fill(store, rows=300)
+    store.warm_up()
+    assert store._ann.ready
+    store.close()
+    monkeypatch.setenv(THRESHOLD_ENV, "many")
+    with pytest.raises(InvalidInputError, match=THRESHOLD_ENV):
+        SQLiteStore(path, dim=DIM)
+
+
+def test_a_build_from_before_a_forget_is_neither_installed_nor_saved(path, monkeypatch):
+    store = _open(path)
+    episodes = _fill(store)
+    with store._lock:
+        store._refresh_dense()  # starts the background build
+        worker = store._ann._worker
+        assert worker is not None
+        # The forget commits while the build is still reading the old rows.
+        store.forget(ALICE, Selection(episode_ids=(episodes[5].id,)))
+    worker.join()
+    assert not ann_module.state_path(path).exists()
+    store.warm_up()
+    assert len(store._ann._graph) == ROWS - 1
+    store.close()
+
+
+def test_the_embedder_loads_after_a_graph_in_the_same_process(path):
+    """onnxruntime imported after usearch's native module crashes the process; the
+    graph loads onnxruntime first. Run in a fresh interpreter, where neither is loaded."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from anamnesis.store.index.ann import AnnIndex\n"
+        "import numpy as np\n"
+        "graph = AnnIndex(8)\n"
+        "graph.add(np.arange(1, 101), np.eye(100, 8, dtype=np.float32))\n"
+        "import onnxruntime\n"
+        "print('loaded', len(graph))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-500:]
+    assert "loaded 100" in done.stdout

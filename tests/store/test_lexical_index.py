@@ -1,0 +1,254 @@
+"""The SQLite store's in-memory lexical index ranks exactly as FTS5's bm25() does, and
+stays exact through appends, updates and deletes by this process or another one."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+from store_fixtures import DIM, make_episode, unit_vectors
+
+from anamnesis.retrieve.query import search_terms
+from anamnesis.store.base import Candidate, Filters
+from anamnesis.store.sqlite import SQLiteStore
+from anamnesis.store.sqlite import lexical as sqlite_lexical
+from anamnesis.types import Scope
+
+FIXTURE = Path(__file__).parent.parent / "fixtures" / "locomo_conv26_sessions1-4.json"
+CONVERSATION = Scope("conv-26", session_id="s1")
+OTHER_SESSION = Scope("conv-26", session_id="s2")
+OTHER_TENANT = Scope("bob", agent_id="helper")
+NO_FILTERS = Filters()
+
+
+def _corpus() -> tuple[list, list[list[str]]]:
+    """The 76 real LoCoMo turns in one scope; 124 sentences recombined from them in two
+    others (so that document frequencies, lengths and N span tenants); and the queries:
+    the fixture's questions as the retriever sends them, plus 30 single words."""
+    data = json.loads(FIXTURE.read_text())
+    conv = data["conversation"]
+    turns = [t["text"] for n in range(1, 5) for t in conv[f"session_{n}"]]
+    rng = random.Random(7)
+    words = [w for t in turns for w in t.split()]
+    mixed = [" ".join(rng.choice(words) for _ in range(rng.randint(4, 40))) for _ in range(124)]
+    episodes = [make_episode(t, scope=CONVERSATION) for t in turns]
+    episodes += [make_episode(t, scope=OTHER_SESSION) for t in mixed[:40]]
+    episodes += [make_episode(t, scope=OTHER_TENANT) for t in mixed[40:]]
+    queries = [search_terms(q["question"]) for q in data["qa"]]
+    queries += [[w] for w in search_terms(" ".join(turns))[:90:3]]
+    return episodes, queries
+
+
+@pytest.fixture
+def store(tmp_path):
+    store = SQLiteStore(tmp_path / "memory.db", dim=DIM)
+    yield store
+    store.close()
+
+
+def _fill(store: SQLiteStore) -> list[list[str]]:
+    episodes, queries = _corpus()
+    store.insert_episodes(episodes, unit_vectors(len(episodes)))
+    return queries
+
+
+def _assert_same_ranking(got: list[Candidate], expected: list[Candidate]) -> None:
+    """Same scores in the same order; ids equal up to the order of tied scores."""
+    assert [c.score for c in got] == pytest.approx([c.score for c in expected], rel=1e-9)
+    by_score: dict[float, set[str]] = {}
+    for c in expected:
+        by_score.setdefault(round(c.score, 9), set()).add(c.episode_id)
+    for c in got:
+        assert c.episode_id in by_score[round(c.score, 9)]
+
+
+def _in_memory_only(store: SQLiteStore, monkeypatch) -> None:
+    """Make any fall-back to FTS5 fail the test: the in-memory index must answer."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("lexical search fell back to FTS5")
+
+    monkeypatch.setattr(store, "fts5_lexical_search", refuse)
+
+
+def _compare(store: SQLiteStore, queries, scopes, monkeypatch, filters=NO_FILTERS) -> int:
+    compared = 0
+    for terms in queries:
+        for scope in scopes:
+            expected = store.fts5_lexical_search(terms, scope, filters, 10)
+            with monkeypatch.context() as patch:
+                _in_memory_only(store, patch)
+                got = store.lexical_search(terms, scope, filters, 10)
+            _assert_same_ranking(got, expected)
+            compared += bool(expected)
+    return compared
+
+
+def test_ranking_and_scores_equal_fts5_bm25_in_every_scope(store, monkeypatch):
+    queries = _fill(store)
+    scopes = (CONVERSATION, OTHER_SESSION, OTHER_TENANT, Scope("conv-26"))
+    assert _compare(store, queries, scopes, monkeypatch) > 150
+
+
+def test_filters_narrow_the_in_memory_ranking_as_they_narrow_fts5(store, monkeypatch):
+    queries = _fill(store)
+    filters = Filters(event_after=make_episode().event_time.replace(year=2023))
+    late = Filters(
+        event_before=store.list_episodes(CONVERSATION, limit=1, offset=40)[0][0].event_time
+    )
+    for f in (filters, late):
+        _compare(store, queries[:20], (CONVERSATION,), monkeypatch, f)
+
+
+def test_results_stay_inside_the_scope(store, monkeypatch):
+    _fill(store)
+    _in_memory_only(store, monkeypatch)
+    words = ["caroline", "support", "group", "painting", "melanie"]
+    tenant = {c.episode_id for c in store.lexical_search(words, OTHER_TENANT, Filters(), 200)}
+    session = {c.episode_id for c in store.lexical_search(words, CONVERSATION, Filters(), 200)}
+    assert tenant and session and not tenant & session
+    assert all(e.user_id == "bob" for e in store.get_episodes(list(tenant), OTHER_TENANT))
+    assert store.lexical_search(words, Scope("nobody"), Filters(), 10) == []
+    assert store.lexical_search(words, Scope("bob", agent_id="other"), Filters(), 10) == []
+
+
+def test_appends_are_indexed_incrementally(store, monkeypatch):
+    queries = _fill(store)
+    store.lexical_search(["caroline"], CONVERSATION, Filters(), 10)
+    index = store._lexical._index
+    new = [make_episode("Caroline adopted a zebra named Quasar", scope=CONVERSATION)]
+    store.insert_episodes(new, unit_vectors(1, seed=3))
+    _in_memory_only(store, monkeypatch)
+    (hit,) = store.lexical_search(["quasar"], CONVERSATION, Filters(), 10)
+    assert hit.episode_id == new[0].id
+    assert store._lexical._index is index  # appended to, not rebuilt
+    monkeypatch.undo()
+    _compare(store, queries[:20], (CONVERSATION, OTHER_TENANT), monkeypatch)
+
+
+def test_this_process_deletes_and_updates_apply_in_place(store, monkeypatch):
+    queries = _fill(store)
+    store.lexical_search(["caroline"], CONVERSATION, Filters(), 10)
+    index = store._lexical._index
+    victim, changed = store.lexical_search(["caroline"], CONVERSATION, Filters(), 2)
+    store.delete_episode(victim.episode_id, CONVERSATION)
+    store.update_episode(
+        changed.episode_id,
+        CONVERSATION,
+        content="A note about a heron",
+        content_hash="h-heron",
+        metadata={},
+        vector=None,
+        changed_at=make_episode().event_time,
+    )
+    store.delete_scope(OTHER_SESSION)
+    with monkeypatch.context() as patch:
+        _in_memory_only(store, patch)
+        found = {
+            c.episode_id for c in store.lexical_search(["caroline"], CONVERSATION, Filters(), 200)
+        }
+        assert victim.episode_id not in found and changed.episode_id not in found
+        (heron,) = store.lexical_search(["heron"], CONVERSATION, Filters(), 10)
+        assert heron.episode_id == changed.episode_id
+    assert store._lexical._index is index
+    _compare(store, queries, (CONVERSATION, OTHER_SESSION, OTHER_TENANT), monkeypatch)
+
+
+def test_another_process_writes_are_seen(store, tmp_path, monkeypatch):
+    queries = _fill(store)
+    store.lexical_search(["caroline"], CONVERSATION, Filters(), 10)
+    other = SQLiteStore(tmp_path / "memory.db", dim=DIM)
+    try:
+        added = make_episode("Caroline keeps a pet axolotl", scope=CONVERSATION)
+        other.insert_episodes([added], unit_vectors(1, seed=5))
+        (hit,) = store.lexical_search(["axolotl"], CONVERSATION, Filters(), 10)
+        assert hit.episode_id == added.id
+        ranked = store.lexical_search(["caroline"], CONVERSATION, Filters(), 5)
+        gone = next(c.episode_id for c in ranked if c.episode_id != added.id)
+        other.delete_episode(gone, CONVERSATION)
+        other.update_episode(
+            added.id,
+            CONVERSATION,
+            content="Caroline keeps a pet iguana",
+            content_hash="h-iguana",
+            metadata={},
+            vector=None,
+            changed_at=added.event_time,
+        )
+    finally:
+        other.close()
+    assert store.lexical_search(["axolotl"], CONVERSATION, Filters(), 10) == []
+    assert [c.episode_id for c in store.lexical_search(["iguana"], CONVERSATION, Filters(), 5)] == [
+        added.id
+    ]
+    found = {c.episode_id for c in store.lexical_search(["caroline"], CONVERSATION, Filters(), 200)}
+    assert gone not in found
+    _compare(store, queries[:30], (CONVERSATION, OTHER_TENANT), monkeypatch)
+
+
+def test_a_large_build_runs_in_the_background_while_fts5_answers(store, monkeypatch):
+    queries = _fill(store)
+    monkeypatch.setattr(sqlite_lexical, "SYNC_ROWS", 0)
+    expected = store.fts5_lexical_search(queries[0], CONVERSATION, Filters(), 10)
+    first = store.lexical_search(queries[0], CONVERSATION, Filters(), 10)
+    _assert_same_ranking(first, expected)
+    worker = store._lexical._worker
+    assert worker is not None
+    worker.join(timeout=30)
+    assert store._lexical.ready
+    _compare(store, queries[:10], (CONVERSATION,), monkeypatch)
+
+
+def test_warm_up_builds_the_index(store, monkeypatch):
+    queries = _fill(store)
+    store.warm_up()
+    assert store._lexical.ready
+    _compare(store, queries[:5], (CONVERSATION,), monkeypatch)
+
+
+def test_terms_fts5_reads_as_phrases_fall_back_to_fts5(store):
+    _fill(store)
+    store.insert_episodes(
+        [make_episode("state-of-the-art art of the state", scope=CONVERSATION)],
+        unit_vectors(1, seed=9),
+    )
+    for terms in (["state-of-the-art"], ["art", "state-of-the-art"]):
+        expected = store.fts5_lexical_search(terms, CONVERSATION, Filters(), 10)
+        _assert_same_ranking(store.lexical_search(terms, CONVERSATION, Filters(), 10), expected)
+
+
+def test_closing_the_store_stops_a_background_build_quietly(store, monkeypatch):
+    queries = _fill(store)
+    errors = []
+    monkeypatch.setattr("threading.excepthook", errors.append)
+    monkeypatch.setattr(sqlite_lexical, "SYNC_ROWS", 0)
+    store.lexical_search(queries[0], CONVERSATION, Filters(), 10)
+    worker = store._lexical._worker
+    store.close()
+    worker.join(timeout=30)
+    assert errors == [] and not store._lexical.ready
+
+
+def test_filters_see_another_process_appends_and_deletes(store, tmp_path):
+    """Filtered searches read the dense index's filter columns: they follow what another
+    process appends (new columns) and deletes (a rebuild)."""
+    first = make_episode("Caroline paints", scope=CONVERSATION, role="assistant")
+    store.insert_episodes([first], unit_vectors(1, seed=1))
+    user = Filters(role="user")
+    assert store.dense_search(unit_vectors(1, seed=1)[0], CONVERSATION, user, 5) == []
+    other = SQLiteStore(tmp_path / "memory.db", dim=DIM)
+    try:
+        added = make_episode("Caroline swims", scope=CONVERSATION, role="user")
+        other.insert_episodes([added], unit_vectors(1, seed=2))
+        hits = store.dense_search(unit_vectors(1, seed=1)[0], CONVERSATION, user, 5)
+        assert [c.episode_id for c in hits] == [added.id]
+        other.delete_episode(added.id, CONVERSATION)
+    finally:
+        other.close()
+    assert store.dense_search(unit_vectors(1, seed=1)[0], CONVERSATION, user, 5) == []
+    assert [
+        c.episode_id
+        for c in store.lexical_search(["caroline"], CONVERSATION, Filters(not_role="user"), 5)
+    ] == [first.id]
