@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from locomo_slice import load_slice
 
 from anamnesis import Memory
 from anamnesis.bench.presets import BENCH_PRESETS
@@ -144,3 +145,16 @@ def test_the_name_of_the_memorys_subject_is_not_searched_for(memory: Memory) -> 
     assert request.dense_text == "Where does I live?"
     stranger = retriever.request("Where does Miso sleep?", Scope("priya"), Filters())
     assert stranger.dense_text == "Where does Miso sleep?"
+
+
+def test_a_conversation_is_ranked_as_by_the_previous_default(tmp_path: Path) -> None:
+    # Conversations between two sides (LoCoMo, BEAM, LongMemEval) are the data the
+    # previous default was chosen on; the notes parts stand aside there, so every
+    # ranking is the same, question by question.
+    path = tmp_path / "locomo.db"
+    with Memory(path=path, warm=False) as memory:
+        questions = [qa["question"] for qa in load_slice(memory, "conv-26")][:25]
+        default = [[h.episode.id for h in memory.search(q, user_id="conv-26")] for q in questions]
+    with Memory(path=path, config=BENCH_PRESETS["previous-default"], warm=False) as memory:
+        previous = [[h.episode.id for h in memory.search(q, user_id="conv-26")] for q in questions]
+    assert default == previous
