@@ -175,7 +175,14 @@ PRESETS: dict[str, SearchConfig] = {
     "fast": SearchConfig(),
     # The ranker reorders what fusion and the priors ranked; the guards act after it.
     "ranker": DEFAULT.with_(
-        stages=("time_match", "question_prior", "learned_rerank", "place_prior", "exact_match")
+        stages=(
+            "time_match",
+            "question_prior",
+            "learned_rerank",
+            "current_first",
+            "place_prior",
+            "exact_match",
+        )
     ),
     "facts": SearchConfig(
         channels=("lexical", "dense", "facts"),

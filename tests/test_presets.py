@@ -54,13 +54,20 @@ def test_users_see_a_handful_of_presets_each_explained() -> None:
 
 
 def test_the_public_presets_are_the_measured_ones_under_plain_names() -> None:
-    assert PRESETS["default"] == BENCH_PRESETS["full-priors-guards-summaries"]
+    assert BENCH_PRESETS["previous-default"] == BENCH_PRESETS["full-priors-guards-summaries"]
+    # Since issue 33 the default also reads notes as notes (retrieve/currency.py).
+    assert PRESETS["default"] == BENCH_PRESETS["previous-default"].with_(
+        stages=("time_match", "question_prior", "current_first", "place_prior", "exact_match"),
+        query=("speakers", "tense", "subject"),
+        notes_channels=("lexical", "dense", "prf", "temporal", "summaries"),
+    )
     # The learned ranker runs where it was fitted to (after fusion and the priors); the
     # guards keep acting last.
     assert PRESETS["ranker"].stages == (
         "time_match",
         "question_prior",
         "learned_rerank",
+        "current_first",
         "place_prior",
         "exact_match",
     )
@@ -70,7 +77,10 @@ def test_the_public_presets_are_the_measured_ones_under_plain_names() -> None:
 
 
 def test_every_old_name_builds_the_same_pipeline() -> None:
-    assert {name: repr(BENCH_PRESETS[name]) for name in BEFORE} == BEFORE
+    # A field added since (notes_channels, issue 33) is left at its default by every old
+    # name, and so left out of the comparison.
+    now = {name: repr(BENCH_PRESETS[name]).replace(", notes_channels=None", "") for name in BEFORE}
+    assert now == BEFORE
 
 
 def test_help_fits_on_a_screen_and_shows_only_public_presets() -> None:
