@@ -142,8 +142,10 @@ def test_a_conversation_is_searched_with_every_channel(tmp_path: Path) -> None:
 def test_the_name_of_the_memorys_subject_is_not_searched_for(memory: Memory) -> None:
     retriever = Retriever(memory.store, memory.embedder, PRESETS["default"])
     request = retriever.request("Where does Priya live?", Scope("priya"), Filters())
+    retriever.candidates(request)
     assert request.dense_text == "Where does I live?"
     stranger = retriever.request("Where does Miso sleep?", Scope("priya"), Filters())
+    retriever.candidates(stranger)
     assert stranger.dense_text == "Where does Miso sleep?"
 
 

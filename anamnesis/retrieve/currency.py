@@ -8,8 +8,9 @@ configuration and each measured on its own (BENCHMARKS.md, "An agent's life"):
 - ``current_first`` (a post-fusion stage), for a question about the present:
   each of the best ``DEPTH`` candidates yields its place to the latest candidate about
   the same thing among the best ``POOL`` (stored embeddings closer than
-  ``SAME_THING``), which takes its score, and settles just below it; then, among the
-  best ``RECENCY_DEPTH``, the later gain in proportion to their age (``RECENCY``).
+  ``SAME_THING``) dated a later day, which takes its score, and settles just below it;
+  then, among the best ``RECENCY_DEPTH``, the later gain in proportion to their age in
+  days (``RECENCY``).
   A superseded statement stays a few places down, findable for "before" questions.
 - ``present_terms`` (query feature ``"tense"``): "now", "currently", "these days" say
   when, not what, and are left out of the lexical terms.
@@ -30,6 +31,7 @@ time ("in 2023") or asks about time itself ("how long…", "which came first…"
 from __future__ import annotations
 
 import re
+from datetime import datetime
 
 import numpy as np
 
@@ -136,17 +138,17 @@ def _successors_first(
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     matrix /= np.where(norms == 0, 1.0, norms)
     similar = matrix @ matrix.T >= same_thing
-    times = [episodes[f.episode_id].event_time for f in known]
+    days = [_day(episodes[f.episode_id].event_time) for f in known]
     head = {f.episode_id for f in candidates[:depth]}
     # Oldest first, so that a chain of restatements ends with the latest on top.
-    for i in sorted(range(len(known)), key=lambda k: times[k]):
+    for i in sorted(range(len(known)), key=lambda k: days[k]):
         candidate = known[i]
         if candidate.episode_id not in head:
             continue
-        later = [j for j in range(len(known)) if similar[i, j] and times[j] > times[i]]
+        later = [j for j in range(len(known)) if similar[i, j] and days[j] > days[i]]
         if not later:
             continue
-        successor = known[max(later, key=lambda j: times[j])]
+        successor = known[max(later, key=lambda j: days[j])]
         successor.score = max(successor.score, candidate.score)
         # A hair under: a tie would keep the old order.
         candidate.score = min(
@@ -162,9 +164,7 @@ def _later_higher(request: SearchRequest, top: list[Fused], recency: float) -> N
         return
     dated = request.episodes([f.episode_id for f in top])
     stamps = {
-        f.episode_id: dated[f.episode_id].event_time.timestamp()
-        for f in top
-        if f.episode_id in dated
+        f.episode_id: _day(dated[f.episode_id].event_time) for f in top if f.episode_id in dated
     }
     if not stamps:
         return
@@ -175,6 +175,11 @@ def _later_higher(request: SearchRequest, top: list[Fused], recency: float) -> N
         if candidate.episode_id in stamps:
             age = (stamps[candidate.episode_id] - oldest) / (newest - oldest)
             candidate.score *= 1.0 + recency * age
+
+
+def _day(when: datetime) -> int:
+    """The day of an event: statements made the same day are not one after another."""
+    return when.toordinal()
 
 
 def subject_names(request: SearchRequest) -> list[str]:
@@ -226,10 +231,8 @@ def reads_notes(request: SearchRequest) -> bool:
     """
     key = "reads_notes"
     if key not in request.memo:
-        from .candidates import turn_info
-
         near = _neighbours(request)
-        info = turn_info(request, [c.episode_id for c in near])
+        info = request.lookup("turn_info", [c.episode_id for c in near], request.store.turn_info)
         places = [info[c.episode_id] for c in near if c.episode_id in info]
         in_sessions = [p for p in places if p[0] is not None]
         sides = {p[2] or p[3] for p in in_sessions}
@@ -244,7 +247,7 @@ def _neighbours(request: SearchRequest) -> list[Candidate]:
     searched once per search."""
     key = "question_neighbours"
     if key not in request.memo:
-        vector = request.text_vector(request.analysis.text)
+        vector = request.question_vector
         request.memo[key] = request.store.dense_search(
             vector, request.scope, request.filters, SUBJECT_POOL
         )

@@ -15,7 +15,7 @@ from ..types import Hit, Scope
 from .analysis import analyse
 from .candidates import QUERY_FEATURES
 from .channels import CHANNELS
-from .currency import reads_notes
+from .currency import reads_notes, subject_names, without_subject
 from .fusion import (
     Fused,
     LogisticFusion,
@@ -93,6 +93,10 @@ class Retriever:
         """Each enabled channel's ranked candidates (over notes, only the channels of
         ``SearchConfig.notes_channels``: ``currency.reads_notes``)."""
         limit = self.config.candidates
+        if "subject" in self.config.query:
+            request.memo["dense_text"] = without_subject(
+                request.analysis.text, subject_names(request)
+            )
         names = self.config.channels
         notes = self.config.notes_channels
         if notes is not None and reads_notes(request):

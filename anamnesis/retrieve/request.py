@@ -50,29 +50,31 @@ class SearchRequest:
 
     @property
     def query_vector(self) -> np.ndarray:
-        """The question's embedding, computed on first use and shared by all stages
-        (with ``"subject"`` configured, of the question with the memory's subject in
-        the first person: ``currency.subject_names``)."""
+        """The embedding of ``dense_text``, computed on first use and shared by all
+        stages."""
         if self._vector is None:
-            self._vector = self.text_vector(self.dense_text)
+            text = self.dense_text
+            self._vector = (
+                self.question_vector
+                if text == self.analysis.text
+                else self.embedder.embed_query(text)
+            )
         return self._vector
 
-    def text_vector(self, text: str) -> np.ndarray:
-        """The embedding of ``text``, computed once per search."""
-        key = ("text_vector", text)
-        if key not in self.memo:
-            self.memo[key] = self.embedder.embed_query(text)
-        vector: np.ndarray = self.memo[key]
+    @property
+    def question_vector(self) -> np.ndarray:
+        """The embedding of the question as asked, computed once per search."""
+        if "question_vector" not in self.memo:
+            self.memo["question_vector"] = self.embedder.embed_query(self.analysis.text)
+        vector: np.ndarray = self.memo["question_vector"]
         return vector
 
     @property
     def dense_text(self) -> str:
-        """The text the question is embedded as."""
-        if "subject" not in self.config.query:
-            return self.analysis.text
-        from .currency import subject_names, without_subject
-
-        return without_subject(self.analysis.text, subject_names(self))
+        """The text the question is embedded as: the question itself, unless a query
+        feature rewrote it (``memo["dense_text"]``, set by the pipeline)."""
+        text: str = self.memo.get("dense_text", self.analysis.text)
+        return text
 
     def lookup(
         self,
@@ -121,7 +123,11 @@ class SearchRequest:
         """The embedding of ``text`` (the question itself or one of its sub-queries)."""
         if text == self.analysis.text:
             return self.query_vector
-        return self.text_vector(text)
+        key = ("vector", text)
+        if key not in self.memo:
+            self.memo[key] = self.embedder.embed_query(text)
+        vector: np.ndarray = self.memo[key]
+        return vector
 
     def channel(self, name: str, limit: int) -> list[Candidate]:
         """Channel ``name``'s candidates, computed once per search and shared."""
