@@ -40,10 +40,8 @@ ROOT = Path(__file__).resolve().parent.parent
 #: Verbs a surface writes by hand, and why.
 HAND_WRITTEN: dict[str, dict[str, str]] = {
     "remote": {
-        "add_many": "one request; progress is reported once, when it is done",
         "analyse": "computed in the client: reading a question needs no store",
         "start_consolidation": "the worker runs where the store is, not over HTTP",
-        "reindex": "progress is reported once, when it is done",
         "export_jsonl": "the export is streamed into a file",
         "import_jsonl": "the lines travel as one NDJSON body",
     },
@@ -209,15 +207,24 @@ def _async_derived(verb: Verb) -> str:
     )
 
 
-def _remote(verb: Verb) -> str:
-    return f'"""``Memory.{verb.name}``, over HTTP."""\nreturn self._call("{verb.name}", locals())'
+def _remote(verb: Verb, wait: str = "") -> str:
+    """One request; a ``progress`` callback, which cannot travel, is called once when the
+    answer is back, with its count (or the length of the list it is)."""
+    call = f'{wait}self._call("{verb.name}", locals())'
+    if not any(name == "progress" for name, _ in verb.parameters):
+        return f'"""``Memory.{verb.name}``, over HTTP."""\nreturn {call}'
+    count = "done" if verb.returns == "int" else "len(done)"
+    return (
+        f'"""``Memory.{verb.name}``, over HTTP: one request; ``progress`` is called once,\n'
+        'when it is done."""\n'
+        f"done: {verb.returns} = {call}\n"
+        f"if progress is not None:\n    progress({count})\n"
+        "return done"
+    )
 
 
 def _async_remote(verb: Verb) -> str:
-    return (
-        f'"""``Memory.{verb.name}``, over HTTP."""\n'
-        f'return await self._call("{verb.name}", locals())'
-    )
+    return _remote(verb, wait="await ")
 
 
 def _remote_derived(verb: Verb) -> str:

@@ -12,7 +12,7 @@ The same verbs, arguments, results and errors as ``RemoteMemory`` (and so as
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from datetime import datetime
 from typing import IO, Any
 
@@ -23,9 +23,6 @@ from ..facts.worker import ConsolidationWorker
 from ..ingest.normalise import check_text, parse_time
 from ..memory import ProgressCallback
 from ..retrieve.analysis import QueryAnalysis, analyse
-from ..types import (
-    Episode,
-)
 from .client import DEFAULT_TIMEOUT, _json, _json_or_text, headers_for, unreachable
 from .remote_verbs import AsyncRemoteDerivedView, AsyncRemoteVerbs
 from .wire import decode, export_count, import_body, raise_error, request_for
@@ -93,28 +90,6 @@ class AsyncRemoteMemory(AsyncRemoteVerbs):
         )
         return decode(verb, _json(response))
 
-    async def add_many(
-        self,
-        messages: Iterable[Mapping[str, Any] | str],
-        *,
-        user_id: str | None = None,
-        agent_id: str | None = None,
-        session_id: str | None = None,
-        role: str | None = None,
-        speaker: str | None = None,
-        event_time: datetime | str | float | None = None,
-        metadata: Mapping[str, Any] | None = None,
-        modality: str | None = None,
-        atomic: bool = False,
-        progress: ProgressCallback | None = None,
-    ) -> list[Episode]:
-        """``Memory.add_many``, over HTTP: one request, checked whole and written in
-        the server's batches; ``progress`` is called once, when it is done."""
-        episodes: list[Episode] = await self._call("add_many", locals())
-        if progress is not None:
-            progress(len(episodes))
-        return episodes
-
     async def analyse(
         self, query: str, *, now: datetime | str | float | None = None
     ) -> QueryAnalysis:
@@ -134,14 +109,6 @@ class AsyncRemoteMemory(AsyncRemoteVerbs):
             "start_consolidation runs where the store is, not over HTTP: call "
             "consolidate(), or start the worker in the server's process"
         )
-
-    async def reindex(self, *, progress: ProgressCallback | None = None) -> int:
-        """``Memory.reindex`` on the server (an admin key); ``progress`` is called once,
-        when it is done."""
-        done: int = await self._call("reindex", {})
-        if progress is not None:
-            progress(done)
-        return done
 
     async def export_jsonl(self, out: IO[str], *, user_id: str | None = None) -> int:
         """``Memory.export_jsonl``: the server's export, streamed into ``out``."""

@@ -15,7 +15,7 @@ not offered: ``store``, ``embedder`` and ``start_consolidation``. Needs ``httpx`
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from datetime import datetime
 from typing import IO, Any
 
@@ -26,9 +26,6 @@ from ..facts.worker import ConsolidationWorker
 from ..ingest.normalise import check_text, parse_time
 from ..memory import ProgressCallback
 from ..retrieve.analysis import QueryAnalysis, analyse
-from ..types import (
-    Episode,
-)
 from ..version import __version__
 from .remote_verbs import RemoteDerivedView, RemoteVerbs
 from .wire import decode, export_count, import_body, raise_error, request_for
@@ -125,28 +122,6 @@ class RemoteMemory(RemoteVerbs):
         )
         return decode(verb, _json(response))
 
-    def add_many(
-        self,
-        messages: Iterable[Mapping[str, Any] | str],
-        *,
-        user_id: str | None = None,
-        agent_id: str | None = None,
-        session_id: str | None = None,
-        role: str | None = None,
-        speaker: str | None = None,
-        event_time: datetime | str | float | None = None,
-        metadata: Mapping[str, Any] | None = None,
-        modality: str | None = None,
-        atomic: bool = False,
-        progress: ProgressCallback | None = None,
-    ) -> list[Episode]:
-        """``Memory.add_many``, over HTTP: one request, checked whole and written in
-        the server's batches; ``progress`` is called once, when it is done."""
-        episodes: list[Episode] = self._call("add_many", locals())
-        if progress is not None:
-            progress(len(episodes))
-        return episodes
-
     def analyse(self, query: str, *, now: datetime | str | float | None = None) -> QueryAnalysis:
         """``Memory.analyse``, computed here: reading a question needs no store."""
         return analyse(check_text(query, "query"), parse_time(now, "now"))
@@ -164,14 +139,6 @@ class RemoteMemory(RemoteVerbs):
             "start_consolidation runs where the store is, not over HTTP: call "
             "consolidate(), or start the worker in the server's process"
         )
-
-    def reindex(self, *, progress: ProgressCallback | None = None) -> int:
-        """``Memory.reindex`` on the server (an admin key); ``progress`` is called once,
-        when it is done."""
-        done: int = self._call("reindex", {})
-        if progress is not None:
-            progress(done)
-        return done
 
     def export_jsonl(self, out: IO[str], *, user_id: str | None = None) -> int:
         """``Memory.export_jsonl``: the server's export, streamed into ``out``."""

@@ -8,7 +8,7 @@ change the verb in anamnesis/memory/ and run the script (CI fails when this is s
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -17,6 +17,7 @@ from anamnesis.context import DEFAULT_BUDGET_TOKENS, DEFAULT_NEIGHBOUR_HITS
 from anamnesis.decay import DecayPolicy
 from anamnesis.facts.types import ConsolidationReport
 from anamnesis.memory.reads import CONTEXT_HITS
+from anamnesis.memory.state import ProgressCallback
 from anamnesis.store.base import Filters
 from anamnesis.types import (
     Context,
@@ -60,6 +61,28 @@ class RemoteVerbs:
     ) -> list[Episode]:
         """``Memory.add``, over HTTP."""
         return self._call("add", locals())
+
+    def add_many(
+        self,
+        messages: Iterable[Mapping[str, Any] | str],
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        session_id: str | None = None,
+        role: str | None = None,
+        speaker: str | None = None,
+        event_time: datetime | str | float | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        modality: str | None = None,
+        atomic: bool = False,
+        progress: ProgressCallback | None = None,
+    ) -> list[Episode]:
+        """``Memory.add_many``, over HTTP: one request; ``progress`` is called once,
+        when it is done."""
+        done: list[Episode] = self._call("add_many", locals())
+        if progress is not None:
+            progress(len(done))
+        return done
 
     def update(
         self,
@@ -301,6 +324,14 @@ class RemoteVerbs:
 
     # maintenance: anamnesis/memory/maintenance.py
 
+    def reindex(self, *, progress: ProgressCallback | None = None) -> int:
+        """``Memory.reindex``, over HTTP: one request; ``progress`` is called once,
+        when it is done."""
+        done: int = self._call("reindex", locals())
+        if progress is not None:
+            progress(done)
+        return done
+
     def check(self) -> list[str]:
         """``Memory.check``, over HTTP."""
         return self._call("check", locals())
@@ -333,6 +364,28 @@ class AsyncRemoteVerbs:
     ) -> list[Episode]:
         """``Memory.add``, over HTTP."""
         return await self._call("add", locals())
+
+    async def add_many(
+        self,
+        messages: Iterable[Mapping[str, Any] | str],
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        session_id: str | None = None,
+        role: str | None = None,
+        speaker: str | None = None,
+        event_time: datetime | str | float | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        modality: str | None = None,
+        atomic: bool = False,
+        progress: ProgressCallback | None = None,
+    ) -> list[Episode]:
+        """``Memory.add_many``, over HTTP: one request; ``progress`` is called once,
+        when it is done."""
+        done: list[Episode] = await self._call("add_many", locals())
+        if progress is not None:
+            progress(len(done))
+        return done
 
     async def update(
         self,
@@ -573,6 +626,14 @@ class AsyncRemoteVerbs:
         return await self._call("decay", locals())
 
     # maintenance: anamnesis/memory/maintenance.py
+
+    async def reindex(self, *, progress: ProgressCallback | None = None) -> int:
+        """``Memory.reindex``, over HTTP: one request; ``progress`` is called once,
+        when it is done."""
+        done: int = await self._call("reindex", locals())
+        if progress is not None:
+            progress(done)
+        return done
 
     async def check(self) -> list[str]:
         """``Memory.check``, over HTTP."""
