@@ -15,7 +15,7 @@ from psycopg.types.json import Json, Jsonb
 
 from ...errors import InvalidInputError
 from ...types import Episode, Scope
-from ..base import Filters, scope_clauses
+from ..base import Filters, filter_clauses, scope_clauses
 from .lexical import TEXT_SEARCH_CONFIG
 
 EPISODE_COLUMNS = (
@@ -61,25 +61,9 @@ def filters_sql(filters: Filters, alias: str = "e") -> tuple[str, list[Any]]:
     ``json_extract(...) = v``, except that ``true`` does not equal ``1``; for arrays,
     containment rather than equality).
     """
-    clauses: list[str] = []
-    params: list[Any] = []
-    for column in ("role", "speaker", "modality"):
-        value = getattr(filters, column)
-        if value is not None:
-            clauses.append(f"{alias}.{column} = %s")
-            params.append(value)
-    if filters.not_role is not None:
-        clauses.append(f"{alias}.role IS DISTINCT FROM %s")
-        params.append(filters.not_role)
-    if filters.event_after is not None:
-        clauses.append(f"{alias}.event_time >= %s")
-        params.append(filters.event_after)
-    if filters.event_before is not None:
-        clauses.append(f"{alias}.event_time < %s")
-        params.append(filters.event_before)
-    if filters.recorded_before is not None:
-        clauses.append(f"{alias}.recorded_at <= %s")
-        params.append(filters.recorded_before)
+    clauses, params = filter_clauses(
+        filters, alias, "%s", not_equal="IS DISTINCT FROM", stored_time=lambda time: time
+    )
     for key, value in filters.metadata.items():
         clauses.append(f"({alias}.metadata::jsonb) @> %s")
         params.append(Jsonb({key: value}))
