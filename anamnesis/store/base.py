@@ -111,6 +111,31 @@ def filter_clauses(
     return clauses, params
 
 
+def episode_of(
+    row: Sequence[Any],
+    stored_time: Callable[[Any], Any] = lambda value: value,
+    stored_metadata: Callable[[Any], Any] = lambda value: value,
+) -> Episode:
+    """An Episode from the columns of ``EPISODE_COLUMNS``, in either SQL dialect:
+    ``stored_time`` and ``stored_metadata`` read the columns its driver does not."""
+    return Episode(
+        id=row[0],
+        user_id=row[1],
+        agent_id=row[2],
+        session_id=row[3],
+        role=row[4],
+        speaker=row[5],
+        content=row[6],
+        modality=row[7],
+        event_time=stored_time(row[8]),
+        recorded_at=stored_time(row[9]),
+        metadata=stored_metadata(row[10]),
+        content_hash=row[11],
+        turn_index=row[12],
+        version=row[13],
+    )
+
+
 def adjacent_by_episode(rows: Iterable[Sequence[Any]]) -> dict[str, list[tuple[str, int]]]:
     """``(episode_id, other_id, offset)`` rows as ``Store.adjacent_turns`` returns them:
     grouped by episode, nearest first (at equal distance, the turn before first)."""

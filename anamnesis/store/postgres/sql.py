@@ -15,7 +15,7 @@ from psycopg.types.json import Json, Jsonb
 
 from ...errors import InvalidInputError
 from ...types import Episode, Scope
-from ..base import Filters, filter_clauses, scope_clauses
+from ..base import Filters, episode_of, filter_clauses, scope_clauses
 from .lexical import TEXT_SEARCH_CONFIG
 
 EPISODE_COLUMNS = (
@@ -29,23 +29,8 @@ MAX_QUERY_TERMS = 64
 
 
 def episode(row: Sequence[Any]) -> Episode:
-    """An Episode from the columns of ``EPISODE_COLUMNS``."""
-    return Episode(
-        id=row[0],
-        user_id=row[1],
-        agent_id=row[2],
-        session_id=row[3],
-        role=row[4],
-        speaker=row[5],
-        content=row[6],
-        modality=row[7],
-        event_time=row[8],
-        recorded_at=row[9],
-        metadata=row[10],
-        content_hash=row[11],
-        turn_index=row[12],
-        version=row[13],
-    )
+    """An Episode from the columns of ``EPISODE_COLUMNS`` (psycopg reads them all)."""
+    return episode_of(row)
 
 
 def scope_sql(scope: Scope, alias: str = "e") -> tuple[str, list[Any]]:

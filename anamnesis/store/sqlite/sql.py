@@ -11,7 +11,7 @@ from typing import Any
 
 from ...errors import ReadOnlyStoreError, StoreError, StoreFullError, StoreLockedError
 from ...types import Episode, Scope
-from ..base import Filters, filter_clauses, scope_clauses
+from ..base import Filters, episode_of, filter_clauses, scope_clauses
 
 EPISODE_COLUMNS = (
     "e.id, e.user_id, e.agent_id, e.session_id, e.role, e.speaker, e.content, e.modality, "
@@ -62,22 +62,9 @@ def from_epoch(seconds: float) -> datetime:
 
 
 def episode_from_row(row: Sequence[Any]) -> Episode:
-    return Episode(
-        id=row[0],
-        user_id=row[1],
-        agent_id=row[2],
-        session_id=row[3],
-        role=row[4],
-        speaker=row[5],
-        content=row[6],
-        modality=row[7],
-        event_time=from_epoch(row[8]),
-        recorded_at=from_epoch(row[9]),
-        metadata=json.loads(row[10]),
-        content_hash=row[11],
-        turn_index=row[12],
-        version=row[13],
-    )
+    """An Episode from the columns of ``EPISODE_COLUMNS`` (times as epoch seconds,
+    metadata as JSON text)."""
+    return episode_of(row, from_epoch, json.loads)
 
 
 def scope_sql(scope: Scope, alias: str = "e", *, by_key: bool = False) -> tuple[str, list[Any]]:
