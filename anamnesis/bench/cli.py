@@ -27,6 +27,7 @@ from .facts_eval import facts_command
 from .gate import gate_command
 from .lifecycle import lifecycle_command
 from .lodo import lodo_command
+from .options import data_option, results_option
 from .presets import BENCH_PRESETS
 from .qa import DEFAULT_QA_BUDGET
 from .runner import DEFAULT_DEPTH, BenchOptions
@@ -100,13 +101,7 @@ def dataset_command(name: str, help_text: str) -> click.Command:
     """A click command that runs dataset ``name``."""
 
     @click.command(name=name, help=help_text)
-    @click.option(
-        "--data",
-        "data",
-        type=click.Path(exists=True, dir_okay=False, path_type=Path),
-        required=True,
-        help="The dataset file (JSON, optionally gzip-compressed).",
-    )
+    @data_option("The dataset file (JSON, optionally gzip-compressed).")
     @click.option(
         "--config",
         "configs",
@@ -207,13 +202,7 @@ def dataset_command(name: str, help_text: str) -> click.Command:
         show_default=True,
         help="Concurrent LLM requests.",
     )
-    @click.option(
-        "--out",
-        "out_dir",
-        type=click.Path(file_okay=False, path_type=Path),
-        default=None,
-        help="Results folder [default: results/<dataset>-<time>].",
-    )
+    @results_option("<dataset>")
     def command(
         data: Path,
         configs: str,
@@ -338,13 +327,7 @@ bench.add_command(agent_life_command)
 
 
 @bench.command(name="scale")
-@click.option(
-    "--data",
-    "data",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    required=True,
-    help="A LongMemEval file whose haystack turns supply the text.",
-)
+@data_option("A LongMemEval file whose haystack turns supply the text.")
 @click.option(
     "--sizes",
     default="10000,100000,1000000",
@@ -380,13 +363,7 @@ bench.add_command(agent_life_command)
     help="Search latency is measured over this many LongMemEval questions.",
 )
 @click.option("--keep-store", is_flag=True, help="Keep the grown SQLite store.")
-@click.option(
-    "--out",
-    "out_dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
-    help="Results folder [default: results/scale-<time>].",
-)
+@results_option("scale")
 def scale_command(
     data: Path,
     sizes: str,

@@ -37,6 +37,7 @@ from ..memory import Memory
 from ..types import Scope
 from ..usage import UsageLog
 from . import datasets
+from .options import data_option, results_option
 from .presets import BENCH_PRESETS
 from .runner import environment
 from .scale import _chunks, source_texts
@@ -248,23 +249,11 @@ def write_lifecycle(result: dict[str, Any], out_dir: Path, command: str) -> None
 
 
 @click.command(name="lifecycle")
-@click.option(
-    "--data",
-    "data",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    required=True,
-    help="A LongMemEval file whose haystack turns supply the text.",
-)
+@data_option("A LongMemEval file whose haystack turns supply the text.")
 @click.option("--sizes", default="10000,100000", show_default=True, help="Store sizes.")
 @click.option("--queries", type=click.IntRange(min=1), default=200, show_default=True)
 @click.option("--rounds", type=click.IntRange(min=1), default=2, show_default=True)
-@click.option(
-    "--out",
-    "out_dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
-    help="Results folder [default: results/lifecycle-<time>].",
-)
+@results_option("lifecycle")
 def lifecycle_command(
     data: Path, sizes: str, queries: int, rounds: int, out_dir: Path | None
 ) -> None:

@@ -66,6 +66,15 @@ def forget(ctx: click.Context, dry_run: bool, yes: bool, as_json: bool, **option
     )
 
 
+def _move(ctx: click.Context, verb: str, options: dict[str, Any]) -> None:
+    """Archive or restore the chosen episodes and print the ids moved, as
+    ``{"archived": [...]}`` or ``{"restored": [...]}``."""
+    ids, arguments = _arguments(options)
+    with handled():
+        moved = getattr(open_memory(ctx, create=False), verb)(ids, **arguments)
+    print_json({f"{verb}d": moved})
+
+
 @click.command()
 @with_selection
 @json_option
@@ -73,10 +82,7 @@ def forget(ctx: click.Context, dry_run: bool, yes: bool, as_json: bool, **option
 def archive(ctx: click.Context, as_json: bool, **options: Any) -> None:
     """Move episodes out of the search indexes into the archive (chosen as for forget);
     `search --include-archive` still finds them. Prints the ids moved as JSON."""
-    ids, arguments = _arguments(options)
-    with handled():
-        moved = open_memory(ctx, create=False).archive(ids, **arguments)
-    print_json({"archived": moved})
+    _move(ctx, "archive", options)
 
 
 @click.command()
@@ -86,10 +92,7 @@ def archive(ctx: click.Context, as_json: bool, **options: Any) -> None:
 def restore(ctx: click.Context, as_json: bool, **options: Any) -> None:
     """Bring archived episodes back, exactly as they were (chosen as for forget).
     Prints the ids restored as JSON."""
-    ids, arguments = _arguments(options)
-    with handled():
-        restored = open_memory(ctx, create=False).restore(ids, **arguments)
-    print_json({"restored": restored})
+    _move(ctx, "restore", options)
 
 
 @click.command()

@@ -23,6 +23,13 @@ from ..server import DEFAULT_BUDGET_TOKENS, DEFAULT_LIMITS, MAX_BUDGET_TOKENS, S
 from .common import PORT, json_option, lines_option, print_json, print_listing, search_config
 
 
+def _timeout_option(flag: str, default: float, help_text: str) -> Any:
+    """A ``serve`` option of seconds the server waits for a client, 0.1 to an hour."""
+    return click.option(
+        flag, type=click.FloatRange(0.1, 3600), default=default, show_default=True, help=help_text
+    )
+
+
 def _loopback(host: str) -> bool:
     if host == "localhost":
         return True
@@ -208,26 +215,20 @@ async def _serve(
     show_default=True,
     help="Threads that serve reads in parallel.",
 )
-@click.option(
+@_timeout_option(
     "--header-timeout",
-    type=click.FloatRange(0.1, 3600),
-    default=DEFAULT_LIMITS.header_timeout,
-    show_default=True,
-    help="Seconds a request's line and headers may take to arrive; the connection is closed after.",
+    DEFAULT_LIMITS.header_timeout,
+    "Seconds a request's line and headers may take to arrive; the connection is closed after.",
 )
-@click.option(
+@_timeout_option(
     "--body-timeout",
-    type=click.FloatRange(0.1, 3600),
-    default=DEFAULT_LIMITS.body_timeout,
-    show_default=True,
-    help="Seconds a request's body may take to arrive once its headers have (408 after).",
+    DEFAULT_LIMITS.body_timeout,
+    "Seconds a request's body may take to arrive once its headers have (408 after).",
 )
-@click.option(
+@_timeout_option(
     "--keep-alive-timeout",
-    type=click.FloatRange(0.1, 3600),
-    default=DEFAULT_LIMITS.keep_alive_timeout,
-    show_default=True,
-    help="Seconds an idle connection is kept open between requests.",
+    DEFAULT_LIMITS.keep_alive_timeout,
+    "Seconds an idle connection is kept open between requests.",
 )
 @click.option(
     "--max-connections",

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ImportFormatError
-from .core import Conversation, Parsed, expect, read_json, source_time, turns_of
+from .core import Conversation, Parsed, conversations_json, expect, source_time, turns_of
 
 SOURCE = "chatgpt"
 ASSISTANT = "ChatGPT"
@@ -45,16 +45,9 @@ SKIPPED_TYPES = {
 def read(path: Path, *, speaker: str | None = None) -> Parsed:
     """Every conversation of a ChatGPT export (a zip, its folder or its
     ``conversations.json``); ``speaker`` names the user's turns."""
-    data = read_json(path, "conversations.json")
-    expect(data, list, str(path), "conversations.json")
     parsed = Parsed(SOURCE)
-    for index, item in enumerate(data):
-        place = f"{path}: conversation {index}"
-        expect(item, dict, place, "a conversation")
-        conversation_id = item.get("conversation_id") or item.get("id")
-        expect(conversation_id, str, place, "its id")
-        title = item.get("title") if isinstance(item.get("title"), str) else None
-        place = f"{path}: conversation {index} ({conversation_id}, {title!r})"
+    conversations = conversations_json(path, ("conversation_id", "id"), "its id", "title")
+    for item, conversation_id, title, place in conversations:
         parsed.conversations.append(_conversation(item, conversation_id, title, place, parsed))
         if speaker is not None:
             for turn in parsed.conversations[-1].turns:

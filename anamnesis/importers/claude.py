@@ -18,7 +18,15 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ImportFormatError
-from .core import Conversation, Parsed, expect, read_json, source_time, turns_of
+from .core import (
+    Conversation,
+    Parsed,
+    conversations_json,
+    expect,
+    source_time,
+    text_blocks,
+    turns_of,
+)
 
 SOURCE = "claude"
 ASSISTANT = "Claude"
@@ -36,15 +44,9 @@ SKIPPED_BLOCKS = {
 def read(path: Path, *, speaker: str | None = None) -> Parsed:
     """Every conversation of a Claude.ai export (a zip, its folder or its
     ``conversations.json``); ``speaker`` names the user's turns."""
-    data = read_json(path, "conversations.json")
-    expect(data, list, str(path), "conversations.json")
     parsed = Parsed(SOURCE)
-    for index, item in enumerate(data):
-        place = f"{path}: conversation {index}"
-        expect(item, dict, place, "a conversation")
-        conversation_id = expect(item.get("uuid"), str, place, "'uuid'")
-        title = item.get("name") if isinstance(item.get("name"), str) else None
-        place = f"{path}: conversation {index} ({conversation_id}, {title!r})"
+    conversations = conversations_json(path, ("uuid",), "'uuid'", "name")
+    for item, conversation_id, title, place in conversations:
         messages = expect(item.get("chat_messages"), list, place, "'chat_messages'")
         conversation = Conversation(f"{SOURCE}:{conversation_id}", title or None)
         last_time = source_time(item.get("created_at"), place, "created_at")
@@ -126,14 +128,4 @@ def _text(message: dict[str, Any], where: str, parsed: Parsed) -> str:
     if not blocks:
         return str(expect(message.get("text") or "", str, where, "'text'"))
     expect(blocks, list, where, "'content'")
-    texts = []
-    for block in blocks:
-        expect(block, dict, where, "a content block")
-        kind = block.get("type")
-        if kind == "text":
-            texts.append(expect(block.get("text"), str, where, "a text block's 'text'"))
-        elif kind in SKIPPED_BLOCKS:
-            parsed.skip(SKIPPED_BLOCKS[kind])
-        else:
-            parsed.skip(f"block {kind}")
-    return "\n\n".join(t for t in texts if t.strip())
+    return text_blocks(blocks, where, parsed, SKIPPED_BLOCKS)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ImportFormatError
-from .core import Conversation, Parsed, expect, source_time, turns_of
+from .core import Conversation, Parsed, expect, source_time, text_blocks, turns_of
 
 SOURCE = "claude-code"
 ASSISTANT = "Claude"
@@ -137,14 +137,4 @@ def _text(content: Any, place: str, parsed: Parsed) -> str:
     if isinstance(content, str):
         return content
     expect(content, list, place, "'message.content'")
-    texts = []
-    for block in content:
-        expect(block, dict, place, "a content block")
-        kind = block.get("type")
-        if kind == "text":
-            texts.append(expect(block.get("text"), str, place, "a text block's 'text'"))
-        elif kind in SKIPPED_BLOCKS:
-            parsed.skip(SKIPPED_BLOCKS[kind])
-        else:
-            parsed.skip(f"block {kind}")
-    return "\n\n".join(t for t in texts if t.strip())
+    return text_blocks(content, place, parsed, SKIPPED_BLOCKS)

@@ -170,6 +170,43 @@ def expect(value: Any, kind: type | tuple[type, ...], place: str, what: str) -> 
     return value
 
 
+def conversations_json(
+    path: Path, id_keys: tuple[str, ...], id_what: str, title_key: str
+) -> Iterator[tuple[dict[str, Any], str, str | None, str]]:
+    """Each conversation of an export's ``conversations.json`` (a list of objects):
+    the object, its id (the first of ``id_keys`` set), its title and its place."""
+    data = read_json(path, "conversations.json")
+    expect(data, list, str(path), "conversations.json")
+    for index, item in enumerate(data):
+        place = f"{path}: conversation {index}"
+        expect(item, dict, place, "a conversation")
+        found = None
+        for key in id_keys:
+            found = item.get(key)
+            if found:
+                break
+        conversation_id: str = expect(found, str, place, id_what)
+        title = item.get(title_key) if isinstance(item.get(title_key), str) else None
+        place = f"{path}: conversation {index} ({conversation_id}, {title!r})"
+        yield item, conversation_id, title, place
+
+
+def text_blocks(blocks: list[Any], place: str, parsed: Parsed, skipped: dict[str, str]) -> str:
+    """The text of a message's content blocks (Anthropic's form), joined; any other
+    block is counted in ``parsed`` under its reason in ``skipped`` (or its type)."""
+    texts = []
+    for block in blocks:
+        expect(block, dict, place, "a content block")
+        kind = block.get("type")
+        if kind == "text":
+            texts.append(expect(block.get("text"), str, place, "a text block's 'text'"))
+        elif kind in skipped:
+            parsed.skip(skipped[kind])
+        else:
+            parsed.skip(f"block {kind}")
+    return "\n\n".join(t for t in texts if t.strip())
+
+
 def source_time(value: Any, place: str, what: str = "timestamp") -> datetime | None:
     """A source timestamp (epoch seconds or ISO-8601) as UTC, None when absent."""
     if value is None or value == "":

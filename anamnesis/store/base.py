@@ -79,6 +79,63 @@ def scope_clauses(
     return " AND ".join(clauses), params
 
 
+def filter_clauses(
+    filters: Filters,
+    alias: str,
+    placeholder: str,
+    *,
+    not_equal: str,
+    stored_time: Callable[[datetime], Any],
+) -> tuple[list[str], list[Any]]:
+    """The clauses for ``filters``' columns and times, in either SQL dialect (the
+    metadata test is each dialect's own): ``not_equal`` is its null-safe inequality
+    operator and ``stored_time`` turns a time into the form its columns hold."""
+    clauses: list[str] = []
+    params: list[Any] = []
+    for column in ("role", "speaker", "modality"):
+        value = getattr(filters, column)
+        if value is not None:
+            clauses.append(f"{alias}.{column} = {placeholder}")
+            params.append(value)
+    if filters.not_role is not None:
+        clauses.append(f"{alias}.role {not_equal} {placeholder}")
+        params.append(filters.not_role)
+    for bound, test in (
+        (filters.event_after, "event_time >="),
+        (filters.event_before, "event_time <"),
+        (filters.recorded_before, "recorded_at <="),
+    ):
+        if bound is not None:
+            clauses.append(f"{alias}.{test} {placeholder}")
+            params.append(stored_time(bound))
+    return clauses, params
+
+
+def episode_of(
+    row: Sequence[Any],
+    stored_time: Callable[[Any], Any] = lambda value: value,
+    stored_metadata: Callable[[Any], Any] = lambda value: value,
+) -> Episode:
+    """An Episode from the columns of ``EPISODE_COLUMNS``, in either SQL dialect:
+    ``stored_time`` and ``stored_metadata`` read the columns its driver does not."""
+    return Episode(
+        id=row[0],
+        user_id=row[1],
+        agent_id=row[2],
+        session_id=row[3],
+        role=row[4],
+        speaker=row[5],
+        content=row[6],
+        modality=row[7],
+        event_time=stored_time(row[8]),
+        recorded_at=stored_time(row[9]),
+        metadata=stored_metadata(row[10]),
+        content_hash=row[11],
+        turn_index=row[12],
+        version=row[13],
+    )
+
+
 def adjacent_by_episode(rows: Iterable[Sequence[Any]]) -> dict[str, list[tuple[str, int]]]:
     """``(episode_id, other_id, offset)`` rows as ``Store.adjacent_turns`` returns them:
     grouped by episode, nearest first (at equal distance, the turn before first)."""

@@ -445,58 +445,39 @@ def build_ui(
         await memory.update(episode_id, content=content.replace("\r\n", "\n"), **arguments)
         return _back("/ui/episode", id=episode_id, **here_of(arguments))
 
-    @app.post("/archive")
-    async def archive(request: Request) -> Response:
+    async def move(request: Request, restored: bool) -> Response:
+        """Archive (or restore) the posted session's episodes, or the posted ids."""
         who, form = await posted(request)
         arguments = scope(who, _field(form, "user"), _field(form, "agent"))
+        verb = memory.restore if restored else memory.archive
         session = _field(form, "session")
         if session:
-            ids = await memory.archive(session_id=session, **arguments)
+            ids = await verb(session_id=session, **arguments)
         else:
-            ids = await memory.archive(_ids(form), **arguments)
+            ids = await verb(_ids(form), **arguments)
         return render(
-            request, who, "archived.html", here=here_of(arguments), ids=ids, restored=False
+            request, who, "archived.html", here=here_of(arguments), ids=ids, restored=restored
         )
+
+    @app.post("/archive")
+    async def archive(request: Request) -> Response:
+        return await move(request, restored=False)
 
     @app.post("/restore")
     async def restore(request: Request) -> Response:
-        who, form = await posted(request)
-        arguments = scope(who, _field(form, "user"), _field(form, "agent"))
-        session = _field(form, "session")
-        if session:
-            ids = await memory.restore(session_id=session, **arguments)
-        else:
-            ids = await memory.restore(_ids(form), **arguments)
-        return render(
-            request, who, "archived.html", here=here_of(arguments), ids=ids, restored=True
-        )
+        return await move(request, restored=True)
 
-    @app.post("/forget/preview")
-    async def forget_preview(request: Request) -> Response:
+    async def forgetting(request: Request, dry_run: bool) -> Response:
+        """Forget what the posted form selects (only once it is confirmed), or with
+        ``dry_run`` show what it would forget."""
         who, form = await posted(request)
-        selection = _forget_selection(form)
-        arguments = scope(who, _field(form, "user"), _field(form, "agent"))
-        report = await memory.forget(**selection, **arguments, dry_run=True)
-        return render(
-            request,
-            who,
-            "forget.html",
-            here=here_of(arguments),
-            selection=selection,
-            report=report,
-            shown=report.episode_ids[:PREVIEW_IDS],
-        )
-
-    @app.post("/forget")
-    async def forget(request: Request) -> Response:
-        who, form = await posted(request)
-        if form.get("confirm") != "yes":
+        if not dry_run and form.get("confirm") != "yes":
             raise InvalidInputError(
                 "tick 'I understand' to confirm: forgetting cannot be undone; nothing was erased"
             )
         selection = _forget_selection(form)
         arguments = scope(who, _field(form, "user"), _field(form, "agent"))
-        report = await memory.forget(**selection, **arguments)
+        report = await memory.forget(**selection, **arguments, dry_run=dry_run)
         return render(
             request,
             who,
@@ -506,6 +487,14 @@ def build_ui(
             report=report,
             shown=report.episode_ids[:PREVIEW_IDS],
         )
+
+    @app.post("/forget/preview")
+    async def forget_preview(request: Request) -> Response:
+        return await forgetting(request, dry_run=True)
+
+    @app.post("/forget")
+    async def forget(request: Request) -> Response:
+        return await forgetting(request, dry_run=False)
 
     @app.post("/check")
     async def check(request: Request) -> Response:

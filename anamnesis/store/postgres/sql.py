@@ -15,7 +15,7 @@ from psycopg.types.json import Json, Jsonb
 
 from ...errors import InvalidInputError
 from ...types import Episode, Scope
-from ..base import Filters, scope_clauses
+from ..base import Filters, episode_of, filter_clauses, scope_clauses
 from .lexical import TEXT_SEARCH_CONFIG
 
 EPISODE_COLUMNS = (
@@ -29,23 +29,8 @@ MAX_QUERY_TERMS = 64
 
 
 def episode(row: Sequence[Any]) -> Episode:
-    """An Episode from the columns of ``EPISODE_COLUMNS``."""
-    return Episode(
-        id=row[0],
-        user_id=row[1],
-        agent_id=row[2],
-        session_id=row[3],
-        role=row[4],
-        speaker=row[5],
-        content=row[6],
-        modality=row[7],
-        event_time=row[8],
-        recorded_at=row[9],
-        metadata=row[10],
-        content_hash=row[11],
-        turn_index=row[12],
-        version=row[13],
-    )
+    """An Episode from the columns of ``EPISODE_COLUMNS`` (psycopg reads them all)."""
+    return episode_of(row)
 
 
 def scope_sql(scope: Scope, alias: str = "e") -> tuple[str, list[Any]]:
@@ -61,25 +46,9 @@ def filters_sql(filters: Filters, alias: str = "e") -> tuple[str, list[Any]]:
     ``json_extract(...) = v``, except that ``true`` does not equal ``1``; for arrays,
     containment rather than equality).
     """
-    clauses: list[str] = []
-    params: list[Any] = []
-    for column in ("role", "speaker", "modality"):
-        value = getattr(filters, column)
-        if value is not None:
-            clauses.append(f"{alias}.{column} = %s")
-            params.append(value)
-    if filters.not_role is not None:
-        clauses.append(f"{alias}.role IS DISTINCT FROM %s")
-        params.append(filters.not_role)
-    if filters.event_after is not None:
-        clauses.append(f"{alias}.event_time >= %s")
-        params.append(filters.event_after)
-    if filters.event_before is not None:
-        clauses.append(f"{alias}.event_time < %s")
-        params.append(filters.event_before)
-    if filters.recorded_before is not None:
-        clauses.append(f"{alias}.recorded_at <= %s")
-        params.append(filters.recorded_before)
+    clauses, params = filter_clauses(
+        filters, alias, "%s", not_equal="IS DISTINCT FROM", stored_time=lambda time: time
+    )
     for key, value in filters.metadata.items():
         clauses.append(f"({alias}.metadata::jsonb) @> %s")
         params.append(Jsonb({key: value}))

@@ -11,7 +11,7 @@ from typing import Any
 
 from ...errors import ReadOnlyStoreError, StoreError, StoreFullError, StoreLockedError
 from ...types import Episode, Scope
-from ..base import Filters, scope_clauses
+from ..base import Filters, episode_of, filter_clauses, scope_clauses
 
 EPISODE_COLUMNS = (
     "e.id, e.user_id, e.agent_id, e.session_id, e.role, e.speaker, e.content, e.modality, "
@@ -62,22 +62,9 @@ def from_epoch(seconds: float) -> datetime:
 
 
 def episode_from_row(row: Sequence[Any]) -> Episode:
-    return Episode(
-        id=row[0],
-        user_id=row[1],
-        agent_id=row[2],
-        session_id=row[3],
-        role=row[4],
-        speaker=row[5],
-        content=row[6],
-        modality=row[7],
-        event_time=from_epoch(row[8]),
-        recorded_at=from_epoch(row[9]),
-        metadata=json.loads(row[10]),
-        content_hash=row[11],
-        turn_index=row[12],
-        version=row[13],
-    )
+    """An Episode from the columns of ``EPISODE_COLUMNS`` (times as epoch seconds,
+    metadata as JSON text)."""
+    return episode_of(row, from_epoch, json.loads)
 
 
 def scope_sql(scope: Scope, alias: str = "e", *, by_key: bool = False) -> tuple[str, list[Any]]:
@@ -92,25 +79,7 @@ def scope_sql(scope: Scope, alias: str = "e", *, by_key: bool = False) -> tuple[
 
 def filters_sql(filters: Filters, alias: str = "e") -> tuple[str, list[Any]]:
     """The WHERE fragment for ``filters`` (``1`` when there are none)."""
-    clauses: list[str] = []
-    params: list[Any] = []
-    for column in ("role", "speaker", "modality"):
-        value = getattr(filters, column)
-        if value is not None:
-            clauses.append(f"{alias}.{column} = ?")
-            params.append(value)
-    if filters.not_role is not None:
-        clauses.append(f"{alias}.role IS NOT ?")
-        params.append(filters.not_role)
-    if filters.event_after is not None:
-        clauses.append(f"{alias}.event_time >= ?")
-        params.append(to_epoch(filters.event_after))
-    if filters.event_before is not None:
-        clauses.append(f"{alias}.event_time < ?")
-        params.append(to_epoch(filters.event_before))
-    if filters.recorded_before is not None:
-        clauses.append(f"{alias}.recorded_at <= ?")
-        params.append(to_epoch(filters.recorded_before))
+    clauses, params = filter_clauses(filters, alias, "?", not_equal="IS NOT", stored_time=to_epoch)
     for key, value in filters.metadata.items():
         clauses.append(f"json_extract({alias}.metadata, ?) = ?")
         params.extend([f'$."{key}"', value])
