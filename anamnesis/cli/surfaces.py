@@ -183,11 +183,14 @@ async def _serve(
             return
         import uvicorn
 
+        from ..server import DEFAULT_LIMITS
         from ..server.auth import KeyGate
+        from ..server.connections import server_config
 
         host, port = http
         app = KeyGate(server.streamable_http_app(host=host), keys)
-        config = uvicorn.Config(app, host=host, port=port, log_level="warning")
+        # The REST server's bounds on slow clients and connections (RELIABILITY.md, 4b).
+        config = server_config(app, host, port, DEFAULT_LIMITS)
         await uvicorn.Server(config).serve()
 
 

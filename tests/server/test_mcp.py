@@ -194,6 +194,8 @@ def test_the_server_speaks_streamable_http_on_loopback(tmp_path: Path) -> None:
 
     from mcp.client.streamable_http import streamable_http_client
 
+    from anamnesis.server import DEFAULT_LIMITS
+
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -230,6 +232,13 @@ def test_the_server_speaks_streamable_http_on_loopback(tmp_path: Path) -> None:
                 assert time.monotonic() < deadline, "the server did not start listening"
                 time.sleep(0.2)
         _run(scenario())
+        # A request head that never completes is closed within the REST server's
+        # header timeout, as there (RELIABILITY.md, 4b).
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as slow:
+            slow.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+            started = time.monotonic()
+            assert slow.recv(1024) == b""
+            assert time.monotonic() - started < DEFAULT_LIMITS.header_timeout + 5
     finally:
         server.terminate()
         server.wait(timeout=30)
