@@ -42,8 +42,9 @@ def lexical(request: SearchRequest, limit: int) -> list[Candidate]:
 def dense(request: SearchRequest, limit: int) -> list[Candidate]:
     """Cosine similarity between the question (or each sub-query) and each episode."""
     depth = pool_depth(request, limit)
+    question = request.analysis.text
     lists = [
-        request.store.dense_search(request.vector_for(text), request.scope, request.filters, depth)
+        request.nearest(request.dense_text if text == question else text, depth)
         for text in query_texts(request)
     ]
     return keep_pool(request, "dense", merge_lists(lists, depth), limit)

@@ -243,13 +243,5 @@ def reads_notes(request: SearchRequest) -> bool:
 
 
 def _neighbours(request: SearchRequest) -> list[Candidate]:
-    """The question's ``SUBJECT_POOL`` nearest episodes by its own text's embedding,
-    searched once per search."""
-    key = "question_neighbours"
-    if key not in request.memo:
-        vector = request.question_vector
-        request.memo[key] = request.store.dense_search(
-            vector, request.scope, request.filters, SUBJECT_POOL
-        )
-    near: list[Candidate] = request.memo[key]
-    return near
+    """The question's ``SUBJECT_POOL`` nearest episodes by its own text's embedding."""
+    return request.nearest(request.analysis.text, SUBJECT_POOL)

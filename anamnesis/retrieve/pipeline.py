@@ -13,7 +13,7 @@ from ..llm import ChatClient
 from ..store.base import Candidate, Filters, Store
 from ..types import Hit, Scope
 from .analysis import analyse
-from .candidates import QUERY_FEATURES
+from .candidates import QUERY_FEATURES, pool_depth
 from .channels import CHANNELS
 from .currency import reads_notes, subject_names, without_subject
 from .fusion import (
@@ -93,6 +93,11 @@ class Retriever:
         """Each enabled channel's ranked candidates (over notes, only the channels of
         ``SearchConfig.notes_channels``: ``currency.reads_notes``)."""
         limit = self.config.candidates
+        if self.config.notes_channels is not None or "subject" in self.config.query:
+            # Notes and subject detection read the question's nearest episodes: searched
+            # here as deep as the dense channel will want, so that, when the question is
+            # not rewritten, the dense channel reads the same search.
+            request.nearest(request.analysis.text, pool_depth(request, limit))
         if "subject" in self.config.query:
             request.memo["dense_text"] = without_subject(
                 request.analysis.text, subject_names(request)

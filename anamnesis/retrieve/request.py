@@ -119,6 +119,24 @@ class SearchRequest:
         """The configured options of one post-fusion stage (empty when none are set)."""
         return dict(self.config.stage_options.get(stage, {}))
 
+    def nearest(self, text: str, depth: int) -> list[Candidate]:
+        """The ``depth`` episodes nearest to ``text`` (the question, its rewrite in
+        ``dense_text`` or a sub-query) by embedding: one dense search per text and
+        search, the deepest asked for kept and cut for shallower asks."""
+        key = ("nearest", text)
+        searched: tuple[int, list[Candidate]] | None = self.memo.get(key)
+        if searched is None or searched[0] < depth:
+            if text == self.analysis.text:
+                vector = self.question_vector
+            elif text == self.dense_text:
+                vector = self.query_vector
+            else:
+                vector = self.vector_for(text)
+            searched = (depth, self.store.dense_search(vector, self.scope, self.filters, depth))
+            self.memo[key] = searched
+        found = searched[1]
+        return found[:depth]
+
     def vector_for(self, text: str) -> np.ndarray:
         """The embedding of ``text`` (the question itself or one of its sub-queries)."""
         if text == self.analysis.text:
