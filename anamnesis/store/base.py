@@ -306,9 +306,13 @@ class Store(Protocol):
 
     #: Names reported by ``Memory.capabilities``.
     backend: str
-    vector_backend: str
     #: ``normal`` or ``full`` (``config.DURABILITY_LEVELS``): how commits reach the disk.
     durability: str
+
+    @property
+    def vector_backend(self) -> str:
+        """The dense search in use (and why a faster path is off, if it failed)."""
+        ...
 
     @property
     def lexical_backend(self) -> str:

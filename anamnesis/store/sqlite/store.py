@@ -88,6 +88,14 @@ class SQLiteStore(
         failure = self._lexical.failure
         return "fts5-bm25" if failure is None else f"fts5-bm25 (in-memory index failed: {failure})"
 
+    @property
+    def vector_backend(self) -> str:
+        """Exact numpy scan, with a usearch HNSW graph proposing candidates above a
+        threshold; and why the graph is not in use if its build failed."""
+        backend = f"numpy (usearch HNSW from {self._dense.ann_settings.threshold:,} rows)"
+        failure = self._ann.failure
+        return backend if failure is None else f"{backend}; the graph failed: {failure}"
+
     def __init__(
         self,
         path: str | Path,
@@ -111,10 +119,6 @@ class SQLiteStore(
         self._dense_loaded = False
         self._dense_epoch: str | None = None
         self._ann = SQLiteAnn(self.path, self._lock, self._dense.ann_settings, self._file_epoch)
-        #: Exact numpy scan; a usearch HNSW graph proposes candidates above a threshold.
-        self.vector_backend = (
-            f"numpy (usearch HNSW from {self._dense.ann_settings.threshold:,} rows)"
-        )
         self._lexical = SQLiteLexical(self.path, self._lock, busy_timeout, durability)
         #: Why the store is damaged, once known: every write is then refused.
         self._damaged = health.recorded_damage(self.path)
