@@ -3,7 +3,7 @@
 Token counts use the MiniLM WordPiece vocabulary bundled with Anamnesis
 (bert-base-uncased, no special tokens, no truncation). It is offline and
 deterministic, and on English chat close enough to GPT-style BPE counts for a context
-budget (BENCHMARKS.md, "How it is measured").
+budget (docs/measuring.md).
 """
 
 from __future__ import annotations
