@@ -6,10 +6,13 @@ same verb over a transport:
 
 - ``AsyncMemory``: a coroutine that runs the verb on the writer thread or a reader
   thread (``@writes`` / ``@reads`` on the verb says which);
-- ``RemoteMemory`` / ``AsyncRemoteMemory``: one HTTP request (``wire.ROUTES``).
+- ``RemoteMemory`` / ``AsyncRemoteMemory``: one HTTP request (``wire.ROUTES``);
+- the REST server: one request model per verb (``anamnesis/server/rest_arguments.py``),
+  each parameter in its wire type (``WIRE_TYPES`` below), so the server takes what the
+  clients send.
 
 This script copies each public verb's signature (and ``memory.derived``'s views) into
-generated mixin classes, ruff-formats them, and writes them beside the surfaces::
+generated classes, ruff-formats them, and writes them beside the surfaces::
 
     python scripts/generate_verbs.py          # rewrite the generated modules
     python scripts/generate_verbs.py --check  # exit 1 if one is stale (CI, tests)
@@ -60,6 +63,8 @@ class Verb:
     returns: str
     names: set[str]  # the names the annotations and defaults use
     module: ModuleType  # where those names resolve
+    fields: list[tuple[str, str, str | None]]  # (name, annotation, default) but self
+    default_names: set[str]  # the names the defaults use
 
 
 @dataclass(frozen=True)
@@ -126,9 +131,16 @@ def _verb(function: Callable[..., object], group: str, thread: str) -> Verb:
         parameters.append((arg.arg, "keyword"))
     returns = _segment(source, node.returns)
     annotations: list[ast.AST | None] = [a.annotation for a in positional + args.kwonlyargs]
-    used = _names([*annotations, node.returns], True) | _names(
-        [*defaults, *args.kw_defaults], False
-    )
+    default_names = _names([*defaults, *args.kw_defaults], False)
+    used = _names([*annotations, node.returns], True) | default_names
+    fields = [
+        (arg.arg, _segment(source, arg.annotation), _segment(source, default) or None)
+        for arg, default in [
+            *zip(positional, defaults, strict=True),
+            *zip(args.kwonlyargs, args.kw_defaults, strict=True),
+        ]
+        if arg.arg != "self"
+    ]
     return Verb(
         name=node.name,
         group=group,
@@ -138,6 +150,8 @@ def _verb(function: Callable[..., object], group: str, thread: str) -> Verb:
         returns=returns,
         names=used,
         module=module,
+        fields=fields,
+        default_names=default_names,
     )
 
 
@@ -316,6 +330,112 @@ HOST_ALIASES = {
 }
 
 
+#: How each annotation of a verb's parameter travels in a request: the type the REST
+#: model declares (names from ``anamnesis/server/rest_models.py``), as one type, or as
+#: (in a JSON body, in a query string). A parameter whose annotation is not here stops
+#: the script: say how it travels first.
+WIRE_TYPES: dict[str, str | tuple[str, str]] = {
+    "str": "str",
+    "str | None": "str | None",
+    "bool": "bool",
+    "datetime | str | float | None": "Time",
+    "Mapping[str, Any] | None": "dict[str, Any] | None",
+    "Filters | Mapping[str, Any] | None": ("BodyFilters", "QueryFilters"),
+    "str | Mapping[str, Any] | Sequence[Mapping[str, Any] | str]": "Message | list[Message]",
+    "Iterable[Mapping[str, Any] | str]": "list[Message]",
+    "Sequence[str] | str": "list[str] | str",
+    "Sequence[str] | str | None": "list[str] | str | None",
+    "DecayPolicy | None": "Policy",
+    "Sequence[ContextFact] | None": "Facts",
+}
+#: Integers travel bounded: each integer parameter's bounded type, by ``verb.parameter``
+#: or by parameter name (the bounds ``Memory`` checks, at most 2**53 - 1 on the wire).
+INTEGERS: dict[str, str] = {
+    "limit": "Limit",
+    "facts.limit": "Count",
+    "consolidate.limit": "Count",
+    "offset": "Offset",
+    "budget_tokens": "Budget",
+    "neighbour_hits": "Neighbours",
+}
+#: The scope travels as optional text: a user key supplies its own user, and ``Memory``
+#: says when one is missing.
+SCOPE = ("user_id", "agent_id", "session_id")
+#: Parameters that are not request fields, and where they go instead.
+NOT_FIELDS = {
+    "progress": "a callback, called by the client once the answer is back",
+    "out": "the export is the response body",
+    "lines": "the import is the request body",
+}
+
+
+def _wire_type(verb: str, name: str, annotation: str, body: bool) -> str:
+    """The type a request model declares for one parameter."""
+    if name in SCOPE:
+        return "str | None"
+    bare = annotation.removesuffix(" | None")
+    if bare == "int":
+        bounded = INTEGERS.get(f"{verb}.{name}", INTEGERS.get(name))
+        if bounded is None:
+            raise SystemExit(f"{verb}({name}: int): give its bounds in INTEGERS")
+        return bounded if bare == annotation else f"{bounded} | None"
+    wire = WIRE_TYPES.get(annotation)
+    if wire is None:
+        raise SystemExit(f"{verb}({name}: {annotation}): say how it travels in WIRE_TYPES")
+    if isinstance(wire, tuple):
+        return wire[0] if body else wire[1]
+    return wire
+
+
+def _model(
+    route_name: str, verb: Verb, body: bool, path_parameters: set[str]
+) -> tuple[str, set[str]]:
+    """One verb's request model (its parameters as fields, in their wire types, with
+    the verb's own defaults), and the names of ``rest_models`` it uses."""
+    name = "".join(part.title() for part in verb.name.split("_")) + "Arguments"
+    base = "Arguments" if body else "QueryArguments"
+    lines = [f"class {name}({base}):", f'    """``Memory.{route_name}``\'s arguments."""', ""]
+    used = {base}
+    for field, annotation, default in verb.fields:
+        if field in NOT_FIELDS or field in path_parameters:
+            continue
+        wire = _wire_type(verb.name, field, annotation, body)
+        if field in SCOPE:
+            default = "None"
+        lines.append(f"    {field}: {wire}" + (f" = {default}" if default is not None else ""))
+        used |= _names([ast.parse(wire, mode="eval")], False) - {"Any", *dir(builtins)}
+    return "\n".join(lines), used
+
+
+def render_rest() -> str:
+    """The REST server's request models, one per verb with a route."""
+    from anamnesis.server.wire import ROUTES
+
+    verbs = {v.name: v for v in memory_verbs()}
+    verbs |= {f"derived.{v.name}": v for v in derived_verbs()}
+    models: list[str] = []
+    imports = {"from typing import Any"}
+    for route_name, route in ROUTES.items():
+        verb = verbs.get(route_name)
+        if verb is None:  # a property (capabilities), not a verb
+            continue
+        path_parameters = {part.strip("{}") for part in route.path.split("/") if "{" in part}
+        model, wire_names = _model(route_name, verb, route.body, path_parameters)
+        models.append(model)
+        imports |= {f"from anamnesis.server.rest_models import {n}" for n in wire_names}
+        table = _import_table(verb.module)
+        imports |= {
+            f"from {table.get(n, verb.module.__name__)} import {n}" for n in verb.default_names
+        }
+    header = HEADER.format(
+        doc="The REST server's request models: each verb's arguments, named and typed as\n"
+        "``Memory``'s keywords are (their wire types in ``rest_models``), so a request is a\n"
+        "call: ``memory.verb(**arguments)``."
+    )
+    text = header + "\n".join(sorted(imports))
+    return text + "\n\n\n" + "\n\n\n".join(models) + "\n"
+
+
 def _imports_for(verbs: list[Verb]) -> list[str]:
     """``from X import Y`` lines for every name the verbs' signatures use."""
     lines: set[str] = set()
@@ -428,6 +548,8 @@ def render() -> dict[Path, str]:
         text += "\n\n".join(aliases) + "\n\n\n" if aliases else ""
         text += "\n\n".join(_class(n, d, k, m, b) for n, d, k, m, b in classes)
         out[ROOT / path] = _format(text, ROOT / path)
+    rest = ROOT / "anamnesis/server/rest_arguments.py"
+    out[rest] = _format(render_rest(), rest)
     return out
 
 

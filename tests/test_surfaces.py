@@ -60,6 +60,39 @@ def test_the_rest_clients_have_every_verb_with_the_same_signature() -> None:
         assert not any(hasattr(client, name) for name in LOCAL_ONLY)
 
 
+#: Parameters a request does not carry as a field: a callback stays with the caller, the
+#: export and the import are the response and request bodies, an id is in the path.
+NOT_REQUEST_FIELDS = {"self", "progress", "out", "lines", "episode_id"}
+
+
+def test_the_rest_server_takes_every_keyword_of_every_verb_with_its_default() -> None:
+    from anamnesis.server import rest_arguments
+    from anamnesis.server.wire import ROUTES
+
+    verbs = {
+        **_public_methods(Memory),
+        **{f"derived.{n}": m for n, m in _public_methods(DerivedView).items()},
+    }
+    for route in ROUTES:
+        if route == "capabilities":  # a property: nothing to pass
+            continue
+        name = "".join(part.title() for part in route.rsplit(".", 1)[-1].split("_")) + "Arguments"
+        model = getattr(rest_arguments, name)
+        parameters = {
+            p.name: p
+            for p in inspect.signature(verbs[route]).parameters.values()
+            if p.name not in NOT_REQUEST_FIELDS
+        }
+        assert set(model.model_fields) == set(parameters), route
+        for field, parameter in parameters.items():
+            if field in ("user_id", "agent_id", "session_id"):  # a key may supply the scope
+                assert model.model_fields[field].default is None, (route, field)
+            elif parameter.default is inspect.Parameter.empty:
+                assert model.model_fields[field].is_required(), (route, field)
+            else:
+                assert model.model_fields[field].default == parameter.default, (route, field)
+
+
 def test_every_surface_offers_the_derived_views_with_the_same_signatures() -> None:
     from anamnesis.memory.async_verbs import AsyncDerivedView
     from anamnesis.server.async_client import AsyncRemoteMemory

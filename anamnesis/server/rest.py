@@ -69,29 +69,37 @@ from ..types import (
 from ..version import __version__
 from . import DEFAULT_LIMITS, ServerLimits
 from .auth import Caller, KeyCheck, authenticate
-from .rest_models import (
+from .rest_arguments import (
     AddArguments,
     AddManyArguments,
+    ArchiveArguments,
+    CheckArguments,
     ConsolidateArguments,
     ContextArguments,
     DecayArguments,
-    EpisodeIds,
-    EpisodeScope,
+    DeleteAllArguments,
+    DeleteArguments,
+    ExportJsonlArguments,
     FactHistoryArguments,
     FactsArguments,
     ForgetArguments,
-    Health,
-    ImportArguments,
-    ListArguments,
+    GateDecisionsArguments,
+    GetAllArguments,
+    GetArguments,
+    HistoryArguments,
+    ImportJsonlArguments,
     ProfileArguments,
     ProfilesArguments,
+    ReindexArguments,
+    RestoreArguments,
     SearchArguments,
-    Selected,
+    StatsArguments,
     StrengthArguments,
     SummariesArguments,
     UpdateArguments,
-    UserArguments,
+    UsageArguments,
 )
+from .rest_models import Health
 from .ui.login import LocalLogin
 from .ui.pages import build_ui
 from .wire import HEALTH_PATH, INTERNAL_ERROR, ROUTES, error_body, status_of
@@ -157,19 +165,21 @@ def build_app(
         return await memory.add_many(**who.scoped(arguments.arguments()))
 
     @app.get(ROUTES["get_all"].path, tags=["episodes"])
-    async def get_all(arguments: Annotated[ListArguments, Query()], who: Who) -> Page:
+    async def get_all(arguments: Annotated[GetAllArguments, Query()], who: Who) -> Page:
         """A page of the scope's episodes in event-time order; ``next_offset`` is the
         next page's ``offset`` (null on the last page)."""
         return await memory.get_all(**who.scoped(arguments.arguments()))
 
     @app.delete(ROUTES["delete_all"].path, tags=["episodes"])
-    async def delete_all(arguments: Annotated[EpisodeScope, Query()], who: Who) -> DeleteCounts:
+    async def delete_all(
+        arguments: Annotated[DeleteAllArguments, Query()], who: Who
+    ) -> DeleteCounts:
         """Delete everything in a scope (``user_id`` must be named, or be the key's)."""
         return await memory.delete_all(**who.scoped(arguments.arguments()))
 
     @app.get(ROUTES["get"].path, tags=["episodes"])
     async def get(
-        episode_id: str, arguments: Annotated[EpisodeScope, Query()], who: Who
+        episode_id: str, arguments: Annotated[GetArguments, Query()], who: Who
     ) -> Episode:
         """One episode by id (404 when it is not in the scope)."""
         return await memory.get(episode_id, **who.scoped(arguments.arguments()))
@@ -181,14 +191,14 @@ def build_app(
 
     @app.delete(ROUTES["delete"].path, tags=["episodes"])
     async def delete(
-        episode_id: str, arguments: Annotated[EpisodeScope, Query()], who: Who
+        episode_id: str, arguments: Annotated[DeleteArguments, Query()], who: Who
     ) -> DeleteCounts:
         """Delete one episode with its index rows and prior versions."""
         return await memory.delete(episode_id, **who.scoped(arguments.arguments()))
 
     @app.get(ROUTES["history"].path, tags=["episodes"])
     async def history(
-        episode_id: str, arguments: Annotated[EpisodeScope, Query()], who: Who
+        episode_id: str, arguments: Annotated[HistoryArguments, Query()], who: Who
     ) -> list[EpisodeVersion]:
         """Every version of an episode, oldest first, ending with the current one; each
         with the time it was written (``recorded_at``) and replaced (``changed_at``)."""
@@ -239,7 +249,7 @@ def build_app(
         return await memory.derived.profile(**who.scoped(arguments.arguments()))
 
     @app.get(ROUTES["stats"].path, tags=["server"])
-    async def stats(arguments: Annotated[UserArguments, Query()], who: Who) -> dict[str, Any]:
+    async def stats(arguments: Annotated[StatsArguments, Query()], who: Who) -> dict[str, Any]:
         """Counts for one user (a user key's own); with an admin key naming no user, the
         whole store's, with where it is and its size."""
         return await memory.stats(**who.scoped(arguments.arguments()))
@@ -251,7 +261,7 @@ def build_app(
         responses={200: {"content": {"application/x-ndjson": {}}}},
     )
     async def export_jsonl(
-        arguments: Annotated[UserArguments, Query()], who: Who
+        arguments: Annotated[ExportJsonlArguments, Query()], who: Who
     ) -> StreamingResponse:
         """The store (or one user's part; a user key's own) as JSONL that import restores."""
         scoped = who.scoped(arguments.arguments())
@@ -270,7 +280,7 @@ def build_app(
         },
     )
     async def import_jsonl(
-        request: Request, arguments: Annotated[ImportArguments, Query()], who: Who
+        request: Request, arguments: Annotated[ImportJsonlArguments, Query()], who: Who
     ) -> int:
         """Restore an export (checked whole before anything is written); a user key's
         import goes into its own scope, whatever the file names."""
@@ -285,22 +295,24 @@ def build_app(
         return await memory.forget(**who.scoped(arguments.arguments()))
 
     @app.post(ROUTES["archive"].path, tags=["lifecycle"])
-    async def archive(arguments: Selected, who: Who) -> list[str]:
+    async def archive(arguments: ArchiveArguments, who: Who) -> list[str]:
         """Move episodes out of the hot indexes into the archive; the ids moved."""
         return await memory.archive(**who.scoped(arguments.arguments()))
 
     @app.post(ROUTES["restore"].path, tags=["lifecycle"])
-    async def restore(arguments: Selected, who: Who) -> list[str]:
+    async def restore(arguments: RestoreArguments, who: Who) -> list[str]:
         """Bring archived episodes back exactly; the ids restored."""
         return await memory.restore(**who.scoped(arguments.arguments()))
 
     @app.post(ROUTES["usage"].path, tags=["lifecycle"])
-    async def usage(arguments: EpisodeIds, who: Who) -> dict[str, Usage]:
+    async def usage(arguments: UsageArguments, who: Who) -> dict[str, Usage]:
         """How often each episode was retrieved by a search and read by id."""
         return await memory.usage(**who.scoped(arguments.arguments()))
 
     @app.post(ROUTES["gate_decisions"].path, tags=["lifecycle"])
-    async def gate_decisions(arguments: EpisodeIds, who: Who) -> dict[str, GateDecision]:
+    async def gate_decisions(
+        arguments: GateDecisionsArguments, who: Who
+    ) -> dict[str, GateDecision]:
         """What the encoding gate decided about each episode, with its signals."""
         return await memory.gate_decisions(**who.scoped(arguments.arguments()))
 
@@ -315,16 +327,16 @@ def build_app(
         return await memory.decay(**who.scoped(arguments.arguments()))
 
     @app.post(ROUTES["check"].path, tags=["server"])
-    async def check(who: Who) -> list[str]:
+    async def check(arguments: Annotated[CheckArguments, Query()], who: Who) -> list[str]:
         """A full check of the store (admin): the problems found, empty when healthy."""
         who.require_admin("check")
-        return await memory.check()
+        return await memory.check(**arguments.arguments())
 
     @app.post(ROUTES["reindex"].path, tags=["server"])
-    async def reindex(who: Who) -> int:
+    async def reindex(arguments: Annotated[ReindexArguments, Query()], who: Who) -> int:
         """Re-embed every episode from its stored text (admin); the number re-embedded."""
         who.require_admin("reindex")
-        return await memory.reindex()
+        return await memory.reindex(**arguments.arguments())
 
     @app.get("/ui", include_in_schema=False)
     async def inspector() -> RedirectResponse:
