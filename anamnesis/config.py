@@ -121,12 +121,14 @@ class SearchConfig:
 #: The pipeline ``Memory`` and the CLI use unless told otherwise: every channel below
 #: (the summaries channel proposes nothing until ``consolidate`` has built summaries),
 #: fused by score-aware RRF, then the time, asking-turn and place priors and the
-#: exact-match guard. Why these parts and weights, and not the learned ranker (preset
-#: ``ranker``): they did best on data they were not tuned on (BENCHMARKS.md, "Leave one
-#: data set out"; study "A default that transfers"); the ablation rows are ``anamnesis
-#: bench --config NAME`` presets. For questions about the present, the later of two
-#: statements about the same thing first; over notes, only the channels that do not
-#: read a conversation's structure (``retrieve.currency``; study "An agent's life").
+#: exact-match guard. Why these parts and weights: they did best on data they were not
+#: tuned on (BENCHMARKS.md, "Leave one data set out"; study "A default that transfers");
+#: the ablation rows are ``anamnesis bench --config NAME`` presets. The learned ranker
+#: reorders chats between named people only, where it gained on conversations it was
+#: not fitted on; on user–assistant chats it lost (preset ``ranker`` runs it there too).
+#: For questions about the present, the later of two statements about the same thing
+#: first; over notes, only the channels that do not read a conversation's structure
+#: (``retrieve.currency``; study "An agent's life").
 DEFAULT = SearchConfig(
     channels=(
         "lexical",
@@ -152,8 +154,19 @@ DEFAULT = SearchConfig(
         "replies": 2.0,
         "summaries": 1.0,
     },
-    stages=("time_match", "question_prior", "current_first", "place_prior", "exact_match"),
-    stage_options={"time_match": {"exact": 3.0}, "question_prior": {"factor": 0.6}},
+    stages=(
+        "time_match",
+        "question_prior",
+        "learned_rerank",
+        "current_first",
+        "place_prior",
+        "exact_match",
+    ),
+    stage_options={
+        "time_match": {"exact": 3.0},
+        "question_prior": {"factor": 0.6},
+        "learned_rerank": {"chats": ("speakers",)},
+    },
     query=("speakers", "tense", "subject"),
     seed_channels=(
         "lexical",
@@ -173,17 +186,8 @@ DEFAULT = SearchConfig(
 PRESETS: dict[str, SearchConfig] = {
     "default": DEFAULT,
     "fast": SearchConfig(),
-    # The ranker reorders what fusion and the priors ranked; the guards act after it.
-    "ranker": DEFAULT.with_(
-        stages=(
-            "time_match",
-            "question_prior",
-            "learned_rerank",
-            "current_first",
-            "place_prior",
-            "exact_match",
-        )
-    ),
+    # The learned ranker on every kind of chat, user–assistant chats too.
+    "ranker": DEFAULT.with_options("learned_rerank", chats=("roles", "speakers")),
     "facts": SearchConfig(
         channels=("lexical", "dense", "facts"),
         weights={"lexical": 1.0, "dense": 1.0, "facts": 1.0},
@@ -193,7 +197,7 @@ PRESETS: dict[str, SearchConfig] = {
 PRESET_HELP: dict[str, str] = {
     "default": "every channel, the priors, the guards: best on chats it was not tuned on",
     "fast": "BM25 and dense only: about half the search time, less recall",
-    "ranker": "the default plus the learned ranker: better on chats like the benchmarks only",
+    "ranker": "the default with the learned ranker on user–assistant chats too",
     "facts": "fast plus the fact layer, current values first; run consolidate first",
 }
 #: The preset used when none is named.

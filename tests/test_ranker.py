@@ -176,7 +176,8 @@ def test_each_kind_of_chat_has_its_model_and_can_be_left_alone(tmp_path, embedde
         {"role": "user", "content": "Mine is Xenoblade Chronicles, my favourite game by far."},
     ]
     with Memory(path=tmp_path / "roles.db", embedder=embedder) as memory:
-        asks, _, answer = (e.id for e in memory.add_many(chat, user_id=USER.user_id))
+        added = memory.add_many(chat, user_id=USER.user_id, session_id="s1")
+        asks, _, answer = (e.id for e in added)
         # The model of user-assistant chats reads the asking turn; the other one is inert.
         models = {"speakers": _weighing(), "roles": _weighing(asks=-5.0)}
         path = tmp_path / "kinds.json"
@@ -190,6 +191,22 @@ def test_each_kind_of_chat_has_its_model_and_can_be_left_alone(tmp_path, embedde
         assert [(f.episode_id, f.score) for f in kept] == [(asks, 0.9), (answer, 0.8)]
         with pytest.raises(InvalidInputError, match="chats"):
             _request(memory, _ranker(str(path), chats=("everyone",)))
+
+
+def test_notes_keep_the_fused_order(tmp_path, embedder):
+    # Notes stored without a session are no kind of chat the models were fitted on.
+    with Memory(path=tmp_path / "notes.db", embedder=embedder) as memory:
+        added = memory.add_many([m["content"] for m in CHAT], user_id=USER.user_id)
+        asks, answer = added[0].id, added[1].id
+        _, request = _request(memory, _ranker(_model(tmp_path, asks=-5.0)))
+        kept = learned_rerank(request, [Fused(asks, 0.9), Fused(answer, 0.8)])
+        assert [(f.episode_id, f.score) for f in kept] == [(asks, 0.9), (answer, 0.8)]
+        # The same turns as a chat between named people are reordered.
+        chat = memory.add_many(CHAT, user_id="chat", session_id="s1")
+        retriever = Retriever(memory.store, memory.embedder, _ranker(_model(tmp_path, asks=-5.0)))
+        request = retriever.request(QUESTION, Scope("chat"), Filters())
+        fused = [Fused(chat[0].id, 0.9), Fused(chat[1].id, 0.8)]
+        assert [f.episode_id for f in learned_rerank(request, fused)] == [chat[1].id, chat[0].id]
 
 
 def _ranker(model: str, **options: object):

@@ -277,6 +277,9 @@ BENCH_PRESETS["default-next"] = BENCH_PRESETS["full-refit-guards"]
 #: change to the default cannot move it unnoticed.
 PREVIOUS_DEFAULT = PRESETS["default"].with_(
     stages=("time_match", "question_prior", "place_prior", "exact_match"),
+    stage_options={
+        k: v for k, v in PRESETS["default"].stage_options.items() if k != "learned_rerank"
+    },
     query=("speakers",),
     notes_channels=None,
 )
@@ -331,5 +334,9 @@ BENCH_PRESETS.update(
         "default-no-subject": without(_NOW, query="subject"),
         "default-no-tense": without(_NOW, query="tense"),
         "fast-now": _HYBRID.with_(query=("tense", "subject"), stages=("current_first",)),
+        # The default before the learned ranker joined it for chats between named people.
+        "default-no-ranker": without(_NOW, stage="learned_rerank").with_(
+            stage_options={k: v for k, v in _NOW.stage_options.items() if k != "learned_rerank"}
+        ),
     }
 )

@@ -41,6 +41,7 @@ from ..embed.static import WordLlamaEmbedder
 from ..errors import InvalidInputError
 from ..ingest.normalise import embedding_text
 from .candidates import NO_TURN, speakers_named, turn_info
+from .currency import reads_notes
 from .fusion import Fused, standardise
 from .query import words
 from .request import SearchRequest
@@ -419,8 +420,10 @@ def learned_rerank(request: SearchRequest, fused: list[Fused]) -> list[Fused]:
     chat kinds to reorder (default ``DEFAULT_CHATS``; others keep the fused order).
     Each reordered candidate's score becomes the model's probability that it is
     evidence; the candidates behind them keep their order, scaled below the last.
+    Notes (``reads_notes``) keep the fused order: they are neither kind of chat the
+    models were fitted on.
     """
-    if not fused:
+    if not fused or reads_notes(request):
         return fused
     models, depth, chats = ranker_settings(request.options("learned_rerank"))
     head, tail = fused[:depth], fused[depth:]
