@@ -152,9 +152,9 @@ DEFAULT = SearchConfig(
         "replies": 2.0,
         "summaries": 1.0,
     },
-    stages=("time_match", "question_prior", "current_first", "place_prior", "exact_match"),
+    stages=("time_match", "question_prior", "place_prior", "exact_match", "current_first"),
     stage_options={"time_match": {"exact": 3.0}, "question_prior": {"factor": 0.6}},
-    query=("speakers", "tense", "subject"),
+    query=("speakers", "tense", "subject", "subject-speaker"),
     seed_channels=(
         "lexical",
         "dense",
@@ -179,9 +179,9 @@ PRESETS: dict[str, SearchConfig] = {
             "time_match",
             "question_prior",
             "learned_rerank",
-            "current_first",
             "place_prior",
             "exact_match",
+            "current_first",
         )
     ),
     "facts": SearchConfig(

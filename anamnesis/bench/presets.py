@@ -333,3 +333,26 @@ BENCH_PRESETS.update(
         "fast-now": _HYBRID.with_(query=("tense", "subject"), stages=("current_first",)),
     }
 )
+#: The default of the first "An agent's life" session (``current_first`` before the
+#: guards, settling below the latest successor only, the present read from tenses
+#: and named times first; no speaker as subject), and the current default with each
+#: part of the second session left out.
+_FIRST_NOW = _NOW.with_(
+    stages=("time_match", "question_prior", "current_first", "place_prior", "exact_match"),
+    query=("speakers", "tense", "subject"),
+    stage_options={
+        **_NOW.stage_options,
+        "current_first": {"said_now_wins": False, "below_all": False},
+    },
+)
+BENCH_PRESETS.update(
+    {
+        "agent-life-first": _FIRST_NOW,
+        "default-no-said-now": _NOW.with_options("current_first", said_now_wins=False),
+        "default-below-latest": _NOW.with_options("current_first", below_all=False),
+        "default-no-subject-speaker": without(_NOW, query="subject-speaker"),
+        "default-current-first-before-guards": _NOW.with_(
+            stages=("time_match", "question_prior", "current_first", "place_prior", "exact_match")
+        ),
+    }
+)

@@ -8,15 +8,19 @@ configuration and each measured on its own (BENCHMARKS.md, "An agent's life"):
 - ``current_first`` (a post-fusion stage), for a question about the present:
   each of the best ``DEPTH`` candidates yields its place to the latest candidate about
   the same thing among the best ``POOL`` (stored embeddings closer than
-  ``SAME_THING``) dated a later day, which takes its score, and settles just below it;
-  then, among the best ``RECENCY_DEPTH``, the later gain in proportion to their age in
-  days (``RECENCY``).
+  ``SAME_THING``) dated a later day, which takes its score; it settles just below
+  every later candidate about the same thing (the latest may have moved on to
+  something else again, and a superseded statement must not stay above the statement
+  that replaced it); then, among the best ``RECENCY_DEPTH``, the later gain in
+  proportion to their age in days (``RECENCY``). It runs after the guards, so that a
+  statement the exact-match guard pinned still yields to its successor.
   A superseded statement stays a few places down, findable for "before" questions.
 - ``present_terms`` (query feature ``"tense"``): "now", "currently", "these days" say
   when, not what, and are left out of the lexical terms.
 - ``subject_names`` (query feature ``"subject"``): the name of the person a memory is
   about is in most of its notes, so it tells nothing apart; it is neither matched nor
-  embedded.
+  embedded. With ``"subject-speaker"``, the speaker of most of the notes counts too:
+  "Where does Miguel work?" over Miguel's own "I started a new job" asks about "I".
 - ``reads_notes`` (``SearchConfig.notes_channels``): over notes, stored without a
   session, the channels that read a conversation's speakers, roles and sessions stand
   aside. The three parts above act over notes only: in a conversation a later turn
@@ -25,7 +29,9 @@ configuration and each measured on its own (BENCHMARKS.md, "An agent's life"):
 
 A question is about the present unless it is in the past tense ("where did she
 work…", "what was…"), asks for history ("used to", "previously", "changed"), names a
-time ("in 2023") or asks about time itself ("how long…", "which came first…").
+time already over ("in 2023") or asks about time itself ("how long…", "which came
+first…"); a question that says "now", "still" or "currently" is about the present
+unless it is in the past tense or names a time already over.
 """
 
 from __future__ import annotations
@@ -68,6 +74,13 @@ _PAST = re.compile(
     r"former(?:ly)?|before|originally|at first|in the past|ago|last (?:year|month|week))\b",
     re.IGNORECASE,
 )
+#: The past tense or a former state, without "before", which also names a moment
+#: ("before work", "before bed").
+_PAST_TENSE = re.compile(
+    r"\b(?:did|didn't|was|wasn't|were|weren't|had|hadn't|used to|previous(?:ly)?|"
+    r"former(?:ly)?|originally|at first|in the past|ago|last (?:year|month|week))\b",
+    re.IGNORECASE,
+)
 #: Words that say "as things stand" rather than what the question is about.
 _PRESENT = re.compile(
     r"\b(?:(?:right )?now|currently|current|nowadays|these days|at the moment|at present|"
@@ -85,10 +98,22 @@ def present_terms(text: str) -> set[str]:
     return found
 
 
-def asks_about_present(request: SearchRequest) -> bool:
-    """Whether the question asks how things stand now (see the module docstring)."""
+def asks_about_present(request: SearchRequest, *, said_now_wins: bool = True) -> bool:
+    """Whether the question asks how things stand now (see the module docstring).
+
+    With ``said_now_wins``, a question that says "now", "still", "currently" or "these
+    days" asks about the present whatever else it names, unless it is in the past tense,
+    asks for history or names a time already over: "Is she still flying to Denver for
+    Thanksgiving?", "How many days a week does she work now?", "Is he still going to
+    the gym before work?" ask what holds now, though they name a time, a count of days
+    or the word "before".
+    """
     analysis = request.analysis
     time = analysis.time
+    if said_now_wins and time.current and not time.history:
+        over = any(r.mention.end <= analysis.now for r in time.ranges)
+        if not over and _PAST_TENSE.search(analysis.text) is None:
+            return True
     if time.ranges or _BY_TIME.intersection(time.asks):
         return False
     if time.current:
@@ -101,17 +126,26 @@ def current_first(request: SearchRequest, fused: list[Fused]) -> list[Fused]:
     thing first, and the later of the best few a little higher (module docstring).
 
     Options (``stage_options["current_first"]``): ``depth``, ``pool``, ``same_thing``,
-    ``recency``, ``recency_depth``; their defaults are this module's constants.
+    ``recency``, ``recency_depth``, their defaults this module's constants; and
+    ``said_now_wins`` (default true; ``asks_about_present``) and ``below_all`` (default
+    true: a statement settles below every later one about the same thing, not only
+    below the latest, which may be about something else again).
     """
-    if len(fused) < 2 or not reads_notes(request) or not asks_about_present(request):
-        return fused
     options = request.options("current_first")
+    said_now_wins = bool(options.get("said_now_wins", True))
+    if (
+        len(fused) < 2
+        or not reads_notes(request)
+        or not asks_about_present(request, said_now_wins=said_now_wins)
+    ):
+        return fused
     _successors_first(
         request,
         fused,
         depth=int(options.get("depth", DEPTH)),
         pool=int(options.get("pool", POOL)),
         same_thing=float(options.get("same_thing", SAME_THING)),
+        below_all=bool(options.get("below_all", True)),
     )
     fused = by_score(fused)
     _later_higher(
@@ -123,10 +157,17 @@ def current_first(request: SearchRequest, fused: list[Fused]) -> list[Fused]:
 
 
 def _successors_first(
-    request: SearchRequest, fused: list[Fused], *, depth: int, pool: int, same_thing: float
+    request: SearchRequest,
+    fused: list[Fused],
+    *,
+    depth: int,
+    pool: int,
+    same_thing: float,
+    below_all: bool = True,
 ) -> None:
     """Each of the best ``depth`` candidates yields its score to the latest candidate
-    about the same thing among the best ``pool``, and settles just below it."""
+    about the same thing among the best ``pool``, and settles just below every later
+    candidate about the same thing (with ``below_all``; else just below the latest)."""
     candidates = fused[: max(depth, pool)]
     ids = [f.episode_id for f in candidates]
     episodes = request.episodes(ids)
@@ -150,10 +191,10 @@ def _successors_first(
             continue
         successor = known[max(later, key=lambda j: days[j])]
         successor.score = max(successor.score, candidate.score)
-        # A hair under: a tie would keep the old order.
-        candidate.score = min(
-            candidate.score, successor.score - max(abs(successor.score) * 1e-6, 1e-12)
-        )
+        # Below every later statement about the same thing, or only the latest; a
+        # hair under, as a tie would keep the old order.
+        floor = min(known[j].score for j in later) if below_all else successor.score
+        candidate.score = min(candidate.score, floor - max(abs(floor) * 1e-6, 1e-12))
         head.add(successor.episode_id)
 
 
@@ -185,7 +226,9 @@ def _day(when: datetime) -> int:
 def subject_names(request: SearchRequest) -> list[str]:
     """The names in the question that name the memory's own subject: a person most of
     its notes are about ("Dara's mum flew back", "Dara started…"), said by at least
-    ``SUBJECT_SHARE`` of the question's ``SUBJECT_POOL`` nearest episodes.
+    ``SUBJECT_SHARE`` of the question's ``SUBJECT_POOL`` nearest episodes; with the
+    query feature ``"subject-speaker"``, or their speaker (Miguel's own "I started a
+    new job" is about Miguel).
 
     Such a name tells nothing apart, yet it pulls the lexical and dense channels toward
     any note that says it. In a conversation between named people the names live in
@@ -199,6 +242,10 @@ def subject_names(request: SearchRequest) -> list[str]:
             near = _neighbours(request)
             episodes = request.episodes([c.episode_id for c in near])
             texts = [e.content.lower() for e in episodes.values()]
+            if "subject-speaker" in request.config.query:
+                # A note a person speaks is about them, in the first person ("I started
+                # a new job"): their name is in the speaker field, not the text.
+                texts = [f"{e.speaker or ''}: {e.content}".lower() for e in episodes.values()]
             for name in asked:
                 pattern = re.compile(rf"\b{re.escape(name.lower())}\b")
                 saying = sum(1 for text in texts if pattern.search(text))
