@@ -20,7 +20,12 @@ from anamnesis import Memory
 from anamnesis.bench.presets import BENCH_PRESETS
 from anamnesis.config import PRESETS
 from anamnesis.retrieve.analysis import analyse
-from anamnesis.retrieve.currency import current_first, present_terms, without_subject
+from anamnesis.retrieve.currency import (
+    current_first,
+    present_terms,
+    without_present,
+    without_subject,
+)
 from anamnesis.retrieve.fusion import Fused
 from anamnesis.retrieve.pipeline import Retriever
 from anamnesis.store.base import Filters
@@ -178,23 +183,37 @@ def test_a_conversation_is_ranked_as_by_the_previous_default(tmp_path: Path) -> 
 
 
 class _Notes:
-    """A search over hand-made notes: their dates, embeddings and fused scores."""
+    """A search over hand-made notes: their dates, texts and embeddings, by id."""
 
-    def __init__(self, question: str, notes: dict[str, tuple[str, list[float]]]) -> None:
+    def __init__(
+        self,
+        question: str,
+        notes: dict[str, tuple[str, str, list[float]]],
+        options: dict[str, Any] | None = None,
+    ) -> None:
         self.analysis = analyse(question, datetime(2025, 1, 1, tzinfo=UTC))
         self.memo: dict[Any, Any] = {"reads_notes": True}
         self.notes = notes
+        self._options = options or {}
 
     def options(self, stage: str) -> dict[str, Any]:
-        return {}
+        return dict(self._options)
 
     def episodes(self, ids: list[str]) -> dict[str, Any]:
         return {
-            i: SimpleNamespace(event_time=datetime.fromisoformat(self.notes[i][0])) for i in ids
+            i: SimpleNamespace(
+                event_time=datetime.fromisoformat(self.notes[i][0]), content=self.notes[i][1]
+            )
+            for i in ids
         }
 
     def stored_vectors(self, ids: list[str]) -> dict[str, np.ndarray]:
-        return {i: np.array(self.notes[i][1], dtype=np.float32) for i in ids}
+        return {i: np.array(self.notes[i][2], dtype=np.float32) for i in ids}
+
+
+def _ranked(request: _Notes, scores: dict[str, float]) -> list[str]:
+    fused = [Fused(i, score) for i, score in scores.items()]
+    return [f.episode_id for f in current_first(request, fused)]  # type: ignore[arg-type]
 
 
 def test_a_superseded_statement_settles_below_every_later_one_about_the_same_thing() -> None:
@@ -204,15 +223,40 @@ def test_a_superseded_statement_settles_below_every_later_one_about_the_same_thi
     request = _Notes(
         "Where does Priya teach now?",
         {
-            "leeds": ("2024-01-10", [1.0, 0.0, 0.0]),
-            "harrogate": ("2024-09-02", [0.8, 0.6, 0.0]),
-            "class": ("2024-11-19", [0.6, 0.0, 0.8]),
+            "leeds": ("2024-01-10", "Priya teaches at Leeds Grammar.", [1.0, 0.0, 0.0]),
+            "harrogate": ("2024-09-02", "First week at Harrogate Academy.", [0.8, 0.6, 0.0]),
+            "class": ("2024-11-19", "The grade 12 class is on organic.", [0.6, 0.0, 0.8]),
         },
     )
-    fused = [Fused("leeds", 1.0), Fused("harrogate", 0.5), Fused("class", 0.3)]
-    ranked = [f.episode_id for f in current_first(request, fused)]  # type: ignore[arg-type]
+    ranked = _ranked(request, {"leeds": 1.0, "harrogate": 0.5, "class": 0.3})
     assert ranked.index("harrogate") < ranked.index("leeds")
     assert ranked.index("class") < ranked.index("leeds")
+
+
+def test_two_notes_that_say_a_rare_word_of_the_question_are_about_the_same_thing() -> None:
+    # "Lofoten" is said by these two notes only: the trip that was planned and the trip
+    # that is off, though their embeddings are further apart than restatements.
+    notes = {
+        "plan": ("2024-02-20", "Planning a hiking trip to Lofoten in July.", [1.0, 0.0, 0.0]),
+        "exam": ("2024-05-28", "Class 11 wrote their final exam.", [0.0, 0.0, 1.0]),
+        "off": ("2024-06-01", "The Lofoten trip is off: we move then.", [0.45, 0.89, 0.0]),
+    }
+    scores = {"plan": 1.0, "exam": 0.6, "off": 0.5}
+    question = "Is Lena still going to Lofoten this summer?"
+    assert _ranked(_Notes(question, notes), scores)[0] == "off"
+    assert _ranked(_Notes(question, notes, {"shared_word": 0.0}), scores)[0] == "plan"
+    # A word every candidate says names nothing in particular.
+    common = {
+        k: (when, text.replace("Lofoten", "the trip"), v) for k, (when, text, v) in notes.items()
+    }
+    common["exam"] = ("2024-05-28", "Class 11 wrote their final exam on the trip.", [0.0, 0.0, 1.0])
+    assert _ranked(_Notes("Is Lena still going on the trip?", common), scores)[0] == "plan"
+
+
+def test_present_state_words_are_not_embedded_over_notes() -> None:
+    assert without_present("Where does Dara work now?") == "Where does Dara work?"
+    assert without_present("Where do I live right now, currently?") == "Where do I live?"
+    assert without_present("Now?") == "Now?"
 
 
 SPOKEN = [
@@ -235,7 +279,7 @@ def test_the_speaker_of_the_notes_is_their_subject(tmp_path: Path) -> None:
         retriever = Retriever(memory.store, memory.embedder, PRESETS["default"])
         request = retriever.request("Where does Miguel work now?", Scope("me"), Filters())
         retriever.candidates(request)
-        assert request.dense_text == "Where does I work now?"
+        assert request.dense_text == "Where does I work?"
         first = memory.search("Where does Miguel work now?", user_id="me", now=NOW)[0]
         assert "Globex" in first.episode.content
     without = BENCH_PRESETS["default-no-subject-speaker"]
@@ -243,7 +287,7 @@ def test_the_speaker_of_the_notes_is_their_subject(tmp_path: Path) -> None:
         retriever = Retriever(memory.store, memory.embedder, without)
         request = retriever.request("Where does Miguel work now?", Scope("me"), Filters())
         retriever.candidates(request)
-        assert request.dense_text == "Where does Miguel work now?"
+        assert request.dense_text == "Where does Miguel work?"
 
 
 PINNED = [

@@ -141,6 +141,7 @@ QUERY_FEATURES = {
     "tense": 'drop present-state words ("now", "these days") from the lexical terms',
     "subject": "the memory's own subject's name neither matched nor embedded",
     "subject-speaker": 'with "subject": the speaker of the notes counts as their subject too',
+    "tense-dense": "over notes, present-state words are left out of the embedded question too",
 }
 
 

@@ -8,7 +8,8 @@ configuration and each measured on its own (BENCHMARKS.md, "An agent's life"):
 - ``current_first`` (a post-fusion stage), for a question about the present:
   each of the best ``DEPTH`` candidates yields its place to the latest candidate about
   the same thing among the best ``POOL`` (stored embeddings closer than
-  ``SAME_THING``) dated a later day, which takes its score; it settles just below
+  ``SAME_THING``, or closer than ``SHARED_WORD`` and both saying a word of the question
+  that few candidates say) dated a later day, which takes its score; it settles just below
   every later candidate about the same thing (the latest may have moved on to
   something else again, and a superseded statement must not stay above the statement
   that replaced it); then, among the best ``RECENCY_DEPTH``, the later gain in
@@ -16,7 +17,8 @@ configuration and each measured on its own (BENCHMARKS.md, "An agent's life"):
   statement the exact-match guard pinned still yields to its successor.
   A superseded statement stays a few places down, findable for "before" questions.
 - ``present_terms`` (query feature ``"tense"``): "now", "currently", "these days" say
-  when, not what, and are left out of the lexical terms.
+  when, not what, and are left out of the lexical terms; with ``"tense-dense"``
+  (``without_present``), of the embedded question too, over notes.
 - ``subject_names`` (query feature ``"subject"``): the name of the person a memory is
   about is in most of its notes, so it tells nothing apart; it is neither matched nor
   embedded. With ``"subject-speaker"``, the speaker of most of the notes counts too:
@@ -38,11 +40,13 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
+from typing import Any
 
 import numpy as np
 
 from ..store.base import Candidate
 from .fusion import Fused, by_score
+from .query import search_terms
 from .request import SearchRequest
 
 #: The best candidates that yield to a later statement about the same thing...
@@ -52,8 +56,15 @@ POOL = 10
 #: Cosine between two candidates' stored embeddings from which they are taken to be
 #: about the same thing (chosen on the life personas of the agent-life dev set).
 SAME_THING = 0.55
+#: Candidates read to tell whether a word of the question is rare among them ...
+WORD_POOL = 30
+#: ... which it is when at most this many say it.
+RARE_WORD_HOLDERS = 2
+#: Cosine from which two candidates that both say a rare word of the question are
+#: taken to be about the same thing.
+SHARED_WORD = 0.4
 #: Among this many of the best candidates, the later ones gain ...
-RECENCY_DEPTH = 5
+RECENCY_DEPTH = 8
 #: ... up to this share of their score, in proportion to their age among them.
 RECENCY = 0.4
 
@@ -87,6 +98,14 @@ _PRESENT = re.compile(
     r"presently|still|anymore|any more|today)\b",
     re.IGNORECASE,
 )
+
+
+def without_present(text: str) -> str:
+    """``text`` without its present-state phrases ("Where does she work now?" -> "Where
+    does she work?"), to embed what the question asks, not when."""
+    stripped = re.sub(r"\s{2,}", " ", _PRESENT.sub(" ", text))
+    stripped = re.sub(r"[\s,]+([?.!])", r"\1", re.sub(r"\s*,(?:\s*,)*", ",", stripped)).strip()
+    return stripped if re.search(r"\w", stripped) else text
 
 
 def present_terms(text: str) -> set[str]:
@@ -126,7 +145,8 @@ def current_first(request: SearchRequest, fused: list[Fused]) -> list[Fused]:
     thing first, and the later of the best few a little higher (module docstring).
 
     Options (``stage_options["current_first"]``): ``depth``, ``pool``, ``same_thing``,
-    ``recency``, ``recency_depth``, their defaults this module's constants; and
+    ``recency``, ``recency_depth``, ``shared_word`` (0 for none), their defaults this
+    module's constants; and
     ``said_now_wins`` (default true; ``asks_about_present``) and ``below_all`` (default
     true: a statement settles below every later one about the same thing, not only
     below the latest, which may be about something else again).
@@ -146,6 +166,7 @@ def current_first(request: SearchRequest, fused: list[Fused]) -> list[Fused]:
         pool=int(options.get("pool", POOL)),
         same_thing=float(options.get("same_thing", SAME_THING)),
         below_all=bool(options.get("below_all", True)),
+        shared_word=float(options.get("shared_word", SHARED_WORD)),
     )
     fused = by_score(fused)
     _later_higher(
@@ -164,10 +185,15 @@ def _successors_first(
     pool: int,
     same_thing: float,
     below_all: bool = True,
+    shared_word: float = 0.0,
 ) -> None:
     """Each of the best ``depth`` candidates yields its score to the latest candidate
     about the same thing among the best ``pool``, and settles just below every later
-    candidate about the same thing (with ``below_all``; else just below the latest)."""
+    candidate about the same thing (with ``below_all``; else just below the latest).
+
+    Two candidates are about the same thing when their embeddings are closer than
+    ``same_thing``, or, with ``shared_word``, closer than it and both say a word of the
+    question that few of the best candidates say (``_share_a_rare_word``)."""
     candidates = fused[: max(depth, pool)]
     ids = [f.episode_id for f in candidates]
     episodes = request.episodes(ids)
@@ -178,7 +204,10 @@ def _successors_first(
     matrix = np.stack([vectors[f.episode_id] for f in known]).astype(np.float32)
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     matrix /= np.where(norms == 0, 1.0, norms)
-    similar = matrix @ matrix.T >= same_thing
+    cosine = matrix @ matrix.T
+    similar = cosine >= same_thing
+    if shared_word:
+        similar |= (cosine >= shared_word) & _share_a_rare_word(request, fused, known, episodes)
     days = [_day(episodes[f.episode_id].event_time) for f in known]
     head = {f.episode_id for f in candidates[:depth]}
     # Oldest first, so that a chain of restatements ends with the latest on top.
@@ -196,6 +225,30 @@ def _successors_first(
         floor = min(known[j].score for j in later) if below_all else successor.score
         candidate.score = min(candidate.score, floor - max(abs(floor) * 1e-6, 1e-12))
         head.add(successor.episode_id)
+
+
+def _share_a_rare_word(
+    request: SearchRequest, fused: list[Fused], known: list[Fused], episodes: dict[str, Any]
+) -> np.ndarray:
+    """Which pairs of ``known`` both say a word of the question that at most
+    ``RARE_WORD_HOLDERS`` of the best ``WORD_POOL`` candidates say: the word names the
+    thing asked about ("Lofoten", "cane"), so the two notes speak of it, however
+    differently ("planning a trip to Lofoten" and "the Lofoten trip is off")."""
+    asked = set(request.analysis.terms) - present_terms(request.analysis.text)
+    pool = fused[:WORD_POOL]
+    texts = request.episodes([f.episode_id for f in pool])
+    said = {i: set(search_terms(e.content)) & asked for i, e in texts.items()}
+    holders = {w: sum(w in words for words in said.values()) for w in asked}
+    rare = {w for w, n in holders.items() if 0 < n <= RARE_WORD_HOLDERS}
+    mine = [
+        said.get(f.episode_id, set(search_terms(episodes[f.episode_id].content))) & rare
+        for f in known
+    ]
+    shared = np.zeros((len(known), len(known)), dtype=bool)
+    for i, a in enumerate(mine):
+        for j, b in enumerate(mine):
+            shared[i, j] = i != j and bool(a & b)
+    return shared
 
 
 def _later_higher(request: SearchRequest, top: list[Fused], recency: float) -> None:
