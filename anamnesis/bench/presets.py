@@ -348,6 +348,7 @@ _FIRST_NOW = _NOW.with_(
             "below_all": False,
             "shared_word": 0.0,
             "recency_depth": 5,
+            "ended": 1.0,
         },
     },
 )
@@ -360,6 +361,7 @@ BENCH_PRESETS.update(
         "default-no-tense-dense": without(_NOW, query="tense-dense"),
         "default-no-shared-word": _NOW.with_options("current_first", shared_word=0.0),
         "default-recency-5": _NOW.with_options("current_first", recency_depth=5),
+        "default-no-ended": _NOW.with_options("current_first", ended=1.0),
         "default-current-first-before-guards": _NOW.with_(
             stages=("time_match", "question_prior", "current_first", "place_prior", "exact_match")
         ),

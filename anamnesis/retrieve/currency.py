@@ -13,8 +13,11 @@ configuration and each measured on its own (BENCHMARKS.md, "An agent's life"):
   every later candidate about the same thing (the latest may have moved on to
   something else again, and a superseded statement must not stay above the statement
   that replaced it); then, among the best ``RECENCY_DEPTH``, the later gain in
-  proportion to their age in days (``RECENCY``). It runs after the guards, so that a
-  statement the exact-match guard pinned still yields to its successor.
+  proportion to their age in days (``RECENCY``); last, a statement among the best
+  ``ENDED_DEPTH`` that names a thing a later note says ended ("Cancelled the
+  CityFitness membership" after "gym at CityFitness before work") keeps ``ENDED`` of
+  its score. It runs after the guards, so that a statement the exact-match guard
+  pinned still yields to its successor.
   A superseded statement stays a few places down, findable for "before" questions.
 - ``present_terms`` (query feature ``"tense"``): "now", "currently", "these days" say
   when, not what, and are left out of the lexical terms; with ``"tense-dense"``
@@ -68,6 +71,13 @@ RECENCY_DEPTH = 8
 #: ... up to this share of their score, in proportion to their age among them.
 RECENCY = 0.4
 
+#: Among this many of the best candidates, a statement that a later note ended ...
+ENDED_DEPTH = 5
+#: ... keeps this share of its score.
+ENDED = 0.3
+#: Most notes a name may be in and still name one thing ("Ohlsdorf", "CityFitness").
+ENDED_HOLDERS = 3
+
 #: Nearest episodes read to tell whether a name in the question is the memory's
 #: subject ...
 SUBJECT_POOL = 50
@@ -90,6 +100,14 @@ _PAST = re.compile(
 _PAST_TENSE = re.compile(
     r"\b(?:did|didn't|was|wasn't|were|weren't|had|hadn't|used to|previous(?:ly)?|"
     r"former(?:ly)?|originally|at first|in the past|ago|last (?:year|month|week))\b",
+    re.IGNORECASE,
+)
+#: Words that say a thing ended: left, quit, sold, cancelled, the last day, no longer.
+_ENDING = re.compile(
+    r"\b(?:left|leaving|quit|quitting|(?:handed in|gave) (?:my|his|her|their) notice|"
+    r"cancel(?:led|ed|s|ling)?|sold|selling|moved out|moving out|"
+    r"last (?:day|night|week|shift|session)|no longer|any ?more|ended|closed|gave up|"
+    r"stopped|retir(?:ed|ing))\b",
     re.IGNORECASE,
 )
 #: Words that say "as things stand" rather than what the question is about.
@@ -145,8 +163,8 @@ def current_first(request: SearchRequest, fused: list[Fused]) -> list[Fused]:
     thing first, and the later of the best few a little higher (module docstring).
 
     Options (``stage_options["current_first"]``): ``depth``, ``pool``, ``same_thing``,
-    ``recency``, ``recency_depth``, ``shared_word`` (0 for none), their defaults this
-    module's constants; and
+    ``recency``, ``recency_depth``, ``shared_word`` (0 for none), ``ended`` (1 for
+    none), their defaults this module's constants; and
     ``said_now_wins`` (default true; ``asks_about_present``) and ``below_all`` (default
     true: a statement settles below every later one about the same thing, not only
     below the latest, which may be about something else again).
@@ -174,7 +192,45 @@ def current_first(request: SearchRequest, fused: list[Fused]) -> list[Fused]:
         fused[: int(options.get("recency_depth", RECENCY_DEPTH))],
         float(options.get("recency", RECENCY)),
     )
+    ended = float(options.get("ended", ENDED))
+    if ended < 1.0:
+        fused = by_score(fused)
+        for candidate in _ended(request, fused[:ENDED_DEPTH]):
+            candidate.score *= ended
     return by_score(fused)
+
+
+def _ended(request: SearchRequest, top: list[Fused]) -> list[Fused]:
+    """Those of ``top`` that name a thing ("Gymnasium Ohlsdorf", "CityFitness") that a
+    later note names with a word that says it ended ("Lena's last day at Gymnasium
+    Ohlsdorf", "Cancelled the CityFitness membership"): the statement no longer holds,
+    whatever the later note says instead. A name in more than ``ENDED_HOLDERS`` notes
+    names too many things to tell."""
+    # Imported here: the exact-match guard reads the candidate channels, which read
+    # this module.
+    from .exact import identifier_terms
+
+    episodes = request.episodes([f.episode_id for f in top])
+    found = []
+    for candidate in top:
+        episode = episodes.get(candidate.episode_id)
+        if episode is None:
+            continue
+        day = _day(episode.event_time)
+        for term in identifier_terms(episode.content):
+            key = ("name_holders", term)
+            if key not in request.memo:
+                request.memo[key] = request.store.lexical_search(
+                    [term], request.scope, request.filters, ENDED_HOLDERS + 1
+                )
+            holders: list[Candidate] = request.memo[key]
+            if len(holders) > ENDED_HOLDERS:
+                continue
+            later = request.episodes([h.episode_id for h in holders])
+            if any(_day(e.event_time) > day and _ENDING.search(e.content) for e in later.values()):
+                found.append(candidate)
+                break
+    return found
 
 
 def _successors_first(
