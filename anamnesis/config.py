@@ -154,7 +154,7 @@ DEFAULT = SearchConfig(
     },
     stages=("time_match", "question_prior", "place_prior", "exact_match", "current_first"),
     stage_options={"time_match": {"exact": 3.0}, "question_prior": {"factor": 0.6}},
-    query=("speakers", "tense", "subject", "subject-speaker", "tense-dense"),
+    query=("speakers", "tense", "subject", "subject-speaker"),
     seed_channels=(
         "lexical",
         "dense",

@@ -256,7 +256,9 @@ def test_two_notes_that_say_a_rare_word_of_the_question_are_about_the_same_thing
     assert _ranked(_Notes("Is Lena still going on the trip?", common), scores)[0] == "plan"
 
 
-def test_present_state_words_are_not_embedded_over_notes() -> None:
+def test_with_tense_dense_present_state_words_are_not_embedded_either() -> None:
+    # Measured and not adopted (the default embeds the question as asked), kept as an
+    # option: the preset default-tense-dense.
     assert without_present("Where does Dara work now?") == "Where does Dara work?"
     assert without_present("Where do I live right now, currently?") == "Where do I live?"
     assert without_present("Now?") == "Now?"
@@ -282,7 +284,7 @@ def test_the_speaker_of_the_notes_is_their_subject(tmp_path: Path) -> None:
         retriever = Retriever(memory.store, memory.embedder, PRESETS["default"])
         request = retriever.request("Where does Miguel work now?", Scope("me"), Filters())
         retriever.candidates(request)
-        assert request.dense_text == "Where does I work?"
+        assert request.dense_text == "Where does I work now?"
         first = memory.search("Where does Miguel work now?", user_id="me", now=NOW)[0]
         assert "Globex" in first.episode.content
     without = BENCH_PRESETS["default-no-subject-speaker"]
@@ -290,7 +292,7 @@ def test_the_speaker_of_the_notes_is_their_subject(tmp_path: Path) -> None:
         retriever = Retriever(memory.store, memory.embedder, without)
         request = retriever.request("Where does Miguel work now?", Scope("me"), Filters())
         retriever.candidates(request)
-        assert request.dense_text == "Where does Miguel work?"
+        assert request.dense_text == "Where does Miguel work now?"
 
 
 PINNED = [

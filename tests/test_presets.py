@@ -59,7 +59,7 @@ def test_the_public_presets_are_the_measured_ones_under_plain_names() -> None:
     # later statement first acts after the guards, so that it reorders what they pin.
     assert PRESETS["default"] == BENCH_PRESETS["previous-default"].with_(
         stages=("time_match", "question_prior", "place_prior", "exact_match", "current_first"),
-        query=("speakers", "tense", "subject", "subject-speaker", "tense-dense"),
+        query=("speakers", "tense", "subject", "subject-speaker"),
         notes_channels=("lexical", "dense", "prf", "temporal", "summaries"),
     )
     # The learned ranker runs where it was fitted to (after fusion and the priors); the

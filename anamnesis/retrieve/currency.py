@@ -21,7 +21,7 @@ configuration and each measured on its own (BENCHMARKS.md, "An agent's life"):
   A superseded statement stays a few places down, findable for "before" questions.
 - ``present_terms`` (query feature ``"tense"``): "now", "currently", "these days" say
   when, not what, and are left out of the lexical terms; with ``"tense-dense"``
-  (``without_present``), of the embedded question too, over notes.
+  (``without_present``; not in the default), of the embedded question too, over notes.
 - ``subject_names`` (query feature ``"subject"``): the name of the person a memory is
   about is in most of its notes, so it tells nothing apart; it is neither matched nor
   embedded. With ``"subject-speaker"``, the speaker of most of the notes counts too:
