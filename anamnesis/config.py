@@ -158,16 +158,16 @@ DEFAULT = SearchConfig(
         "time_match",
         "question_prior",
         "learned_rerank",
-        "current_first",
         "place_prior",
         "exact_match",
+        "current_first",
     ),
     stage_options={
         "time_match": {"exact": 3.0},
         "question_prior": {"factor": 0.6},
         "learned_rerank": {"chats": ("speakers",)},
     },
-    query=("speakers", "tense", "subject"),
+    query=("speakers", "tense", "subject", "subject-speaker"),
     seed_channels=(
         "lexical",
         "dense",

@@ -55,23 +55,24 @@ def test_users_see_a_handful_of_presets_each_explained() -> None:
 
 def test_the_public_presets_are_the_measured_ones_under_plain_names() -> None:
     assert BENCH_PRESETS["previous-default"] == BENCH_PRESETS["full-priors-guards-summaries"]
-    # Since issue 33 the default also reads notes as notes (retrieve/currency.py), and
-    # the learned ranker reorders chats between named people (after fusion and the
-    # priors; the guards keep acting last).
+    # Since issue 33 the default also reads notes as notes (retrieve/currency.py); the
+    # later statement first acts after the guards, so that it reorders what they pin.
+    # The learned ranker reorders chats between named people (after fusion and the
+    # priors; the guards act after it).
     assert PRESETS["default"] == BENCH_PRESETS["previous-default"].with_(
         stages=(
             "time_match",
             "question_prior",
             "learned_rerank",
-            "current_first",
             "place_prior",
             "exact_match",
+            "current_first",
         ),
         stage_options={
             **BENCH_PRESETS["previous-default"].stage_options,
             "learned_rerank": {"chats": ("speakers",)},
         },
-        query=("speakers", "tense", "subject"),
+        query=("speakers", "tense", "subject", "subject-speaker"),
         notes_channels=("lexical", "dense", "prf", "temporal", "summaries"),
     )
     # The ranker preset runs it on every kind of chat.

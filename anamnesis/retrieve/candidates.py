@@ -140,6 +140,8 @@ QUERY_FEATURES = {
     "decompose-llm": "the same, the parts written by an LLM (needs ANAMNESIS_LLM_*)",
     "tense": 'drop present-state words ("now", "these days") from the lexical terms',
     "subject": "the memory's own subject's name neither matched nor embedded",
+    "subject-speaker": 'with "subject": the speaker of the notes counts as their subject too',
+    "tense-dense": "over notes, present-state words are left out of the embedded question too",
 }
 
 

@@ -8,15 +8,24 @@ configuration and each measured on its own (BENCHMARKS.md, "An agent's life"):
 - ``current_first`` (a post-fusion stage), for a question about the present:
   each of the best ``DEPTH`` candidates yields its place to the latest candidate about
   the same thing among the best ``POOL`` (stored embeddings closer than
-  ``SAME_THING``) dated a later day, which takes its score, and settles just below it;
-  then, among the best ``RECENCY_DEPTH``, the later gain in proportion to their age in
-  days (``RECENCY``).
+  ``SAME_THING``, or closer than ``SHARED_WORD`` and both saying a word of the question
+  that few candidates say) dated a later day, which takes its score; it settles just below
+  every later candidate about the same thing (the latest may have moved on to
+  something else again, and a superseded statement must not stay above the statement
+  that replaced it); then, among the best ``RECENCY_DEPTH``, the later gain in
+  proportion to their age in days (``RECENCY``); last, a statement among the best
+  ``ENDED_DEPTH`` that names a thing a later note says ended ("Cancelled the
+  CityFitness membership" after "gym at CityFitness before work") keeps ``ENDED`` of
+  its score. It runs after the guards, so that a statement the exact-match guard
+  pinned still yields to its successor.
   A superseded statement stays a few places down, findable for "before" questions.
 - ``present_terms`` (query feature ``"tense"``): "now", "currently", "these days" say
-  when, not what, and are left out of the lexical terms.
+  when, not what, and are left out of the lexical terms; with ``"tense-dense"``
+  (``without_present``; not in the default), of the embedded question too, over notes.
 - ``subject_names`` (query feature ``"subject"``): the name of the person a memory is
   about is in most of its notes, so it tells nothing apart; it is neither matched nor
-  embedded.
+  embedded. With ``"subject-speaker"``, the speaker of most of the notes counts too:
+  "Where does Miguel work?" over Miguel's own "I started a new job" asks about "I".
 - ``reads_notes`` (``SearchConfig.notes_channels``): over notes, stored without a
   session, the channels that read a conversation's speakers, roles and sessions stand
   aside. The three parts above act over notes only: in a conversation a later turn
@@ -25,18 +34,22 @@ configuration and each measured on its own (BENCHMARKS.md, "An agent's life"):
 
 A question is about the present unless it is in the past tense ("where did she
 work…", "what was…"), asks for history ("used to", "previously", "changed"), names a
-time ("in 2023") or asks about time itself ("how long…", "which came first…").
+time already over ("in 2023") or asks about time itself ("how long…", "which came
+first…"); a question that says "now", "still" or "currently" is about the present
+unless it is in the past tense or names a time already over.
 """
 
 from __future__ import annotations
 
 import re
 from datetime import datetime
+from typing import Any
 
 import numpy as np
 
 from ..store.base import Candidate
 from .fusion import Fused, by_score
+from .query import search_terms
 from .request import SearchRequest
 
 #: The best candidates that yield to a later statement about the same thing...
@@ -46,10 +59,24 @@ POOL = 10
 #: Cosine between two candidates' stored embeddings from which they are taken to be
 #: about the same thing (chosen on the life personas of the agent-life dev set).
 SAME_THING = 0.55
+#: Candidates read to tell whether a word of the question is rare among them ...
+WORD_POOL = 30
+#: ... which it is when at most this many say it.
+RARE_WORD_HOLDERS = 2
+#: Cosine from which two candidates that both say a rare word of the question are
+#: taken to be about the same thing.
+SHARED_WORD = 0.4
 #: Among this many of the best candidates, the later ones gain ...
-RECENCY_DEPTH = 5
+RECENCY_DEPTH = 8
 #: ... up to this share of their score, in proportion to their age among them.
 RECENCY = 0.4
+
+#: Among this many of the best candidates, a statement that a later note ended ...
+ENDED_DEPTH = 5
+#: ... keeps this share of its score.
+ENDED = 0.3
+#: Most notes a name may be in and still name one thing ("Ohlsdorf", "CityFitness").
+ENDED_HOLDERS = 3
 
 #: Nearest episodes read to tell whether a name in the question is the memory's
 #: subject ...
@@ -68,12 +95,35 @@ _PAST = re.compile(
     r"former(?:ly)?|before|originally|at first|in the past|ago|last (?:year|month|week))\b",
     re.IGNORECASE,
 )
+#: The past tense or a former state, without "before", which also names a moment
+#: ("before work", "before bed").
+_PAST_TENSE = re.compile(
+    r"\b(?:did|didn't|was|wasn't|were|weren't|had|hadn't|used to|previous(?:ly)?|"
+    r"former(?:ly)?|originally|at first|in the past|ago|last (?:year|month|week))\b",
+    re.IGNORECASE,
+)
+#: Words that say a thing ended: left, quit, sold, cancelled, the last day, no longer.
+_ENDING = re.compile(
+    r"\b(?:left|leaving|quit|quitting|(?:handed in|gave) (?:my|his|her|their) notice|"
+    r"cancel(?:led|ed|s|ling)?|sold|selling|moved out|moving out|"
+    r"last (?:day|night|week|shift|session)|no longer|any ?more|ended|closed|gave up|"
+    r"stopped|retir(?:ed|ing))\b",
+    re.IGNORECASE,
+)
 #: Words that say "as things stand" rather than what the question is about.
 _PRESENT = re.compile(
     r"\b(?:(?:right )?now|currently|current|nowadays|these days|at the moment|at present|"
     r"presently|still|anymore|any more|today)\b",
     re.IGNORECASE,
 )
+
+
+def without_present(text: str) -> str:
+    """``text`` without its present-state phrases ("Where does she work now?" -> "Where
+    does she work?"), to embed what the question asks, not when."""
+    stripped = re.sub(r"\s{2,}", " ", _PRESENT.sub(" ", text))
+    stripped = re.sub(r"[\s,]+([?.!])", r"\1", re.sub(r"\s*,(?:\s*,)*", ",", stripped)).strip()
+    return stripped if re.search(r"\w", stripped) else text
 
 
 def present_terms(text: str) -> set[str]:
@@ -85,10 +135,22 @@ def present_terms(text: str) -> set[str]:
     return found
 
 
-def asks_about_present(request: SearchRequest) -> bool:
-    """Whether the question asks how things stand now (see the module docstring)."""
+def asks_about_present(request: SearchRequest, *, said_now_wins: bool = True) -> bool:
+    """Whether the question asks how things stand now (see the module docstring).
+
+    With ``said_now_wins``, a question that says "now", "still", "currently" or "these
+    days" asks about the present whatever else it names, unless it is in the past tense,
+    asks for history or names a time already over: "Is she still flying to Denver for
+    Thanksgiving?", "How many days a week does she work now?", "Is he still going to
+    the gym before work?" ask what holds now, though they name a time, a count of days
+    or the word "before".
+    """
     analysis = request.analysis
     time = analysis.time
+    if said_now_wins and time.current and not time.history:
+        over = any(r.mention.end <= analysis.now for r in time.ranges)
+        if not over and _PAST_TENSE.search(analysis.text) is None:
+            return True
     if time.ranges or _BY_TIME.intersection(time.asks):
         return False
     if time.current:
@@ -101,17 +163,28 @@ def current_first(request: SearchRequest, fused: list[Fused]) -> list[Fused]:
     thing first, and the later of the best few a little higher (module docstring).
 
     Options (``stage_options["current_first"]``): ``depth``, ``pool``, ``same_thing``,
-    ``recency``, ``recency_depth``; their defaults are this module's constants.
+    ``recency``, ``recency_depth``, ``shared_word`` (0 for none), ``ended`` (1 for
+    none), their defaults this module's constants; and
+    ``said_now_wins`` (default true; ``asks_about_present``) and ``below_all`` (default
+    true: a statement settles below every later one about the same thing, not only
+    below the latest, which may be about something else again).
     """
-    if len(fused) < 2 or not reads_notes(request) or not asks_about_present(request):
-        return fused
     options = request.options("current_first")
+    said_now_wins = bool(options.get("said_now_wins", True))
+    if (
+        len(fused) < 2
+        or not reads_notes(request)
+        or not asks_about_present(request, said_now_wins=said_now_wins)
+    ):
+        return fused
     _successors_first(
         request,
         fused,
         depth=int(options.get("depth", DEPTH)),
         pool=int(options.get("pool", POOL)),
         same_thing=float(options.get("same_thing", SAME_THING)),
+        below_all=bool(options.get("below_all", True)),
+        shared_word=float(options.get("shared_word", SHARED_WORD)),
     )
     fused = by_score(fused)
     _later_higher(
@@ -119,14 +192,64 @@ def current_first(request: SearchRequest, fused: list[Fused]) -> list[Fused]:
         fused[: int(options.get("recency_depth", RECENCY_DEPTH))],
         float(options.get("recency", RECENCY)),
     )
+    ended = float(options.get("ended", ENDED))
+    if ended < 1.0:
+        fused = by_score(fused)
+        for candidate in _ended(request, fused[:ENDED_DEPTH]):
+            candidate.score *= ended
     return by_score(fused)
 
 
+def _ended(request: SearchRequest, top: list[Fused]) -> list[Fused]:
+    """Those of ``top`` that name a thing ("Gymnasium Ohlsdorf", "CityFitness") that a
+    later note names with a word that says it ended ("Lena's last day at Gymnasium
+    Ohlsdorf", "Cancelled the CityFitness membership"): the statement no longer holds,
+    whatever the later note says instead. A name in more than ``ENDED_HOLDERS`` notes
+    names too many things to tell."""
+    # Imported here: the exact-match guard reads the candidate channels, which read
+    # this module.
+    from .exact import identifier_terms
+
+    episodes = request.episodes([f.episode_id for f in top])
+    found = []
+    for candidate in top:
+        episode = episodes.get(candidate.episode_id)
+        if episode is None:
+            continue
+        day = _day(episode.event_time)
+        for term in identifier_terms(episode.content):
+            key = ("name_holders", term)
+            if key not in request.memo:
+                request.memo[key] = request.store.lexical_search(
+                    [term], request.scope, request.filters, ENDED_HOLDERS + 1
+                )
+            holders: list[Candidate] = request.memo[key]
+            if len(holders) > ENDED_HOLDERS:
+                continue
+            later = request.episodes([h.episode_id for h in holders])
+            if any(_day(e.event_time) > day and _ENDING.search(e.content) for e in later.values()):
+                found.append(candidate)
+                break
+    return found
+
+
 def _successors_first(
-    request: SearchRequest, fused: list[Fused], *, depth: int, pool: int, same_thing: float
+    request: SearchRequest,
+    fused: list[Fused],
+    *,
+    depth: int,
+    pool: int,
+    same_thing: float,
+    below_all: bool = True,
+    shared_word: float = 0.0,
 ) -> None:
     """Each of the best ``depth`` candidates yields its score to the latest candidate
-    about the same thing among the best ``pool``, and settles just below it."""
+    about the same thing among the best ``pool``, and settles just below every later
+    candidate about the same thing (with ``below_all``; else just below the latest).
+
+    Two candidates are about the same thing when their embeddings are closer than
+    ``same_thing``, or, with ``shared_word``, closer than it and both say a word of the
+    question that few of the best candidates say (``_share_a_rare_word``)."""
     candidates = fused[: max(depth, pool)]
     ids = [f.episode_id for f in candidates]
     episodes = request.episodes(ids)
@@ -137,7 +260,10 @@ def _successors_first(
     matrix = np.stack([vectors[f.episode_id] for f in known]).astype(np.float32)
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     matrix /= np.where(norms == 0, 1.0, norms)
-    similar = matrix @ matrix.T >= same_thing
+    cosine = matrix @ matrix.T
+    similar = cosine >= same_thing
+    if shared_word:
+        similar |= (cosine >= shared_word) & _share_a_rare_word(request, fused, known, episodes)
     days = [_day(episodes[f.episode_id].event_time) for f in known]
     head = {f.episode_id for f in candidates[:depth]}
     # Oldest first, so that a chain of restatements ends with the latest on top.
@@ -150,11 +276,35 @@ def _successors_first(
             continue
         successor = known[max(later, key=lambda j: days[j])]
         successor.score = max(successor.score, candidate.score)
-        # A hair under: a tie would keep the old order.
-        candidate.score = min(
-            candidate.score, successor.score - max(abs(successor.score) * 1e-6, 1e-12)
-        )
+        # Below every later statement about the same thing, or only the latest; a
+        # hair under, as a tie would keep the old order.
+        floor = min(known[j].score for j in later) if below_all else successor.score
+        candidate.score = min(candidate.score, floor - max(abs(floor) * 1e-6, 1e-12))
         head.add(successor.episode_id)
+
+
+def _share_a_rare_word(
+    request: SearchRequest, fused: list[Fused], known: list[Fused], episodes: dict[str, Any]
+) -> np.ndarray:
+    """Which pairs of ``known`` both say a word of the question that at most
+    ``RARE_WORD_HOLDERS`` of the best ``WORD_POOL`` candidates say: the word names the
+    thing asked about ("Lofoten", "cane"), so the two notes speak of it, however
+    differently ("planning a trip to Lofoten" and "the Lofoten trip is off")."""
+    asked = set(request.analysis.terms) - present_terms(request.analysis.text)
+    pool = fused[:WORD_POOL]
+    texts = request.episodes([f.episode_id for f in pool])
+    said = {i: set(search_terms(e.content)) & asked for i, e in texts.items()}
+    holders = {w: sum(w in words for words in said.values()) for w in asked}
+    rare = {w for w, n in holders.items() if 0 < n <= RARE_WORD_HOLDERS}
+    mine = [
+        said.get(f.episode_id, set(search_terms(episodes[f.episode_id].content))) & rare
+        for f in known
+    ]
+    shared = np.zeros((len(known), len(known)), dtype=bool)
+    for i, a in enumerate(mine):
+        for j, b in enumerate(mine):
+            shared[i, j] = i != j and bool(a & b)
+    return shared
 
 
 def _later_higher(request: SearchRequest, top: list[Fused], recency: float) -> None:
@@ -185,7 +335,9 @@ def _day(when: datetime) -> int:
 def subject_names(request: SearchRequest) -> list[str]:
     """The names in the question that name the memory's own subject: a person most of
     its notes are about ("Dara's mum flew back", "Dara started…"), said by at least
-    ``SUBJECT_SHARE`` of the question's ``SUBJECT_POOL`` nearest episodes.
+    ``SUBJECT_SHARE`` of the question's ``SUBJECT_POOL`` nearest episodes; with the
+    query feature ``"subject-speaker"``, or their speaker (Miguel's own "I started a
+    new job" is about Miguel).
 
     Such a name tells nothing apart, yet it pulls the lexical and dense channels toward
     any note that says it. In a conversation between named people the names live in
@@ -199,6 +351,10 @@ def subject_names(request: SearchRequest) -> list[str]:
             near = _neighbours(request)
             episodes = request.episodes([c.episode_id for c in near])
             texts = [e.content.lower() for e in episodes.values()]
+            if "subject-speaker" in request.config.query:
+                # A note a person speaks is about them, in the first person ("I started
+                # a new job"): their name is in the speaker field, not the text.
+                texts = [f"{e.speaker or ''}: {e.content}".lower() for e in episodes.values()]
             for name in asked:
                 pattern = re.compile(rf"\b{re.escape(name.lower())}\b")
                 saying = sum(1 for text in texts if pattern.search(text))

@@ -15,7 +15,7 @@ from ..types import Hit, Scope
 from .analysis import analyse
 from .candidates import QUERY_FEATURES, pool_depth
 from .channels import CHANNELS
-from .currency import reads_notes, subject_names, without_subject
+from .currency import reads_notes, subject_names, without_present, without_subject
 from .fusion import (
     Fused,
     LogisticFusion,
@@ -102,6 +102,8 @@ class Retriever:
             request.memo["dense_text"] = without_subject(
                 request.analysis.text, subject_names(request)
             )
+        if "tense-dense" in self.config.query and reads_notes(request):
+            request.memo["dense_text"] = without_present(request.dense_text)
         names = self.config.channels
         notes = self.config.notes_channels
         if notes is not None and reads_notes(request):
