@@ -203,11 +203,11 @@ def _forward(verb: Verb) -> str:
 
 
 def _async_local(verb: Verb) -> str:
-    pool = "writer thread" if verb.thread == "write" else "a reader thread"
+    pool = "the writer thread" if verb.thread == "write" else "a reader thread"
     call = "self._write" if verb.thread == "write" else "self._read"
     args = _forward(verb)
     return (
-        f'"""``Memory.{verb.name}``, run on the {pool}."""\n'
+        f'"""``Memory.{verb.name}``, run on {pool}."""\n'
         f"return await {call}(self._memory.{verb.name}{', ' + args if args else ''})"
     )
 

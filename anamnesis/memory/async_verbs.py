@@ -169,7 +169,7 @@ class AsyncVerbs:
         agent_id: str | None = None,
         session_id: str | None = None,
     ) -> dict[str, GateDecision]:
-        """``Memory.gate_decisions``, run on the a reader thread."""
+        """``Memory.gate_decisions``, run on a reader thread."""
         return await self._read(
             self._memory.gate_decisions,
             episode_ids,
@@ -194,7 +194,7 @@ class AsyncVerbs:
         as_of: datetime | str | float | None = None,
         include_archive: bool = False,
     ) -> list[Hit]:
-        """``Memory.search``, run on the a reader thread."""
+        """``Memory.search``, run on a reader thread."""
         return await self._read(
             self._memory.search,
             query,
@@ -212,7 +212,7 @@ class AsyncVerbs:
     async def analyse(
         self, query: str, *, now: datetime | str | float | None = None
     ) -> QueryAnalysis:
-        """``Memory.analyse``, run on the a reader thread."""
+        """``Memory.analyse``, run on a reader thread."""
         return await self._read(self._memory.analyse, query, now=now)
 
     async def context(
@@ -230,7 +230,7 @@ class AsyncVerbs:
         facts: Sequence[ContextFact] | None = None,
         profile: bool = False,
     ) -> Context:
-        """``Memory.context``, run on the a reader thread."""
+        """``Memory.context``, run on a reader thread."""
         return await self._read(
             self._memory.context,
             query,
@@ -254,7 +254,7 @@ class AsyncVerbs:
         agent_id: str | None = None,
         session_id: str | None = None,
     ) -> Episode:
-        """``Memory.get``, run on the a reader thread."""
+        """``Memory.get``, run on a reader thread."""
         return await self._read(
             self._memory.get, episode_id, user_id=user_id, agent_id=agent_id, session_id=session_id
         )
@@ -269,7 +269,7 @@ class AsyncVerbs:
         offset: int = 0,
         filters: Filters | Mapping[str, Any] | None = None,
     ) -> Page:
-        """``Memory.get_all``, run on the a reader thread."""
+        """``Memory.get_all``, run on a reader thread."""
         return await self._read(
             self._memory.get_all,
             user_id=user_id,
@@ -288,7 +288,7 @@ class AsyncVerbs:
         agent_id: str | None = None,
         session_id: str | None = None,
     ) -> list[EpisodeVersion]:
-        """``Memory.history``, run on the a reader thread."""
+        """``Memory.history``, run on a reader thread."""
         return await self._read(
             self._memory.history,
             episode_id,
@@ -342,7 +342,7 @@ class AsyncVerbs:
         agent_id: str | None = None,
         limit: int = 100,
     ) -> list[Fact]:
-        """``Memory.facts``, run on the a reader thread."""
+        """``Memory.facts``, run on a reader thread."""
         return await self._read(
             self._memory.facts,
             subject=subject,
@@ -363,7 +363,7 @@ class AsyncVerbs:
         user_id: str | None = None,
         agent_id: str | None = None,
     ) -> list[Fact]:
-        """``Memory.fact_history``, run on the a reader thread."""
+        """``Memory.fact_history``, run on a reader thread."""
         return await self._read(
             self._memory.fact_history,
             subject=subject,
@@ -516,11 +516,11 @@ class AsyncVerbs:
         return await self._write(self._memory.check)
 
     async def stats(self, *, user_id: str | None = None) -> dict[str, Any]:
-        """``Memory.stats``, run on the a reader thread."""
+        """``Memory.stats``, run on a reader thread."""
         return await self._read(self._memory.stats, user_id=user_id)
 
     async def export_jsonl(self, out: IO[str], *, user_id: str | None = None) -> int:
-        """``Memory.export_jsonl``, run on the a reader thread."""
+        """``Memory.export_jsonl``, run on a reader thread."""
         return await self._read(self._memory.export_jsonl, out, user_id=user_id)
 
     async def import_jsonl(
