@@ -151,6 +151,44 @@ def _merged(segments: Sequence[_Segment]) -> _Segment:
     )
 
 
+@dataclass(slots=True)
+class _Parts:
+    """A ``LexicalIndex`` taken apart (``LexicalIndex.parts``)."""
+
+    segments: list[_Segment]
+    rowids: np.ndarray
+    lengths: np.ndarray
+    live: np.ndarray
+    terms: list[str]
+    counts: dict[str, int]
+
+    def exported(self) -> tuple[dict[str, np.ndarray], list[str], dict[str, int]]:
+        """The live rows only, and only the terms they hold: a removed row's postings
+        and the terms no live row holds are left out (its text is not kept anywhere)."""
+        live = self.live
+        if not self.segments:
+            empty = np.zeros(0, dtype=np.int32)
+            merged = _Segment(empty, empty, np.zeros(0, dtype=np.float32))
+        else:
+            merged = self.segments[0] if len(self.segments) == 1 else _merged(self.segments)
+        keep = live[merged.slots]
+        slots, term_ids, tfs = merged.slots[keep], merged.term_ids[keep], merged.tfs[keep]
+        new_slots = np.cumsum(live, dtype=np.int64) - 1
+        used = np.flatnonzero(np.bincount(term_ids, minlength=len(self.terms)))
+        renumbered = np.full(len(self.terms), -1, dtype=np.int64)
+        renumbered[used] = np.arange(used.size)
+        arrays = {
+            "term_ids": renumbered[term_ids].astype(np.int32),
+            "slots": new_slots[slots].astype(np.int32),
+            "tfs": tfs.astype(np.float32),
+            "rowids": self.rowids[live],
+            "lengths": self.lengths[live],
+            "live": np.ones(int(live.sum()), dtype=bool),
+        }
+        terms = [self.terms[i] for i in used]
+        return arrays, terms, {**self.counts, "size": int(live.sum())}
+
+
 class LexicalIndex:
     """Postings of an FTS5 table in memory, with FTS5's BM25 ranking.
 
@@ -222,6 +260,54 @@ class LexicalIndex:
             self._segments = [self._segments[0], _merged(self._segments[1:])]
             if len(self._segments[1].slots) > len(self._segments[0].slots) // 4:
                 self._segments = [_merged(self._segments)]
+
+    def export(self) -> tuple[dict[str, np.ndarray], list[str], dict[str, int]]:
+        """What ``attach`` takes back: the arrays (postings merged into one segment),
+        the terms in id order and the counts. Segments never change once made, so the
+        merge may run outside the owner's lock if the arrays are taken under it
+        (``parts``)."""
+        return self.parts().exported()
+
+    def parts(self) -> _Parts:
+        """The index's state now, cheap to take (the small arrays copied)."""
+        size = self._size
+        return _Parts(
+            segments=list(self._segments),
+            rowids=self._rowids[:size].copy(),
+            lengths=self._lengths[:size].copy(),
+            live=self._live[:size].copy(),
+            terms=list(self._term_ids),
+            counts={
+                "size": size,
+                "documents": self.documents,
+                "tokens": self.tokens,
+                "max_rowid": self.max_rowid,
+            },
+        )
+
+    def attach(self, arrays: Mapping[str, np.ndarray], terms: Sequence[str]) -> None:
+        """Replace the whole index by what ``export`` gave (the postings may be
+        read-only mappings: they are never written in place)."""
+        size = arrays["rowids"].size
+        if not (arrays["lengths"].size == arrays["live"].size == size):
+            raise ValueError("the row arrays differ in length")
+        term_ids, slots, tfs = arrays["term_ids"], arrays["slots"], arrays["tfs"]
+        if not (term_ids.size == slots.size == tfs.size):
+            raise ValueError("the posting arrays differ in length")
+        if term_ids.size and (int(term_ids[-1]) >= len(terms) or int(slots.max()) >= size):
+            raise ValueError("the postings name terms or rows the index lacks")
+        live = arrays["live"].astype(bool)
+        lengths = arrays["lengths"].astype(np.float64)
+        self._scope_masks = {}
+        self._term_ids = {term: i for i, term in enumerate(terms)}
+        self._segments = [_Segment(term_ids, slots, tfs)]
+        self._rowids = np.array(arrays["rowids"], dtype=np.int64)
+        self._lengths = lengths
+        self._live = live
+        self._size = size
+        self.documents = int(live.sum())
+        self.tokens = int(lengths[live].sum())
+        self.max_rowid = int(self._rowids[-1]) if size else 0
 
     def remove(self, rowids: Sequence[int] | np.ndarray) -> None:
         """Forget rows (deleted, or about to be re-added with new content)."""

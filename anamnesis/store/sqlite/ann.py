@@ -10,6 +10,10 @@ rowid, under the store's ``vector_epoch``:
 - this process's deletes and vector changes are applied in place (``after_change``);
   any other change of the epoch (another process's) drops the graph for a rebuild.
 
+A persisted graph is mapped, not read (``AnnIndex.load(view=True)``): a fresh process
+searches it at once. A mapped graph cannot change, so the background worker copies it
+into memory before catching it up; a change of this process copies it there and then.
+
 Building runs on a background thread (``warm_up`` builds synchronously); until a
 graph is in step, searches are exact. Erasure deletes the persisted graph (it holds
 the erased rows' vectors); it is saved again on ``close`` and after a build.
@@ -101,6 +105,18 @@ class SQLiteAnn:
             if self._graph is None:
                 return
         graph = self._graph
+        if graph.view:
+            # A mapped graph is read-only: changed and appended rows are scored exactly
+            # until the worker has a copy in memory to change.
+            if self._stale or graph.max_rowid < dense.max_rowid:
+                if build:
+                    graph = self._graph = graph.materialised()
+                else:
+                    self._start_worker(dense, epoch)
+            if graph.view:
+                dense.ann = graph
+                dense.ann_stale = self._stale
+                return
         if self._stale:
             stale = dense.positions(np.fromiter(self._stale, dtype=np.int64))
             graph.add(dense.rowids_from(0)[stale], dense.vectors_at(stale))
@@ -129,7 +145,7 @@ class SQLiteAnn:
                 self.sync(dense, epoch, build=True)
 
     def _load(self, dense: DenseIndex, epoch: str) -> None:
-        loaded = AnnIndex.load(self._path)
+        loaded = AnnIndex.load(self._path, view=True)
         if loaded is None:
             return
         graph, saved = loaded
@@ -166,6 +182,12 @@ class SQLiteAnn:
                 graph, size = self._graph, dense.size
                 rowids = dense.rowids_from(0)[:size]
                 vectors = dense.vectors_at(slice(0, size))
+            if graph is not None and graph.view:
+                copy = graph.materialised()  # outside the lock: the view never changes
+                with self._lock:
+                    if self._closed or self._graph is not graph or self._epoch != epoch:
+                        return
+                    self._graph = graph = copy
             if graph is None:
                 # Rows below ``size`` are never written again (appends go past them,
                 # a reload replaces the arrays), so these views stay valid unlocked.
@@ -214,6 +236,9 @@ class SQLiteAnn:
             remove_files(self._path)
         if self._graph is None or self._epoch != epoch_before:
             return
+        if self._graph.view:
+            # A copy in memory, so the mapping of the (now deleted) file is let go.
+            self._graph = self._graph.materialised()
         self._graph.remove([*removed, *changed])
         self._stale.update(changed)
         self._stale.difference_update(removed)

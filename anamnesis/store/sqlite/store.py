@@ -37,9 +37,12 @@ from ..index.dense import AnnSettings, DenseIndex
 from . import health
 from .ann import SQLiteAnn
 from .archive import SQLiteArchive
+from .dense_file import DenseFile
+from .dense_file import remove_files as remove_dense_files
 from .facts import SQLiteFacts
 from .gate import SQLiteGate
 from .lexical import SQLiteLexical
+from .lexical_file import remove_files as remove_lexical_files
 from .lifecycle import SQLiteLifecycle
 from .reads import SQLiteReads
 from .schema import INSERT_TIMES, LATEST, MIGRATIONS, time_rows
@@ -119,6 +122,7 @@ class SQLiteStore(
         self._dense_loaded = False
         self._dense_epoch: str | None = None
         self._ann = SQLiteAnn(self.path, self._lock, self._dense.ann_settings, self._file_epoch)
+        self._dense_file = DenseFile(self.path)
         self._lexical = SQLiteLexical(self.path, self._lock, busy_timeout, durability)
         #: Why the store is damaged, once known: every write is then refused.
         self._damaged = health.recorded_damage(self.path)
@@ -169,6 +173,8 @@ class SQLiteStore(
         except StoreError:
             self._conn.close()
             raise
+        if self.read_only is not None or self._damaged is not None:
+            self._dense_file.persist = self._lexical.file.persist = False
 
     def _file_epoch(self) -> str | None:
         """The file's ``vector_epoch`` (None once closed); the caller holds the lock."""
@@ -322,8 +328,11 @@ class SQLiteStore(
     def close(self) -> None:
         self._close_usage()
         with self._lock:
-            self._lexical.close()
-            self._ann.close(self._dense, self._dense_epoch if self._dense_loaded else None)
+            self._lexical.close(self._conn)
+            epoch = self._dense_epoch if self._dense_loaded else None
+            if epoch is not None and self._conn is not None:
+                self._dense_file.save(self._dense, epoch, self._file_epoch, self._lock)
+            self._ann.close(self._dense, epoch)
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None  # type: ignore[assignment]
@@ -491,6 +500,12 @@ class SQLiteStore(
         )
         (after,) = conn.execute(epoch).fetchone()
         self._dense_loaded = False
+        # The saved matrix and postings hold the rows as they were (erased ones among
+        # them): they go before the commit, and a mapping of the matrix is let go now.
+        remove_dense_files(self.path)
+        remove_lexical_files(self.path)
+        if self._dense.mapped:
+            self._dense.clear()
         return before, after
 
     def update_episode(
