@@ -334,3 +334,18 @@ def test_a_read_only_store_saves_nothing_beside_it(path, monkeypatch):
     _search_both(store, 2)
     store.close()
     assert not _saved(path, "dense") and not _saved(path, "lexical")
+
+
+def test_a_state_file_of_another_layout_is_rebuilt(path):
+    store = _open(path)
+    _fill(store)
+    store.warm_up()
+    before = _search_both(store, 4)
+    store.close()
+    for kind in ("dense", "lexical"):
+        state = dense_file.index_files.state_path(path, kind)
+        state.write_text('{"generation": "x", "epoch": "0", "max_rowid": 1}')
+    store = _open(path)
+    assert _search_both(store, 4) == before
+    assert not store._dense.mapped
+    store.close()

@@ -485,5 +485,8 @@ class DenseIndex:
         candidates = np.concatenate([proposed, *extra])
         if member is not None:
             candidates = candidates[member[candidates]]
-        candidates = np.unique(candidates)
+        # Sorted and deduplicated (np.unique would import numpy.ma on a first search).
+        candidates = np.sort(candidates)
+        if candidates.size:
+            candidates = candidates[np.concatenate(([True], candidates[1:] != candidates[:-1]))]
         return self._top(candidates, self._matrix[candidates] @ query, limit)

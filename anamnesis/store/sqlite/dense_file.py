@@ -12,7 +12,7 @@ all private to their owner (0600), next to the store:
 - ``<store>.dense.<generation>.codes.json``: the values behind the codes;
 - ``<store>.dense.json``: the state, written last and atomically: the generation, the
   store's ``vector_epoch``, the last rowid, the row count, fingerprints of a few
-  rows' vectors and a digest of all rows.
+  rows' vectors and a digest of each file.
 
 A snapshot is attached only when its state matches the store: the same epoch (every
 delete bumps it, so the rows up to the last rowid are still those saved) and the same
@@ -21,7 +21,7 @@ read from SQLite. Anything else (another epoch, rows ahead of the store, unreada
 damaged files) removes it and the matrix is read from SQLite, then saved again.
 Any epoch bump (erasure, an update of a vector) removes the files before the
 transaction commits, so no erased vector survives in them, even after a crash; the
-digest is checked in the background after open (``verify``).
+digests are checked in the background after open (``checking``).
 """
 
 from __future__ import annotations
@@ -40,7 +40,6 @@ import numpy as np
 
 from ..index.dense import DenseIndex
 from . import index_files
-from .index_files import digest
 
 #: Stores with fewer rows are read from SQLite on open, which is quick there.
 MIN_ROWS = 10_000
@@ -77,7 +76,8 @@ class DenseState:
     count: int
     #: ``[position, rowid, vector_fingerprint]`` of a few rows, the last among them.
     samples: list
-    digest: str
+    #: Each part's ``index_files.file_digest`` when saved.
+    digests: dict
     generation: str
     format: int = FORMAT
 
@@ -148,24 +148,19 @@ class DenseFile:
         self.unsaved = 0
         return True
 
-    def checking(self, dense: DenseIndex) -> Callable[[], bool] | None:
-        """For a snapshot attached and not yet checked: a check of its digest to run
-        outside the store's lock (it reads the whole file once; the rows it reads never
-        change), False when it does not match (the files are then removed and the caller
-        reads the store again). None when there is nothing to check. Call under the lock."""
+    def checking(self) -> Callable[[], bool] | None:
+        """For a snapshot attached and not yet checked: a check of its files' digests
+        to run outside the store's lock (it reads them once, from disk), False when
+        they do not match (the files are then removed and the caller reads the store
+        again). None when there is nothing to check. Call under the lock."""
         state, self._unverified = self._unverified, None
         if state is None:
             return None
-        count = state.count
-        if count > dense.size:
-            return lambda: False
-        matrix = dense.vectors_at(slice(0, count))
-        rowids = dense.rowids_from(0)[:count]
 
         def check() -> bool:
-            if digest([matrix, rowids]) == state.digest:
+            if index_files.files_match(self._path, KIND, state.generation, state.digests):
                 return True
-            remove_files(self._path)
+            index_files.remove_if_possible(self._path, KIND)
             warnings.warn(
                 f"the saved vectors beside {self._path} were damaged; they are read from "
                 "the store again",
@@ -196,7 +191,7 @@ class DenseFile:
         with lock:
             if not self.wanted(dense):
                 return
-            check = self.checking(dense)
+            check = self.checking()
             exported = dense.export()
             unsaved = self.unsaved
         if check is not None and not check():
@@ -231,14 +226,18 @@ class DenseFile:
         rowids = columns["rowids"]
         generation = index_files.new_generation()
         spare = max(MIN_SPARE, int(count * SPARE_SHARE))
-        index_files.write_array(
-            _part(self._path, generation, "npy"), matrix.astype("<f4", copy=False), spare
-        )
+        npy = _part(self._path, generation, "npy")
+        index_files.write_array(npy, matrix.astype("<f4", copy=False), spare)
         with index_files.private_file(_part(self._path, generation, "npz")) as out:
             arrays: dict[str, Any] = dict(columns)
             np.savez(out, **arrays)
             index_files.finish(out)
         index_files.write_json(_part(self._path, generation, "codes.json"), tables)
+        digests = {
+            "npy": index_files.file_digest(npy, index_files.array_bytes(npy, count)),
+            "npz": index_files.file_digest(_part(self._path, generation, "npz")),
+            "codes.json": index_files.file_digest(_part(self._path, generation, "codes.json")),
+        }
         state = DenseState(
             dim=dim,
             epoch=epoch,
@@ -248,7 +247,7 @@ class DenseFile:
                 [position, int(rowids[position]), vector_fingerprint(matrix[position].tobytes())]
                 for position in sample_positions(count)
             ],
-            digest=digest([matrix, rowids]),
+            digests=digests,
             generation=generation,
         )
         index_files.write_state(self._path, KIND, asdict(state))

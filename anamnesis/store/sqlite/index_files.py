@@ -11,7 +11,6 @@ import hashlib
 import json
 import os
 import uuid
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -109,11 +108,47 @@ def read_state(store_path: Path, kind: str) -> dict[str, Any] | None:
     return value
 
 
-def digest(arrays: Iterable[np.ndarray]) -> str:
-    """A digest of the bytes of ``arrays`` (read a chunk at a time)."""
+def file_digest(path: Path, length: int | None = None) -> list:
+    """``[length, digest]`` of the first ``length`` bytes of a file (all of it by
+    default), read from disk rather than through a mapping, so that checking a mapped
+    file does not make its pages resident in the process."""
+    if length is None:
+        length = path.stat().st_size
     hashed = hashlib.blake2b(digest_size=16)
-    for array in arrays:
-        flat = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
-        for start in range(0, flat.size, _HASH_CHUNK):
-            hashed.update(flat[start : start + _HASH_CHUNK].tobytes())
-    return hashed.hexdigest()
+    left = length
+    with open(path, "rb") as file:
+        while left > 0:
+            chunk = file.read(min(_HASH_CHUNK, left))
+            if not chunk:
+                break
+            hashed.update(chunk)
+            left -= len(chunk)
+    if left:
+        return [length, "truncated"]
+    return [length, hashed.hexdigest()]
+
+
+def array_bytes(path: Path, rows: int) -> int:
+    """The length of a ``.npy`` file's header and its first ``rows`` rows."""
+    with open(path, "rb") as file:
+        version = np.lib.format.read_magic(file)
+        read = (
+            np.lib.format.read_array_header_1_0
+            if version == (1, 0)
+            else np.lib.format.read_array_header_2_0
+        )
+        shape, _, dtype = read(file)
+        start = file.tell()
+    row = int(np.prod(shape[1:], dtype=np.int64)) * dtype.itemsize
+    return start + rows * row
+
+
+def files_match(store_path: Path, kind: str, generation: str, digests: dict[str, list]) -> bool:
+    """Whether each part of a generation still has the digest recorded when saved."""
+    try:
+        return all(
+            file_digest(part_path(store_path, kind, generation, part), length) == [length, value]
+            for part, (length, value) in digests.items()
+        )
+    except (OSError, ValueError, TypeError):
+        return False

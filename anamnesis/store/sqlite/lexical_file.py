@@ -9,14 +9,15 @@ is mapped instead on open (``index_files``, kind ``lexical``):
 - ``<store>.lexical.<generation>.rows.npz``: each slot's rowid and length;
 - ``<store>.lexical.<generation>.terms.json``: the terms, in id order;
 - ``<store>.lexical.json``: the state, written last: the generation, the store's
-  ``vector_epoch``, the FTS tokenizer, the last rowid and the row count, a digest.
+  ``vector_epoch``, the FTS tokenizer, the last rowid and the row count, sampled
+  rows' content hashes, a digest of each file.
 
 Only live rows and the terms they hold are saved (a removed row's postings and words
 stay out). A copy is used only when its epoch and tokenizer match the store's and a
 few sampled rows (the last among them) hold the same content hash there; rows
 appended since are caught up as any appended rows are. Any epoch bump removes the
-files before its transaction commits (``SQLiteStore``); the digest is checked in the
-background (``checking``).
+files before its transaction commits (``SQLiteStore``); the digests are checked in
+the background (``checking``).
 """
 
 from __future__ import annotations
@@ -53,21 +54,13 @@ def _part(store_path: Path, generation: str, part: str) -> Path:
     return index_files.part_path(store_path, KIND, generation, part)
 
 
-def _digest(arrays: dict[str, np.ndarray], terms: list[str]) -> str:
-    return index_files.digest(
-        [
-            *(arrays[name] for name in (*_MAPPED, "rowids", "lengths")),
-            np.frombuffer(json.dumps(terms).encode("utf-8"), dtype=np.uint8),
-        ]
-    )
-
-
 class LexicalFile:
     """Loads, checks and saves the lexical index of the store at ``path``."""
 
     def __init__(self, path: Path) -> None:
         self._path = path
-        self._unverified: tuple[str, LexicalIndex] | None = None
+        #: The generation and file digests of a loaded copy, until checked.
+        self._unverified: tuple[str, dict[str, list]] | None = None
         #: Rows the saved copy lacks (added since it was loaded or saved, or all).
         self.unsaved = 0
         #: False for a store that cannot be written here: nothing is saved beside it.
@@ -88,6 +81,7 @@ class LexicalFile:
             ):
                 raise ValueError("another layout, tokenizer or epoch")
             generation, max_rowid = str(state["generation"]), int(state["max_rowid"])
+            digests = dict(state["digests"])
             for rowid, content_hash in state["samples"]:
                 row = conn.execute(
                     "SELECT content_hash FROM episodes WHERE rowid = ?", (rowid,)
@@ -114,7 +108,7 @@ class LexicalFile:
         except (OSError, ValueError, TypeError, KeyError, IndexError, zipfile.BadZipFile):
             index_files.remove_if_possible(self._path, KIND)
             return None
-        self._unverified = (str(state["digest"]), index)
+        self._unverified = (generation, digests)
         self.unsaved = 0
         return index
 
@@ -125,12 +119,10 @@ class LexicalFile:
         pending, self._unverified = self._unverified, None
         if pending is None:
             return None
-        expected, index = pending
-        parts = index.parts()
+        generation, digests = pending
 
         def check() -> bool:
-            arrays, terms, _ = parts.exported()
-            if _digest(arrays, terms) == expected:
+            if index_files.files_match(self._path, KIND, generation, digests):
                 return True
             remove_files(self._path)
             warnings.warn(
@@ -177,6 +169,7 @@ class LexicalFile:
                 return
             arrays, terms, counts = parts.exported()
             generation = index_files.new_generation()
+            names = [f"{name}.npy" for name in _MAPPED] + ["rows.npz", "terms.json"]
             for name in _MAPPED:
                 index_files.write_array(_part(self._path, generation, f"{name}.npy"), arrays[name])
             with index_files.private_file(_part(self._path, generation, "rows.npz")) as out:
@@ -197,7 +190,10 @@ class LexicalFile:
                 "max_rowid": counts["max_rowid"],
                 "documents": counts["size"],
                 "samples": samples,
-                "digest": _digest(arrays, terms),
+                "digests": {
+                    name: index_files.file_digest(_part(self._path, generation, name))
+                    for name in names
+                },
                 "generation": generation,
             }
             if file_epoch() != epoch:

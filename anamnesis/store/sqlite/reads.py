@@ -240,7 +240,7 @@ class SQLiteReads:
         """Check the matrix mapped from beside the store, or save it there; both read
         every row once, outside the lock (``DenseFile``)."""
         with self._lock:
-            check = self._dense_file.checking(self._dense)
+            check = self._dense_file.checking()
         if check is not None and not check():
             with self._lock:
                 if self._dense_epoch == epoch:

@@ -2,15 +2,17 @@
 study "A memory for a lifetime": open fast).
 
     python docs/experiments/scripts/scale_first_search.py STORE.db [--config fast,default]
-        [--runs 3] [--profile] [--wait]
+        [--runs 3] [--profile] [--wait] [--code DIR --code DIR ...]
 
 Each run starts a new interpreter, loads the `edge` embedder (and runs it once) before
 the clock, then times `Memory(path)` (warm-up thread on, as by default), the first
 `search` (query embedding included) and a second one, and reads VmHWM / VmRSS.
 `--wait` also times until the background warm-up ends and reports the RSS then.
 `--profile` prints a cProfile (cumulative) of open + first search instead.
+`--code` runs each child with that checkout first on PYTHONPATH (several: interleaved
+run by run, to compare code versions on one store under the same load).
 """
-import argparse, json, subprocess, sys
+import argparse, json, os, subprocess, sys
 
 CHILD = r"""
 import json, sys, time, threading
@@ -36,7 +38,8 @@ if profile:
     pstats.Stats(pr).sort_stats('cumulative').print_stats(40)
 t = time.perf_counter(); m.search(query, user_id='scale', limit=10)
 second = time.perf_counter() - t
-out = {'open_ms': opened * 1000, 'first_search_ms': first * 1000,
+import anamnesis
+out = {'code': anamnesis.__file__, 'open_ms': opened * 1000, 'first_search_ms': first * 1000,
        'open_plus_first_ms': (opened + first) * 1000, 'second_search_ms': second * 1000,
        'hits': len(hits), 'rss_after_first': status('VmRSS')}
 if wait and m._warm_thread is not None:
@@ -64,14 +67,19 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--wait", action="store_true")
+    parser.add_argument("--code", action="append", default=[])
     args = parser.parse_args()
     for config in args.config.split(","):
         for run in range(args.runs):
+          for code in args.code or [None]:
             query = QUERIES[run % len(QUERIES)]
+            env = dict(os.environ)
+            if code:
+                env["PYTHONPATH"] = code
             done = subprocess.run(
                 [sys.executable, "-c", CHILD, args.store, config, query,
                  "1" if args.profile else "0", "1" if args.wait else "0"],
-                capture_output=True, text=True, check=False,
+                capture_output=True, text=True, check=False, env=env, cwd=code or None,
             )
             if done.returncode:
                 print(done.stderr[-3000:])
@@ -81,7 +89,7 @@ def main() -> None:
                 continue
             row = json.loads(done.stdout.strip().splitlines()[-1])
             mb = {k: round(v / 2**20) for k, v in row.items() if k in ("rss_after_first", "rss_end", "hwm")}
-            ms = {k: round(v, 1) for k, v in row.items() if k not in mb}
+            ms = {k: v if isinstance(v, str) else round(v, 1) for k, v in row.items() if k not in mb}
             print(json.dumps({"config": config, "run": run, **ms, **{k + "_mb": v for k, v in mb.items()}}), flush=True)
 
 
