@@ -113,10 +113,13 @@ def test_a_fresh_store_maps_both_without_reading_the_rows(path, monkeypatch):
 
     _refuse_sql_rows(monkeypatch)
     reopened = _open(path)
+    assert "not loaded yet: FTS5 answers meanwhile" in reopened.lexical_backend
     after = _search_both(reopened, 7)
     assert reopened._dense.mapped
     assert reopened._lexical.ready
     assert after == before
+    assert "mapped from beside the store" in reopened.lexical_backend
+    assert "mapped from beside the store" in reopened.vector_backend
     reopened.close()
 
 

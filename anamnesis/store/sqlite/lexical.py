@@ -208,6 +208,7 @@ class SQLiteLexical:
                 return
             if fresh is not None:
                 self._index = fresh
+                self.file.mapped = False
                 self.failure = None
                 self.file.unsaved = fresh.documents
             else:
@@ -321,6 +322,7 @@ class SQLiteLexical:
                     if check is not None and not check():
                         with self._lock:
                             self._index = None  # damaged: built from FTS5 again
+                            self.file.mapped = False
                     self._step(conn)
                     self._save(conn)
             except sqlite3.Error as exc:
@@ -363,6 +365,17 @@ class SQLiteLexical:
             return row[0] if row else None
 
         self.file.save(index, epoch, tokenize, lambda: _epoch(conn), content_hash, self._lock)
+
+    @property
+    def state(self) -> str:
+        """What answers lexical searches now, in words (for ``capabilities``)."""
+        if self.failure is not None:
+            return f"in-memory index failed: {self.failure}; FTS5 answers, same ranking"
+        if self._index is None:
+            return "in-memory postings not loaded yet: FTS5 answers meanwhile, same ranking"
+        if self.file.mapped:
+            return "in-memory postings, mapped from beside the store"
+        return "in-memory postings"
 
     @property
     def ready(self) -> bool:

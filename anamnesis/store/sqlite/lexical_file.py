@@ -65,6 +65,8 @@ class LexicalFile:
         self.unsaved = 0
         #: False for a store that cannot be written here: nothing is saved beside it.
         self.persist = True
+        #: Whether the index in use was loaded from the files (not built).
+        self.mapped = False
 
     def load(self, conn: sqlite3.Connection, epoch: str, tokenize: str) -> LexicalIndex | None:
         """The saved index if it matches the store at ``epoch``; else None (and the
@@ -110,6 +112,7 @@ class LexicalFile:
             return None
         self._unverified = (generation, digests)
         self.unsaved = 0
+        self.mapped = True
         return index
 
     def checking(self) -> Callable[[], bool] | None:

@@ -87,15 +87,18 @@ class SQLiteStore(
 
     @property
     def lexical_backend(self) -> str:
-        """``fts5-bm25``, and why the in-memory postings are not in use if a build failed."""
-        failure = self._lexical.failure
-        return "fts5-bm25" if failure is None else f"fts5-bm25 (in-memory index failed: {failure})"
+        """``fts5-bm25``, and what answers it now: the in-memory postings (mapped from
+        beside the store, or built), FTS5 itself until they are loaded, or why a build
+        failed."""
+        return f"fts5-bm25 ({self._lexical.state})"
 
     @property
     def vector_backend(self) -> str:
         """Exact numpy scan, with a usearch HNSW graph proposing candidates above a
         threshold; and why the graph is not in use if its build failed."""
         backend = f"numpy (usearch HNSW from {self._dense.ann_settings.threshold:,} rows)"
+        if self._dense.mapped:
+            backend += "; vectors mapped from beside the store"
         failure = self._ann.failure
         return backend if failure is None else f"{backend}; the graph failed: {failure}"
 
