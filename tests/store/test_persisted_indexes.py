@@ -311,6 +311,8 @@ def test_copies_saved_after_an_erasure_hold_nothing_of_it(path):
     secret_vector = unit_vectors(1, seed=42)
     store.insert_episodes([secret], secret_vector)
     store.warm_up()
+    saved = b"".join(f.read_bytes() for f in _saved(path, "dense") + _saved(path, "lexical"))
+    assert b"zanzibarquux" in saved and secret_vector[0].tobytes() in saved
     store.forget(ALICE, Selection(episode_ids=(secret.id,)))
     store.warm_up()  # in-place removal, then both saved again
     store.close()

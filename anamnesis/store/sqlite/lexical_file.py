@@ -7,7 +7,8 @@ is mapped instead on open (``index_files``, kind ``lexical``):
 - ``<store>.lexical.<generation>.{term_ids,slots,tfs}.npy``: the postings, one
   segment sorted by term, mapped read-only (they are never written in place);
 - ``<store>.lexical.<generation>.rows.npz``: each slot's rowid and length;
-- ``<store>.lexical.<generation>.terms.json``: the terms, in id order;
+- ``<store>.lexical.<generation>.vocab_{hashes,ids,blob,offsets}.npy``: the terms
+  (``TermTable``: found by hash, so nothing is parsed per term on open);
 - ``<store>.lexical.json``: the state, written last: the generation, the store's
   ``vector_epoch``, the FTS tokenizer, the last rowid and the row count, sampled
   rows' content hashes, a digest of each file.
@@ -22,7 +23,6 @@ the background (``checking``).
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import warnings
 import zipfile
@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from ..index.lexical import LexicalIndex
+from ..index.lexical import LexicalIndex, TermTable
 from . import index_files
 from .dense_file import sample_positions
 
@@ -43,6 +43,7 @@ MIN_ROWS = 10_000
 RESAVE_ROWS = 5_000
 FORMAT = 1
 _MAPPED = ("term_ids", "slots", "tfs")
+_VOCAB = ("hashes", "ids", "blob", "offsets")
 
 
 def remove_files(store_path: Path) -> None:
@@ -98,10 +99,13 @@ class LexicalFile:
             rows = _part(self._path, generation, "rows.npz")
             with np.load(rows, allow_pickle=False) as saved:
                 arrays.update({name: saved[name] for name in ("rowids", "lengths", "live")})
-            terms = json.loads(
-                _part(self._path, generation, "terms.json").read_text(encoding="utf-8")
+            terms = TermTable(
+                *(
+                    np.load(_part(self._path, generation, f"vocab_{name}.npy"), mmap_mode="r")
+                    for name in _VOCAB
+                )
             )
-            if not isinstance(terms, list) or arrays["rowids"].size != count:
+            if arrays["rowids"].size != count:
                 raise ValueError("the files do not hold the rows their state names")
             index = LexicalIndex()
             index.attach(arrays, terms)
@@ -172,15 +176,15 @@ class LexicalFile:
                 return
             arrays, terms, counts = parts.exported()
             generation = index_files.new_generation()
-            names = [f"{name}.npy" for name in _MAPPED] + ["rows.npz", "terms.json"]
-            for name in _MAPPED:
-                index_files.write_array(_part(self._path, generation, f"{name}.npy"), arrays[name])
+            vocab = {f"vocab_{name}": getattr(terms, name) for name in _VOCAB}
+            names = [f"{name}.npy" for name in (*_MAPPED, *vocab)] + ["rows.npz"]
+            for name, array in (*((n, arrays[n]) for n in _MAPPED), *vocab.items()):
+                index_files.write_array(_part(self._path, generation, f"{name}.npy"), array)
             with index_files.private_file(_part(self._path, generation, "rows.npz")) as out:
                 np.savez(
                     out, rowids=arrays["rowids"], lengths=arrays["lengths"], live=arrays["live"]
                 )
                 index_files.finish(out)
-            index_files.write_json(_part(self._path, generation, "terms.json"), terms)
             rowids = arrays["rowids"]
             samples = [
                 [rowid, content_hash(rowid)]
