@@ -354,3 +354,88 @@ def test_a_state_file_of_another_layout_is_rebuilt(path):
     assert _search_both(store, 4) == before
     assert not store._dense.mapped
     store.close()
+
+
+#: A child that appends, forgets, saves and searches in a loop until killed; every
+#: word it may write is logged before the write.
+_WORKER = r"""
+import random, sys
+sys.path.insert(0, sys.argv[3])
+from store_fixtures import DIM, make_episode, unit_vectors
+from anamnesis.store.base import Filters, Selection
+from anamnesis.store.index.dense import AnnSettings
+from anamnesis.store.sqlite import SQLiteStore, dense_file, lexical_file
+from anamnesis.types import Scope
+dense_file.MIN_ROWS = lexical_file.MIN_ROWS = 100
+dense_file.RESAVE_ROWS = lexical_file.RESAVE_ROWS = 30
+path, seed = sys.argv[1], int(sys.argv[2])
+rng = random.Random(seed)
+words = open(path + ".words", "a")
+scope = Scope("alice")
+batch = 0
+while True:
+    store = SQLiteStore(path, dim=DIM, ann=AnnSettings(threshold=10**9))
+    for _ in range(rng.randint(1, 4)):
+        batch += 1
+        names = [f"q{seed}b{batch}n{i}x" for i in range(40)]
+        words.write("\n".join(names) + "\n"); words.flush()
+        episodes = [make_episode(f"turn about {n}", scope=scope) for n in names]
+        store.insert_episodes(episodes, unit_vectors(40, seed=seed * 1000 + batch))
+        if rng.random() < 0.5:
+            gone = rng.sample(episodes, 5)
+            store.forget(scope, Selection(episode_ids=tuple(e.id for e in gone)))
+        if rng.random() < 0.5:
+            store.warm_up()
+        store.lexical_search([names[0]], scope, Filters(), 5)
+        store.dense_search(unit_vectors(1, seed=batch)[0], scope, Filters(), 5)
+    store.close()
+"""
+
+
+def test_killed_writers_leave_no_file_out_of_step_or_holding_erased_rows(path):
+    import os
+    import random
+    import signal
+    import sqlite3
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    tests = str(Path(__file__).resolve().parent.parent)
+    rng = random.Random(7)
+    mapped = erased_seen = 0
+    for kill in range(6):
+        child = subprocess.Popen(
+            [sys.executable, "-c", _WORKER, str(path), str(kill + 1), tests],
+            env={**os.environ, "PYTHONPATH": os.getcwd()},
+        )
+        time.sleep(rng.uniform(2.0, 5.0))
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+
+        # What the kill left on disk, before any open could tidy it.
+        saved = b"".join(f.read_bytes() for f in _saved(path, "dense") + _saved(path, "lexical"))
+        with sqlite3.connect(path) as conn:
+            contents = " ".join(r[0] for r in conn.execute("SELECT content FROM episodes"))
+        logged = Path(str(path) + ".words").read_text().split()
+        erased = [w for w in logged if w not in contents]
+        assert not [w for w in erased if w.encode() in saved]
+        erased_seen += bool(erased)
+
+        store = _open(path)
+        with store._lock:
+            store._refresh_dense()
+            mapped += store._dense.mapped
+            rows = store._conn.execute(
+                "SELECT episode_rowid, embedding FROM vectors ORDER BY episode_rowid"
+            ).fetchall()
+            assert store._dense.rowids_from(0).tolist() == [r for r, _ in rows]
+            held = store._dense.vectors_at(slice(0, store._dense.size))
+            assert held.tobytes() == b"".join(blob for _, blob in rows)
+        for word in rng.sample(logged, min(20, len(logged))):
+            got = store.lexical_search([word], ALICE, NO_FILTERS, 5)
+            reference = store.fts5_lexical_search([word], ALICE, NO_FILTERS, 5)
+            assert [c.episode_id for c in got] == [c.episode_id for c in reference]
+        store.close()
+    assert mapped and erased_seen  # the kills met saved files and erasures
