@@ -71,27 +71,31 @@ def main() -> None:
     args = parser.parse_args()
     for config in args.config.split(","):
         for run in range(args.runs):
-          for code in args.code or [None]:
-            query = QUERIES[run % len(QUERIES)]
-            env = dict(os.environ)
-            if code:
-                env["PYTHONPATH"] = code
-            done = subprocess.run(
-                [sys.executable, "-c", CHILD, args.store, config, query,
-                 "1" if args.profile else "0", "1" if args.wait else "0"],
-                capture_output=True, text=True, check=False, env=env, cwd=code or None,
-            )
-            if done.returncode:
-                print(done.stderr[-3000:])
-                continue
-            if args.profile:
-                print(done.stdout)
-                continue
-            row = json.loads(done.stdout.strip().splitlines()[-1])
-            mb = {k: round(v / 2**20) for k, v in row.items() if k in ("rss_after_first", "rss_end", "hwm")}
-            ms = {k: v if isinstance(v, str) else round(v, 1) for k, v in row.items() if k not in mb}
-            print(json.dumps({"config": config, "run": run, **ms, **{k + "_mb": v for k, v in mb.items()}}), flush=True)
+            for code in args.code or [None]:
+                measure(args, config, run, code)
 
+
+def measure(args: argparse.Namespace, config: str, run: int, code: str | None) -> None:
+    """One fresh process on ``args.store``, from checkout ``code`` (None: this one)."""
+    env = dict(os.environ)
+    if code:
+        env["PYTHONPATH"] = code
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD, args.store, config, QUERIES[run % len(QUERIES)],
+         "1" if args.profile else "0", "1" if args.wait else "0"],
+        capture_output=True, text=True, check=False, env=env, cwd=code or None,
+    )
+    if done.returncode:
+        print(done.stderr[-3000:])
+        return
+    if args.profile:
+        print(done.stdout)
+        return
+    row = json.loads(done.stdout.strip().splitlines()[-1])
+    sizes = ("rss_after_first", "rss_end", "hwm")
+    mb = {k + "_mb": round(v / 2**20) for k, v in row.items() if k in sizes}
+    ms = {k: v if isinstance(v, str) else round(v, 1) for k, v in row.items() if k not in sizes}
+    print(json.dumps({"config": config, "run": run, **ms, **mb}), flush=True)
 
 if __name__ == "__main__":
     main()
