@@ -123,6 +123,33 @@ def test_a_fresh_store_maps_both_without_reading_the_rows(path, monkeypatch):
     reopened.close()
 
 
+def test_sessions_and_agents_of_a_mapped_matrix_are_the_same_scopes(path):
+    store = _open(path)
+    scopes = [Scope("alice", agent, session) for agent in ("a1", None) for session in "xyz"]
+    for n, scope in enumerate(scopes):
+        episodes = [make_episode(f"{scope} turn {i}", scope=scope) for i in range(120)]
+        store.insert_episodes(episodes, unit_vectors(120, seed=n))
+    store.warm_up()
+    query = unit_vectors(1, seed=99)[0]
+    searched = [Scope("alice", "a1", "y"), Scope("alice", None, "z"), Scope("alice", "a1")]
+
+    def ranked(store: SQLiteStore) -> list:
+        return [store.dense_search(query, scope, NO_FILTERS, 7) for scope in searched]
+
+    before = ranked(store)
+    store.close()
+    reopened = _open(path)
+    assert ranked(reopened) == before
+    assert reopened._dense.mapped
+    late = make_episode("late turn", scope=Scope("alice", "a1", "y"))
+    reopened.insert_episodes([late], query[None, :])
+    assert reopened.dense_search(query, searched[0], NO_FILTERS, 1)[0].episode_id == late.id
+    assert late.id not in [
+        c.episode_id for c in reopened.dense_search(query, searched[1], NO_FILTERS, 7)
+    ]
+    reopened.close()
+
+
 def test_the_lexical_copy_ranks_as_fts5_does(path):
     store = _open(path)
     _fill(store)
