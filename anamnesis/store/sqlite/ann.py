@@ -12,7 +12,8 @@ rowid, under the store's ``vector_epoch``:
 
 A persisted graph is mapped, not read (``AnnIndex.load(view=True)``): a fresh process
 searches it at once. A mapped graph cannot change, so the background worker copies it
-into memory before catching it up; a change of this process copies it there and then.
+into memory before catching it up or taking out the rows this process removed or
+changed meanwhile (searches drop removed rows and rescore changed ones exactly).
 
 Building runs on a background thread (``warm_up`` builds synchronously); until a
 graph is in step, searches are exact. Erasure deletes the persisted graph (it holds
@@ -61,6 +62,9 @@ class SQLiteAnn:
         self._graph: AnnIndex | None = None
         self._epoch: str | None = None
         self._stale: set[int] = set()
+        #: Rows removed or changed while the graph was a mapped view: taken out of the
+        #: copy made in memory (meanwhile searches drop or rescore them, see ``dense``).
+        self._pending: set[int] = set()
         self._load_tried = False
         #: The epoch of the dense index at the last ``sync``.
         self._seen: str | None = None
@@ -96,7 +100,8 @@ class SQLiteAnn:
             self._load_tried = True
             self._load(dense, epoch)
         if self._graph is not None and self._epoch != epoch:
-            self._graph, self._stale = None, set()  # another process changed rows
+            # another process changed rows
+            self._graph, self._stale, self._pending = None, set(), set()
         if self._graph is None:
             if build:
                 self._build(dense, epoch)
@@ -108,9 +113,9 @@ class SQLiteAnn:
         if graph.view:
             # A mapped graph is read-only: changed and appended rows are scored exactly
             # until the worker has a copy in memory to change.
-            if self._stale or graph.max_rowid < dense.max_rowid:
+            if self._stale or self._pending or graph.max_rowid < dense.max_rowid:
                 if build:
-                    graph = self._graph = graph.materialised()
+                    graph = self._graph = self._materialised(graph)
                 else:
                     self._start_worker(dense, epoch)
             if graph.view:
@@ -163,9 +168,17 @@ class SQLiteAnn:
         self._install(graph, epoch)
 
     def _install(self, graph: AnnIndex, epoch: str) -> None:
-        self._graph, self._epoch, self._stale = graph, epoch, set()
+        self._graph, self._epoch, self._stale, self._pending = graph, epoch, set(), set()
         self._dirty = True
         self.failure = None
+
+    def _materialised(self, graph: AnnIndex) -> AnnIndex:
+        """``graph`` in memory, without the rows changed while it was a view (the
+        caller holds the lock)."""
+        copy = graph.materialised()
+        copy.remove(sorted(self._pending))
+        self._pending.clear()
+        return copy
 
     def _start_worker(self, dense: DenseIndex, epoch: str) -> None:
         if self._worker is not None and self._worker.is_alive():
@@ -187,7 +200,7 @@ class SQLiteAnn:
                 with self._lock:
                     if self._closed or self._graph is not graph or self._epoch != epoch:
                         return
-                    self._graph = graph = copy
+                    self._graph = graph = self._materialised(copy)
             if graph is None:
                 # Rows below ``size`` are never written again (appends go past them,
                 # a reload replaces the arrays), so these views stay valid unlocked.
@@ -237,9 +250,11 @@ class SQLiteAnn:
         if self._graph is None or self._epoch != epoch_before:
             return
         if self._graph.view:
-            # A copy in memory, so the mapping of the (now deleted) file is let go.
-            self._graph = self._graph.materialised()
-        self._graph.remove([*removed, *changed])
+            # Copied into memory by the worker (``sync`` starts it), without these rows;
+            # meanwhile searches drop removed rows and rescore changed ones exactly.
+            self._pending.update([*removed, *changed])
+        else:
+            self._graph.remove([*removed, *changed])
         self._stale.update(changed)
         self._stale.difference_update(removed)
         self._epoch = epoch_after
@@ -250,6 +265,8 @@ class SQLiteAnn:
         graph = self._graph
         if graph is None or not self._dirty or self._epoch != epoch or self._stale:
             return
+        if graph.view:
+            return  # the file itself, or (with changes pending) not in step
         if dense.rows_upto(graph.max_rowid) != len(graph):
             return
         try:
