@@ -260,6 +260,8 @@ def test_a_damaged_matrix_is_detected_and_read_from_the_store(path):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         store.warm_up()
+        assert store._dense_checker is not None
+        store._dense_checker.join()  # the check runs on a thread of its own
     assert any("damaged" in str(w.message) for w in caught)
     assert not store._dense.mapped
     for i in (0, 250, 599):

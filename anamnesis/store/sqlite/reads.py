@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterator, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +52,8 @@ class SQLiteReads:
     _lexical: SQLiteLexical
     _ann: SQLiteAnn
     _dense_file: DenseFile
+    #: The thread checking a mapped matrix's files (``_persist_dense``), if one ran.
+    _dense_checker: threading.Thread | None = None
 
     def _read(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:  # pragma: no cover
         raise NotImplementedError
@@ -238,14 +241,32 @@ class SQLiteReads:
 
     def _persist_dense(self, epoch: str) -> None:
         """Check the matrix mapped from beside the store, or save it there; both read
-        every row once, outside the lock (``DenseFile``)."""
+        every row once, outside the lock (``DenseFile``). The check runs on a thread of
+        its own (``_dense_checker``), so that closing soon after open does not wait
+        for it to read the whole file."""
         with self._lock:
             check = self._dense_file.checking()
-        if check is not None and not check():
-            with self._lock:
-                if self._dense_epoch == epoch:
-                    self._dense_loaded = False  # damaged: read from the store again
-                    self._refresh_dense()
+        if check is None:
+            self._dense_file.save(self._dense, epoch, self._locked_file_epoch, self._lock)
+            return
+        self._dense_checker = threading.Thread(
+            target=self._check_dense,
+            args=(check, epoch),
+            name="anamnesis-dense-check",
+            daemon=True,
+        )
+        self._dense_checker.start()
+
+    def _check_dense(self, check: Callable[[], bool], epoch: str) -> None:
+        """Run ``check``; if the mapped matrix is damaged, read it from the store again
+        (unless the store was closed or changed meanwhile) and save that."""
+        if check():
+            return
+        with self._lock:
+            if self._conn is None or self._dense_epoch != epoch:
+                return
+            self._dense_loaded = False
+            self._refresh_dense()
         self._dense_file.save(self._dense, epoch, self._locked_file_epoch, self._lock)
 
     def _locked_file_epoch(self) -> str | None:
