@@ -219,9 +219,10 @@ def test_this_process_forget_and_update_apply_in_place(path):
     store = _open(path)
     vectors = unit_vectors(ROWS)
     store.dense_search(vectors[0], ALICE, NO_FILTERS, 5)  # loads the saved graph
-    assert store._ann.ready
+    assert store._ann.ready and store._ann._graph.view  # mapped, not read
     store.forget(ALICE, Selection(episode_ids=(episodes[5].id,)))
     assert not ann_module.state_path(path).exists()  # the erased vector left the disk
+    assert store._ann._graph.view  # not copied inside the forget: the worker does it
     got = store.dense_search(vectors[5], ALICE, NO_FILTERS, 5)
     assert episodes[5].id not in _ids(got)
     moved = unit_vectors(1, seed=123)[0]
@@ -237,6 +238,13 @@ def test_this_process_forget_and_update_apply_in_place(path):
     got = store.dense_search(moved, ALICE, NO_FILTERS, 1)
     assert got[0].episode_id == episodes[9].id and got[0].score == pytest.approx(1.0)
     assert store._ann.ready
+    # The mapped graph is copied into memory without the removed row, and takes the
+    # changed one again with its new vector.
+    store.warm_up()
+    graph = store._ann._graph
+    assert not graph.view and len(graph) == ROWS - 1
+    ((rowid,),) = store._read("SELECT rowid FROM episodes WHERE id = ?", (episodes[9].id,))
+    assert graph.search(moved, 1).tolist() == [rowid]
     store.close()
 
 

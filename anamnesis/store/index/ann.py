@@ -102,9 +102,12 @@ def remove_files(store_path: Path) -> None:
 class AnnIndex:
     """An HNSW graph of unit vectors keyed by rowid, inner-product metric."""
 
-    def __init__(self, dim: int, index: object | None = None) -> None:
+    def __init__(self, dim: int, index: object | None = None, view: bool = False) -> None:
         Index = _usearch_index()  # noqa: N806
         self.dim = dim
+        #: Whether the graph is a read-only mapping of its file (``load``): usearch
+        #: refuses to add to it and crashes on a remove, so ``materialised`` comes first.
+        self.view = view
         self._index: Any = index or Index(
             ndim=dim,
             metric="ip",
@@ -118,10 +121,20 @@ class AnnIndex:
     def __len__(self) -> int:
         return len(self._index)
 
+    def materialised(self) -> AnnIndex:
+        """A copy in memory that can be changed (this graph itself when not a view)."""
+        if not self.view:
+            return self
+        copy = AnnIndex(self.dim, self._index.copy())
+        copy.max_rowid = self.max_rowid
+        return copy
+
     def add(self, rowids: np.ndarray, vectors: np.ndarray, threads: int = 1) -> None:
         """Add rows (ascending rowids, above every rowid added before)."""
         if not len(rowids):
             return
+        if self.view:
+            raise ValueError("a mapped graph is read-only; use materialised() first")
         self._index.add(
             np.asarray(rowids, dtype=np.uint64),
             np.ascontiguousarray(vectors, dtype=np.float32),
@@ -131,6 +144,8 @@ class AnnIndex:
 
     def remove(self, rowids: np.ndarray | list[int]) -> None:
         """Take rows out of the graph (rows it does not hold are ignored)."""
+        if self.view:
+            raise ValueError("a mapped graph is read-only; use materialised() first")
         keys = [int(r) for r in rowids if self._index.contains(int(r))]
         if keys:
             self._index.remove(keys)
@@ -165,19 +180,20 @@ class AnnIndex:
                     stale.unlink()
 
     @classmethod
-    def load(cls, store_path: Path) -> tuple[AnnIndex, AnnState] | None:
+    def load(cls, store_path: Path, view: bool = False) -> tuple[AnnIndex, AnnState] | None:
         """The persisted graph and its state, or None when there is none or it cannot
-        be read (the caller then rebuilds)."""
+        be read (the caller then rebuilds). ``view``: map the file rather than read it
+        (immediate; pages are read as searches touch them)."""
         Index = _usearch_index()  # noqa: N806
         try:
             raw = json.loads(state_path(store_path).read_text(encoding="utf-8"))
             state = AnnState(**raw)
             graph = store_path.with_name(f"{store_path.name}.ann.{state.generation}")
-            index = Index.restore(str(graph))
+            index = Index.restore(str(graph), view=view)
         except (OSError, ValueError, TypeError, RuntimeError):
             return None
         if index is None or index.ndim != state.dim or len(index) != state.count:
             return None
-        loaded = cls(state.dim, index)
+        loaded = cls(state.dim, index, view=view)
         loaded.max_rowid = state.max_rowid
         return loaded, state

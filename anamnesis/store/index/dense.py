@@ -82,6 +82,17 @@ class _Codes:
     def lookup(self, value: object) -> int | None:
         return self._codes.get(value)
 
+    def values(self) -> list:
+        """The values interned so far, in code order."""
+        return list(self._codes)
+
+    @classmethod
+    def of(cls, values: Iterable[object]) -> _Codes:
+        """Codes for ``values`` in order (the inverse of ``values``)."""
+        codes = cls()
+        codes._codes = {value: code for code, value in enumerate(values)}
+        return codes
+
 
 #: A row as ``DenseIndex.append`` takes it: rowid, user, agent, session, float32 blob.
 Row = tuple[int, str, str | None, str | None, bytes]
@@ -121,8 +132,11 @@ class DenseIndex:
         self._agent_codes = _Codes()
         self._session_codes = _Codes()
         #: Each session's row positions, ascending (a session's scope without a pass
-        #: over every row).
+        #: over every row): for rows attached from a file, ``_session_order`` sliced by
+        #: ``_session_offsets``; for rows appended since, ``_session_rows``.
         self._session_rows: dict[int, list[int]] = {}
+        self._session_order: np.ndarray | None = None
+        self._session_offsets: np.ndarray | None = None
         self._role_codes = _Codes()
         self._speaker_codes = _Codes()
         self._modality_codes = _Codes()
@@ -242,8 +256,7 @@ class DenseIndex:
             rows = np.zeros(0, dtype=np.int64)
         elif session_id is not None:
             session = self._session_codes.lookup((user_id, session_id))
-            rows = np.array(self._session_rows.get(-2 if session is None else session, ()))
-            rows = rows.astype(np.int64)
+            rows = self._session_positions(-2 if session is None else session)
             if agent_id is not None:
                 agent = self._agent_codes.lookup(agent_id)
                 rows = rows[self._agents[rows] == (-2 if agent is None else agent)]
@@ -255,6 +268,82 @@ class DenseIndex:
             rows = np.flatnonzero(mask)
         self._scope_rows[key] = rows
         return rows
+
+    def _session_positions(self, session: int) -> np.ndarray:
+        """The positions of one session's rows, ascending."""
+        parts = []
+        order, offsets = self._session_order, self._session_offsets
+        if order is not None and offsets is not None and 0 <= session < offsets.size - 1:
+            parts.append(order[offsets[session] : offsets[session + 1]])
+        appended = self._session_rows.get(session)
+        if appended:
+            parts.append(np.array(appended, dtype=np.int64))
+        if not parts:
+            return np.zeros(0, dtype=np.int64)
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+    @property
+    def mapped(self) -> bool:
+        """Whether the vectors are read from a file mapping (``attach``)."""
+        return isinstance(self._matrix, np.memmap)
+
+    def export(self) -> tuple[np.ndarray, dict[str, np.ndarray], dict[str, list]]:
+        """What ``attach`` takes back: the vectors (a view), the per-row columns and each
+        code table's values, for writing beside the store."""
+        size = self._size
+        sessions = self._sessions[:size]
+        session_count = len(self._session_codes.values())
+        order = np.argsort(sessions, kind="stable").astype(np.int64)
+        offsets = np.zeros(session_count + 1, dtype=np.int64)
+        np.cumsum(np.bincount(sessions, minlength=session_count), out=offsets[1:])
+        columns: dict[str, np.ndarray] = {
+            "rowids": self._rowids[:size],
+            "users": self._users[:size],
+            "agents": self._agents[:size],
+            "sessions": sessions,
+            "session_order": order,
+            "session_offsets": offsets,
+        }
+        tables = {
+            "users": self._user_codes.values(),
+            "agents": self._agent_codes.values(),
+            "sessions": [list(pair) for pair in self._session_codes.values()],
+        }
+        return self._matrix[:size], columns, tables
+
+    def attach(
+        self, matrix: np.ndarray, columns: dict[str, np.ndarray], tables: dict[str, list]
+    ) -> None:
+        """Replace every row by those ``export`` gave: ``matrix`` (``count`` rows, then
+        room to append, e.g. a copy-on-write mapping of a file) and the columns."""
+        count = columns["rowids"].size
+        capacity = matrix.shape[0]
+        if matrix.ndim != 2 or matrix.shape[1] != self.dim or capacity < count:
+            raise ValueError("the vectors do not fit the rows")
+        self.clear()
+
+        def padded(values: np.ndarray | None, dtype: type) -> np.ndarray:
+            out: np.ndarray = np.zeros(capacity, dtype=dtype)
+            if values is not None:
+                out[:count] = values
+            return out
+
+        self._matrix = matrix
+        self._rowids = padded(columns["rowids"], np.int64)
+        self._users = padded(columns["users"], np.int32)
+        self._agents = padded(columns["agents"], np.int32)
+        self._sessions = padded(columns["sessions"], np.int32)
+        self._roles = padded(None, np.int32)
+        self._speakers = padded(None, np.int32)
+        self._modalities = padded(None, np.int32)
+        self._event_times = padded(None, np.float64)
+        self._recorded = padded(None, np.float64)
+        self._user_codes = _Codes.of(tables["users"])
+        self._agent_codes = _Codes.of(tables["agents"])
+        self._session_codes = _Codes.of(tuple(pair) for pair in tables["sessions"])
+        self._session_order = np.asarray(columns["session_order"], dtype=np.int64)
+        self._session_offsets = np.asarray(columns["session_offsets"], dtype=np.int64)
+        self._size = count
 
     def rowids_where(
         self, user_id: str, agent_id: str | None, session_id: str | None, where: Filters
@@ -396,5 +485,8 @@ class DenseIndex:
         candidates = np.concatenate([proposed, *extra])
         if member is not None:
             candidates = candidates[member[candidates]]
-        candidates = np.unique(candidates)
+        # Sorted and deduplicated (np.unique would import numpy.ma on a first search).
+        candidates = np.sort(candidates)
+        if candidates.size:
+            candidates = candidates[np.concatenate(([True], candidates[1:] != candidates[:-1]))]
         return self._top(candidates, self._matrix[candidates] @ query, limit)

@@ -21,6 +21,7 @@ it holds each of the scope's tokens, exactly as the FTS5 query requires them.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import sqlite3
 from collections.abc import Mapping, Sequence
@@ -151,6 +152,140 @@ def _merged(segments: Sequence[_Segment]) -> _Segment:
     )
 
 
+def term_hash(term: str) -> int:
+    """A 64-bit hash of a term, the same in every process (``hash`` is not)."""
+    digest = hashlib.blake2b(term.encode("utf-8"), digest_size=8).digest()
+    return int.from_bytes(digest, "little")
+
+
+@dataclass(frozen=True, slots=True)
+class TermTable:
+    """Terms in id order as arrays a file can hold and a process can map: found by
+    hash (a binary search), so loading one costs no work per term.
+
+    ``blob[offsets[i]:offsets[i + 1]]`` is term ``i`` in UTF-8; ``hashes`` holds every
+    term's ``term_hash``, ascending, and ``ids`` the term id of each.
+    """
+
+    hashes: np.ndarray
+    ids: np.ndarray
+    blob: np.ndarray
+    offsets: np.ndarray
+
+    @classmethod
+    def of(cls, terms: Sequence[str]) -> TermTable:
+        encoded = [term.encode("utf-8") for term in terms]
+        offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+        np.cumsum([len(term) for term in encoded], out=offsets[1:])
+        hashes = np.fromiter(
+            (
+                int.from_bytes(hashlib.blake2b(term, digest_size=8).digest(), "little")
+                for term in encoded
+            ),
+            dtype=np.uint64,
+            count=len(encoded),
+        )
+        order = np.argsort(hashes, kind="stable")
+        blob = np.frombuffer(b"".join(encoded), dtype=np.uint8)
+        return cls(hashes[order], order.astype(np.int64), blob, offsets)
+
+    def __len__(self) -> int:
+        return self.offsets.size - 1
+
+    def find(self, term: str) -> int | None:
+        """The id of ``term``, or None."""
+        key = np.uint64(term_hash(term))
+        encoded = term.encode("utf-8")
+        at = int(np.searchsorted(self.hashes, key))
+        while at < self.hashes.size and self.hashes[at] == key:
+            found = int(self.ids[at])
+            start, end = int(self.offsets[found]), int(self.offsets[found + 1])
+            if self.blob[start:end].tobytes() == encoded:
+                return found
+            at += 1
+        return None
+
+    def terms(self) -> list[str]:
+        """Every term, in id order."""
+        data = self.blob.tobytes()
+        bounds = self.offsets.tolist()
+        return [data[a:b].decode("utf-8") for a, b in zip(bounds, bounds[1:], strict=False)]
+
+
+class _Terms:
+    """Term ids: a ``TermTable`` (from a file) and the terms added since, in a dict."""
+
+    def __init__(self, table: TermTable | None = None) -> None:
+        self._table = table
+        self._base = 0 if table is None else len(table)
+        self._added: dict[str, int] = {}
+
+    def __len__(self) -> int:
+        return self._base + len(self._added)
+
+    def get(self, term: str) -> int | None:
+        found = self._added.get(term)
+        if found is None and self._table is not None:
+            found = self._table.find(term)
+        return found
+
+    def setdefault(self, term: str) -> int:
+        found = self.get(term)
+        if found is None:
+            found = self._added[term] = len(self)
+        return found
+
+    def snapshot(self) -> _Terms:
+        """A copy that later additions do not change (the table is never changed)."""
+        copy = _Terms(self._table)
+        copy._added = dict(self._added)
+        return copy
+
+    def values(self) -> list[str]:
+        """Every term, in id order."""
+        base = self._table.terms() if self._table is not None else []
+        return base + list(self._added)
+
+
+@dataclass(slots=True)
+class _Parts:
+    """A ``LexicalIndex`` taken apart (``LexicalIndex.parts``)."""
+
+    segments: list[_Segment]
+    rowids: np.ndarray
+    lengths: np.ndarray
+    live: np.ndarray
+    terms: _Terms
+    counts: dict[str, int]
+
+    def exported(self) -> tuple[dict[str, np.ndarray], TermTable, dict[str, int]]:
+        """The live rows only, and only the terms they hold: a removed row's postings
+        and the terms no live row holds are left out (its text is not kept anywhere)."""
+        live = self.live
+        if not self.segments:
+            empty = np.zeros(0, dtype=np.int32)
+            merged = _Segment(empty, empty, np.zeros(0, dtype=np.float32))
+        else:
+            merged = self.segments[0] if len(self.segments) == 1 else _merged(self.segments)
+        keep = live[merged.slots]
+        slots, term_ids, tfs = merged.slots[keep], merged.term_ids[keep], merged.tfs[keep]
+        new_slots = np.cumsum(live, dtype=np.int64) - 1
+        every = self.terms.values()
+        used = np.flatnonzero(np.bincount(term_ids, minlength=len(every)))
+        renumbered = np.full(len(every), -1, dtype=np.int64)
+        renumbered[used] = np.arange(used.size)
+        arrays = {
+            "term_ids": renumbered[term_ids].astype(np.int32),
+            "slots": new_slots[slots].astype(np.int32),
+            "tfs": tfs.astype(np.float32),
+            "rowids": self.rowids[live],
+            "lengths": self.lengths[live],
+            "live": np.ones(int(live.sum()), dtype=bool),
+        }
+        terms = TermTable.of([every[i] for i in used])
+        return arrays, terms, {**self.counts, "size": int(live.sum())}
+
+
 class LexicalIndex:
     """Postings of an FTS5 table in memory, with FTS5's BM25 ranking.
 
@@ -160,7 +295,7 @@ class LexicalIndex:
     """
 
     def __init__(self) -> None:
-        self._term_ids: dict[str, int] = {}
+        self._terms = _Terms()
         self._segments: list[_Segment] = []
         self._rowids = np.zeros(0, dtype=np.int64)
         self._lengths = np.zeros(0, dtype=np.float64)
@@ -200,7 +335,7 @@ class LexicalIndex:
         self.max_rowid = max(self.max_rowid, int(rows[-1]))
 
         ids = np.fromiter(
-            (self._term_ids.setdefault(k, len(self._term_ids)) for k in postings.keys),
+            (self._terms.setdefault(k) for k in postings.keys),
             dtype=np.int32,
             count=len(postings.keys),
         )
@@ -223,6 +358,60 @@ class LexicalIndex:
             if len(self._segments[1].slots) > len(self._segments[0].slots) // 4:
                 self._segments = [_merged(self._segments)]
 
+    def export(self) -> tuple[dict[str, np.ndarray], TermTable, dict[str, int]]:
+        """What ``attach`` takes back: the arrays (postings merged into one segment),
+        the terms in id order and the counts. Segments never change once made, so the
+        merge may run outside the owner's lock if the arrays are taken under it
+        (``parts``)."""
+        return self.parts().exported()
+
+    def parts(self) -> _Parts:
+        """The index's state now, cheap to take (the small arrays copied)."""
+        size = self._size
+        return _Parts(
+            segments=list(self._segments),
+            rowids=self._rowids[:size].copy(),
+            lengths=self._lengths[:size].copy(),
+            live=self._live[:size].copy(),
+            terms=self._terms.snapshot(),
+            counts={
+                "size": size,
+                "documents": self.documents,
+                "tokens": self.tokens,
+                "max_rowid": self.max_rowid,
+            },
+        )
+
+    def attach(self, arrays: Mapping[str, np.ndarray], terms: TermTable) -> None:
+        """Replace the whole index by what ``export`` gave (the postings may be
+        read-only mappings: they are never written in place)."""
+        size = arrays["rowids"].size
+        if not (arrays["lengths"].size == arrays["live"].size == size):
+            raise ValueError("the row arrays differ in length")
+        term_ids, slots, tfs = arrays["term_ids"], arrays["slots"], arrays["tfs"]
+        if not (term_ids.size == slots.size == tfs.size):
+            raise ValueError("the posting arrays differ in length")
+        # Only the ends are checked here (a pass over mapped postings would read them
+        # all); the owner checks a digest of the whole before trusting it further.
+        if not (terms.hashes.size == terms.ids.size == len(terms)) or (
+            terms.offsets.size and int(terms.offsets[-1]) != terms.blob.size
+        ):
+            raise ValueError("the term table is inconsistent")
+        if term_ids.size and (int(term_ids[-1]) >= len(terms) or int(term_ids[0]) < 0):
+            raise ValueError("the postings name terms the index lacks")
+        live = arrays["live"].astype(bool)
+        lengths = arrays["lengths"].astype(np.float64)
+        self._scope_masks = {}
+        self._terms = _Terms(terms)
+        self._segments = [_Segment(term_ids, slots, tfs)]
+        self._rowids = np.array(arrays["rowids"], dtype=np.int64)
+        self._lengths = lengths
+        self._live = live
+        self._size = size
+        self.documents = int(live.sum())
+        self.tokens = int(lengths[live].sum())
+        self.max_rowid = int(self._rowids[-1]) if size else 0
+
     def remove(self, rowids: Sequence[int] | np.ndarray) -> None:
         """Forget rows (deleted, or about to be re-added with new content)."""
         if not len(rowids) or not self._size:
@@ -237,7 +426,7 @@ class LexicalIndex:
 
     def _postings(self, key: str) -> tuple[np.ndarray, np.ndarray]:
         """Live slots and term frequencies of ``key`` across all segments."""
-        term_id = self._term_ids.get(key)
+        term_id = self._terms.get(key)
         if term_id is None:
             return np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.float32)
         parts = [segment.postings(term_id) for segment in self._segments]

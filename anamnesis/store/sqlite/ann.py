@@ -10,6 +10,11 @@ rowid, under the store's ``vector_epoch``:
 - this process's deletes and vector changes are applied in place (``after_change``);
   any other change of the epoch (another process's) drops the graph for a rebuild.
 
+A persisted graph is mapped, not read (``AnnIndex.load(view=True)``): a fresh process
+searches it at once. A mapped graph cannot change, so the background worker copies it
+into memory before catching it up or taking out the rows this process removed or
+changed meanwhile (searches drop removed rows and rescore changed ones exactly).
+
 Building runs on a background thread (``warm_up`` builds synchronously); until a
 graph is in step, searches are exact. Erasure deletes the persisted graph (it holds
 the erased rows' vectors); it is saved again on ``close`` and after a build.
@@ -57,6 +62,9 @@ class SQLiteAnn:
         self._graph: AnnIndex | None = None
         self._epoch: str | None = None
         self._stale: set[int] = set()
+        #: Rows removed or changed while the graph was a mapped view: taken out of the
+        #: copy made in memory (meanwhile searches drop or rescore them, see ``dense``).
+        self._pending: set[int] = set()
         self._load_tried = False
         #: The epoch of the dense index at the last ``sync``.
         self._seen: str | None = None
@@ -92,7 +100,8 @@ class SQLiteAnn:
             self._load_tried = True
             self._load(dense, epoch)
         if self._graph is not None and self._epoch != epoch:
-            self._graph, self._stale = None, set()  # another process changed rows
+            # another process changed rows
+            self._graph, self._stale, self._pending = None, set(), set()
         if self._graph is None:
             if build:
                 self._build(dense, epoch)
@@ -101,6 +110,18 @@ class SQLiteAnn:
             if self._graph is None:
                 return
         graph = self._graph
+        if graph.view:
+            # A mapped graph is read-only: changed and appended rows are scored exactly
+            # until the worker has a copy in memory to change.
+            if self._stale or self._pending or graph.max_rowid < dense.max_rowid:
+                if build:
+                    graph = self._graph = self._materialised(graph)
+                else:
+                    self._start_worker(dense, epoch)
+            if graph.view:
+                dense.ann = graph
+                dense.ann_stale = self._stale
+                return
         if self._stale:
             stale = dense.positions(np.fromiter(self._stale, dtype=np.int64))
             graph.add(dense.rowids_from(0)[stale], dense.vectors_at(stale))
@@ -129,7 +150,7 @@ class SQLiteAnn:
                 self.sync(dense, epoch, build=True)
 
     def _load(self, dense: DenseIndex, epoch: str) -> None:
-        loaded = AnnIndex.load(self._path)
+        loaded = AnnIndex.load(self._path, view=True)
         if loaded is None:
             return
         graph, saved = loaded
@@ -147,9 +168,17 @@ class SQLiteAnn:
         self._install(graph, epoch)
 
     def _install(self, graph: AnnIndex, epoch: str) -> None:
-        self._graph, self._epoch, self._stale = graph, epoch, set()
+        self._graph, self._epoch, self._stale, self._pending = graph, epoch, set(), set()
         self._dirty = True
         self.failure = None
+
+    def _materialised(self, graph: AnnIndex) -> AnnIndex:
+        """``graph`` in memory, without the rows changed while it was a view (the
+        caller holds the lock)."""
+        copy = graph.materialised()
+        copy.remove(sorted(self._pending))
+        self._pending.clear()
+        return copy
 
     def _start_worker(self, dense: DenseIndex, epoch: str) -> None:
         if self._worker is not None and self._worker.is_alive():
@@ -166,6 +195,12 @@ class SQLiteAnn:
                 graph, size = self._graph, dense.size
                 rowids = dense.rowids_from(0)[:size]
                 vectors = dense.vectors_at(slice(0, size))
+            if graph is not None and graph.view:
+                copy = graph.materialised()  # outside the lock: the view never changes
+                with self._lock:
+                    if self._closed or self._graph is not graph or self._epoch != epoch:
+                        return
+                    self._graph = graph = self._materialised(copy)
             if graph is None:
                 # Rows below ``size`` are never written again (appends go past them,
                 # a reload replaces the arrays), so these views stay valid unlocked.
@@ -214,7 +249,12 @@ class SQLiteAnn:
             remove_files(self._path)
         if self._graph is None or self._epoch != epoch_before:
             return
-        self._graph.remove([*removed, *changed])
+        if self._graph.view:
+            # Copied into memory by the worker (``sync`` starts it), without these rows;
+            # meanwhile searches drop removed rows and rescore changed ones exactly.
+            self._pending.update([*removed, *changed])
+        else:
+            self._graph.remove([*removed, *changed])
         self._stale.update(changed)
         self._stale.difference_update(removed)
         self._epoch = epoch_after
@@ -225,6 +265,8 @@ class SQLiteAnn:
         graph = self._graph
         if graph is None or not self._dirty or self._epoch != epoch or self._stale:
             return
+        if graph.view:
+            return  # the file itself, or (with changes pending) not in step
         if dense.rows_upto(graph.max_rowid) != len(graph):
             return
         try:

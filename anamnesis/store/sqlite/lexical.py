@@ -30,6 +30,7 @@ import numpy as np
 
 from ...errors import StoreError
 from ..index.lexical import CONTENT_COLUMN, SCOPE_COLUMN, LexicalIndex, Postings, read_postings
+from .lexical_file import LexicalFile
 from .sql import operational_error, private_connection
 
 #: Work up to this many rows is done inside a search (a full build of a store this
@@ -97,6 +98,9 @@ class SQLiteLexical:
         self._closed = False
         #: Why the last build failed, until one succeeds (searches then use FTS5).
         self.failure: str | None = None
+        #: The copy saved beside the store, tried once before a first build.
+        self.file = LexicalFile(path)
+        self._load_tried = False
 
     # -- temp tables ---------------------------------------------------------------------
     def _prepare(self, conn: sqlite3.Connection) -> bool:
@@ -204,12 +208,27 @@ class SQLiteLexical:
                 return
             if fresh is not None:
                 self._index = fresh
+                self.file.mapped = False
                 self.failure = None
+                self.file.unsaved = fresh.documents
             else:
                 assert index is not None
                 index.add(postings)
+                self.file.unsaved += int(postings.length_rowids.size)
             self._epoch = epoch
             self._stale.clear()
+
+    def _load(self, conn: sqlite3.Connection) -> None:
+        """Take the copy saved beside the store, once, if there is no index yet and the
+        copy matches the store (rows appended since are caught up as usual)."""
+        if self._index is not None or self._load_tried or self._layout is None:
+            return
+        self._load_tried = True
+        epoch = _epoch(conn)
+        index = self.file.load(conn, epoch, self._layout[0])
+        if index is not None:
+            self._index, self._epoch, self._stale = index, epoch, set()
+            self.failure = None
 
     def _plan(self, conn: sqlite3.Connection) -> int:
         """Rows of work needed before the index is current (0: it is current)."""
@@ -258,6 +277,7 @@ class SQLiteLexical:
         is called only when the index answers."""
         if not self._prepare(conn):
             return None
+        self._load(conn)
         work = self._plan(conn)
         if work > SYNC_ROWS:
             self._start_worker()
@@ -296,7 +316,15 @@ class SQLiteLexical:
                 self._build_conn = conn
             try:
                 if self._prepare(conn):
+                    with self._lock:
+                        self._load(conn)
+                        check = self.file.checking()
+                    if check is not None and not check():
+                        with self._lock:
+                            self._index = None  # damaged: built from FTS5 again
+                            self.file.mapped = False
                     self._step(conn)
+                    self._save(conn)
             except sqlite3.Error as exc:
                 if self._closed:
                     return  # close() interrupted the build
@@ -321,14 +349,48 @@ class SQLiteLexical:
             self._stale.difference_update(removed)
             self._epoch = epoch_after
 
+    def _save(self, conn: sqlite3.Connection) -> None:
+        """Save the index beside the store when it is in step and the copy there lacks
+        enough of it (``LexicalFile.wanted``)."""
+        with self._lock:
+            index, epoch = self._index, self._epoch
+            if index is None or epoch is None or self._stale or self._layout is None:
+                return
+            tokenize = self._layout[0]
+
+        def content_hash(rowid: int) -> str | None:
+            row = conn.execute(
+                "SELECT content_hash FROM episodes WHERE rowid = ?", (rowid,)
+            ).fetchone()
+            return row[0] if row else None
+
+        self.file.save(index, epoch, tokenize, lambda: _epoch(conn), content_hash, self._lock)
+
+    @property
+    def state(self) -> str:
+        """What answers lexical searches now, in words (for ``capabilities``)."""
+        if self.failure is not None:
+            return f"in-memory index failed: {self.failure}; FTS5 answers, same ranking"
+        if self._index is None:
+            return "in-memory postings not loaded yet: FTS5 answers meanwhile, same ranking"
+        if self.file.mapped:
+            return "in-memory postings, mapped from beside the store"
+        return "in-memory postings"
+
     @property
     def ready(self) -> bool:
         """Whether an index is loaded (it may still need a catch-up)."""
         return self._index is not None
 
-    def close(self) -> None:
-        """Stop a background build and drop the index."""
+    def close(self, conn: sqlite3.Connection | None = None) -> None:
+        """Stop a background build, save the index (through the store's ``conn``) if
+        the copy beside the store lacks enough of it, and drop it."""
         with self._lock:
+            if conn is not None and not self._closed:
+                try:
+                    self._save(conn)
+                except sqlite3.Error:
+                    pass  # the copy is an optimisation: the next open builds from FTS5
             self._closed = True
             if self._build_conn is not None:
                 self._build_conn.interrupt()

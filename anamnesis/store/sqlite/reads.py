@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterator, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from ..base import TURN_COLUMNS, Candidate, Filters, TurnInfo, adjacent_by_episo
 from ..episode_times import EpisodeTimes, TimeRange, times_by_episode
 from ..index.dense import DenseIndex
 from .ann import SQLiteAnn
+from .dense_file import DenseFile
 from .lexical import SQLiteLexical
 from .sql import (
     EPISODE_COLUMNS,
@@ -49,6 +51,9 @@ class SQLiteReads:
     _dense_epoch: str | None
     _lexical: SQLiteLexical
     _ann: SQLiteAnn
+    _dense_file: DenseFile
+    #: The thread checking a mapped matrix's files (``_persist_dense``), if one ran.
+    _dense_checker: threading.Thread | None = None
 
     def _read(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:  # pragma: no cover
         raise NotImplementedError
@@ -230,8 +235,46 @@ class SQLiteReads:
             self._refresh_dense()
             epoch = self._dense_epoch
         if epoch is not None:
+            self._persist_dense(epoch)
             self._ann.warm_up(self._dense, epoch)
         self._lexical.warm_up()
+
+    def _persist_dense(self, epoch: str) -> None:
+        """Check the matrix mapped from beside the store, or save it there; both read
+        every row once, outside the lock (``DenseFile``). The check runs on a thread of
+        its own (``_dense_checker``), so that closing soon after open does not wait
+        for it to read the whole file."""
+        with self._lock:
+            check = self._dense_file.checking()
+        if check is None:
+            self._dense_file.save(self._dense, epoch, self._locked_file_epoch, self._lock)
+            return
+        self._dense_checker = threading.Thread(
+            target=self._check_dense,
+            args=(check, epoch),
+            name="anamnesis-dense-check",
+            daemon=True,
+        )
+        self._dense_checker.start()
+
+    def _check_dense(self, check: Callable[[], bool], epoch: str) -> None:
+        """Run ``check``; if the mapped matrix is damaged, read it from the store again
+        (unless the store was closed or changed meanwhile) and save that."""
+        if check():
+            return
+        with self._lock:
+            if self._conn is None or self._dense_epoch != epoch:
+                return
+            self._dense_loaded = False
+            self._refresh_dense()
+        self._dense_file.save(self._dense, epoch, self._locked_file_epoch, self._lock)
+
+    def _locked_file_epoch(self) -> str | None:
+        with self._lock:
+            return self._file_epoch()
+
+    def _file_epoch(self) -> str | None:  # pragma: no cover - SQLiteStore's
+        raise NotImplementedError
 
     def _refreshed_rowids(self, scope: Scope, filters: Filters) -> np.ndarray | None:
         """``_allowed_rowids`` with the dense index brought up to date first."""
@@ -290,6 +333,7 @@ class SQLiteReads:
         epoch = epoch_row[0] if epoch_row else "0"
         if not self._dense_loaded or epoch != self._dense_epoch:
             self._dense.clear()
+            self._dense_file.load(self._dense, self._conn, epoch)
         # Rowids only grow (AUTOINCREMENT), so rows past the last one loaded are exactly
         # the appends made since, by this process or another.
         (pending,) = self._conn.execute(
@@ -307,6 +351,7 @@ class SQLiteReads:
         )
         while rows := cursor.fetchmany(20000):
             self._dense.append(rows)
+            self._dense_file.unsaved += len(rows)
         self._dense_loaded = True
         self._dense_epoch = epoch
 

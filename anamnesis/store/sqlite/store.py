@@ -37,9 +37,12 @@ from ..index.dense import AnnSettings, DenseIndex
 from . import health
 from .ann import SQLiteAnn
 from .archive import SQLiteArchive
+from .dense_file import DenseFile
+from .dense_file import remove_files as remove_dense_files
 from .facts import SQLiteFacts
 from .gate import SQLiteGate
 from .lexical import SQLiteLexical
+from .lexical_file import remove_files as remove_lexical_files
 from .lifecycle import SQLiteLifecycle
 from .reads import SQLiteReads
 from .schema import INSERT_TIMES, LATEST, MIGRATIONS, time_rows
@@ -84,15 +87,18 @@ class SQLiteStore(
 
     @property
     def lexical_backend(self) -> str:
-        """``fts5-bm25``, and why the in-memory postings are not in use if a build failed."""
-        failure = self._lexical.failure
-        return "fts5-bm25" if failure is None else f"fts5-bm25 (in-memory index failed: {failure})"
+        """``fts5-bm25``, and what answers it now: the in-memory postings (mapped from
+        beside the store, or built), FTS5 itself until they are loaded, or why a build
+        failed."""
+        return f"fts5-bm25 ({self._lexical.state})"
 
     @property
     def vector_backend(self) -> str:
         """Exact numpy scan, with a usearch HNSW graph proposing candidates above a
         threshold; and why the graph is not in use if its build failed."""
         backend = f"numpy (usearch HNSW from {self._dense.ann_settings.threshold:,} rows)"
+        if self._dense.mapped:
+            backend += "; vectors mapped from beside the store"
         failure = self._ann.failure
         return backend if failure is None else f"{backend}; the graph failed: {failure}"
 
@@ -119,6 +125,7 @@ class SQLiteStore(
         self._dense_loaded = False
         self._dense_epoch: str | None = None
         self._ann = SQLiteAnn(self.path, self._lock, self._dense.ann_settings, self._file_epoch)
+        self._dense_file = DenseFile(self.path)
         self._lexical = SQLiteLexical(self.path, self._lock, busy_timeout, durability)
         #: Why the store is damaged, once known: every write is then refused.
         self._damaged = health.recorded_damage(self.path)
@@ -169,6 +176,8 @@ class SQLiteStore(
         except StoreError:
             self._conn.close()
             raise
+        if self.read_only is not None or self._damaged is not None:
+            self._dense_file.persist = self._lexical.file.persist = False
 
     def _file_epoch(self) -> str | None:
         """The file's ``vector_epoch`` (None once closed); the caller holds the lock."""
@@ -322,8 +331,11 @@ class SQLiteStore(
     def close(self) -> None:
         self._close_usage()
         with self._lock:
-            self._lexical.close()
-            self._ann.close(self._dense, self._dense_epoch if self._dense_loaded else None)
+            self._lexical.close(self._conn)
+            epoch = self._dense_epoch if self._dense_loaded else None
+            if epoch is not None and self._conn is not None:
+                self._dense_file.save(self._dense, epoch, self._file_epoch, self._lock)
+            self._ann.close(self._dense, epoch)
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None  # type: ignore[assignment]
@@ -491,6 +503,12 @@ class SQLiteStore(
         )
         (after,) = conn.execute(epoch).fetchone()
         self._dense_loaded = False
+        # The saved matrix and postings hold the rows as they were (erased ones among
+        # them): they go before the commit, and a mapping of the matrix is let go now.
+        remove_dense_files(self.path)
+        remove_lexical_files(self.path)
+        if self._dense.mapped:
+            self._dense.clear()
         return before, after
 
     def update_episode(

@@ -1,0 +1,154 @@
+"""Files of a derived index kept beside a SQLite store (the dense matrix, the lexical
+postings): one set per generation, ``<store>.<kind>.<generation>.<part>``, named by a
+state file ``<store>.<kind>.json`` written last and atomically, so a half-written set
+is never trusted. All are private to their owner (0600), next to the store.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import uuid
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import numpy as np
+
+_HASH_CHUNK = 1 << 24
+
+
+def state_path(store_path: Path, kind: str) -> Path:
+    """Where the state of a store's ``kind`` index lives."""
+    return store_path.with_name(f"{store_path.name}.{kind}.json")
+
+
+def part_path(store_path: Path, kind: str, generation: str, part: str) -> Path:
+    """One file of a generation."""
+    return store_path.with_name(f"{store_path.name}.{kind}.{generation}.{part}")
+
+
+def new_generation() -> str:
+    return uuid.uuid4().hex[:12]
+
+
+def remove_files(store_path: Path, kind: str) -> None:
+    """Delete a store's ``kind`` files (the state first, so no half is ever trusted)."""
+    with contextlib.suppress(FileNotFoundError):
+        state_path(store_path, kind).unlink()
+    for stale in store_path.parent.glob(f"{store_path.name}.{kind}.*"):
+        with contextlib.suppress(FileNotFoundError):
+            stale.unlink()
+
+
+def remove_if_possible(store_path: Path, kind: str) -> None:
+    """``remove_files`` where the directory may not be writable (nothing was saved)."""
+    with contextlib.suppress(OSError):
+        remove_files(store_path, kind)
+
+
+def private_file(path: Path) -> BinaryIO:
+    """A new file open for writing, readable by its owner only."""
+    return open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb")
+
+
+def finish(out: BinaryIO) -> None:
+    """Flush a file written with ``private_file`` to disk."""
+    out.flush()
+    os.fsync(out.fileno())
+
+
+def write_array(path: Path, array: np.ndarray, spare_rows: int = 0) -> None:
+    """Write ``array`` as a ``.npy`` file that ``np.load(mmap_mode=...)`` maps, with
+    ``spare_rows`` zeroed rows after it (a sparse tail: no disk used for them)."""
+    array = np.ascontiguousarray(array)
+    shape = (array.shape[0] + spare_rows, *array.shape[1:])
+    header = {
+        "descr": np.lib.format.dtype_to_descr(array.dtype),
+        "fortran_order": False,
+        "shape": shape,
+    }
+    with private_file(path) as out:
+        np.lib.format.write_array_header_1_0(out, header)
+        out.write(array.tobytes())
+        if spare_rows:
+            out.truncate(out.tell() + spare_rows * array[:1].nbytes)
+        finish(out)
+
+
+def write_json(path: Path, value: Any) -> None:
+    with private_file(path) as out:
+        out.write(json.dumps(value).encode("utf-8"))
+        finish(out)
+
+
+def write_state(store_path: Path, kind: str, state: dict[str, Any]) -> None:
+    """Name a complete generation (atomically), then remove every other one."""
+    target = state_path(store_path, kind)
+    temporary = target.with_name(target.name + ".tmp")
+    write_json(temporary, state)
+    os.replace(temporary, target)
+    keep = f"{store_path.name}.{kind}.{state['generation']}."
+    for stale in store_path.parent.glob(f"{store_path.name}.{kind}.*"):
+        if stale.name != target.name and not stale.name.startswith(keep):
+            with contextlib.suppress(FileNotFoundError):
+                stale.unlink()
+
+
+def read_state(store_path: Path, kind: str) -> dict[str, Any] | None:
+    """The state of a store's ``kind`` index; None when there is none. Raises
+    ``ValueError`` or ``OSError`` when it cannot be read."""
+    target = state_path(store_path, kind)
+    if not target.exists():
+        return None
+    value = json.loads(target.read_text(encoding="utf-8"))
+    if not isinstance(value, dict):
+        raise ValueError("not a state")
+    return value
+
+
+def file_digest(path: Path, length: int | None = None) -> list:
+    """``[length, digest]`` of the first ``length`` bytes of a file (all of it by
+    default), read from disk rather than through a mapping, so that checking a mapped
+    file does not make its pages resident in the process."""
+    if length is None:
+        length = path.stat().st_size
+    hashed = hashlib.blake2b(digest_size=16)
+    left = length
+    with open(path, "rb") as file:
+        while left > 0:
+            chunk = file.read(min(_HASH_CHUNK, left))
+            if not chunk:
+                break
+            hashed.update(chunk)
+            left -= len(chunk)
+    if left:
+        return [length, "truncated"]
+    return [length, hashed.hexdigest()]
+
+
+def array_bytes(path: Path, rows: int) -> int:
+    """The length of a ``.npy`` file's header and its first ``rows`` rows."""
+    with open(path, "rb") as file:
+        version = np.lib.format.read_magic(file)
+        read = (
+            np.lib.format.read_array_header_1_0
+            if version == (1, 0)
+            else np.lib.format.read_array_header_2_0
+        )
+        shape, _, dtype = read(file)
+        start = file.tell()
+    row = int(np.prod(shape[1:], dtype=np.int64)) * dtype.itemsize
+    return start + rows * row
+
+
+def files_match(store_path: Path, kind: str, generation: str, digests: dict[str, list]) -> bool:
+    """Whether each part of a generation still has the digest recorded when saved."""
+    try:
+        return all(
+            file_digest(part_path(store_path, kind, generation, part), length) == [length, value]
+            for part, (length, value) in digests.items()
+        )
+    except (OSError, ValueError, TypeError):
+        return False

@@ -1,0 +1,470 @@
+"""A SQLite store keeps its dense matrix and its lexical postings in files beside it, so
+a fresh process searches at once instead of reading every row: the files are mapped
+without reading the store's rows, used only when they match the store, caught up when
+rows were appended, rebuilt when ahead, foreign or damaged, private to their owner,
+and gone as soon as an erasure commits (no erased vector or word survives in them)."""
+
+from __future__ import annotations
+
+import shutil
+import stat
+import warnings
+
+import numpy as np
+import pytest
+from store_fixtures import DIM, make_episode, unit_vectors
+
+from anamnesis.store.base import Filters, Selection
+from anamnesis.store.index.dense import AnnSettings
+from anamnesis.store.sqlite import SQLiteStore, dense_file, health, lexical_file
+from anamnesis.store.sqlite import lexical as sqlite_lexical
+from anamnesis.store.sqlite import reads as sqlite_reads
+from anamnesis.types import Scope
+
+ALICE = Scope("alice")
+NO_FILTERS = Filters()
+ROWS = 600
+#: No approximate graph: these tests are about the matrix and the postings.
+NO_GRAPH = AnnSettings(threshold=10**9)
+WORDS = ["harbour", "violin", "pepper", "glacier", "lantern", "orchid", "tram", "cobalt"]
+
+
+@pytest.fixture(autouse=True)
+def small_stores_persist(monkeypatch):
+    monkeypatch.setattr(dense_file, "MIN_ROWS", 100)
+    monkeypatch.setattr(lexical_file, "MIN_ROWS", 100)
+    monkeypatch.setattr(dense_file, "RESAVE_ROWS", 50)
+    monkeypatch.setattr(lexical_file, "RESAVE_ROWS", 50)
+
+
+@pytest.fixture
+def path(tmp_path):
+    return tmp_path / "memory.db"
+
+
+def _open(path) -> SQLiteStore:
+    return SQLiteStore(path, dim=DIM, ann=NO_GRAPH)
+
+
+def _text(i: int) -> str:
+    return f"turn {i} about the {WORDS[i % len(WORDS)]} and the {WORDS[(i * 3) % len(WORDS)]}"
+
+
+def _fill(store: SQLiteStore, rows: int = ROWS, seed: int = 0, start: int = 0) -> list:
+    episodes = [make_episode(_text(start + i), scope=ALICE) for i in range(rows)]
+    store.insert_episodes(episodes, unit_vectors(rows, seed=seed))
+    return episodes
+
+
+def _saved(path, kind: str) -> list:
+    return sorted(path.parent.glob(f"{path.name}.{kind}.*"))
+
+
+def _refuse_sql_rows(monkeypatch) -> None:
+    """Fail if the store reads its vectors or builds its postings from SQLite."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("read from the store's rows")
+
+    monkeypatch.setattr(sqlite_lexical, "read_postings", refuse)
+    original = sqlite_reads.SQLiteReads._load_dense
+
+    def load(self):
+        if not self._dense_loaded:
+            self._conn.set_trace_callback(_no_vector_scan)
+        try:
+            original(self)
+        finally:
+            self._conn.set_trace_callback(None)
+
+    monkeypatch.setattr(sqlite_reads.SQLiteReads, "_load_dense", load)
+
+
+def _no_vector_scan(statement: str) -> None:
+    assert "v.embedding" not in statement or "> 0" not in statement, statement
+
+
+def _search_both(store: SQLiteStore, i: int) -> tuple[list, list]:
+    vector = unit_vectors(ROWS, seed=0)[i]
+    dense = store.dense_search(vector, ALICE, NO_FILTERS, 5)
+    lexical = store.lexical_search([WORDS[i % len(WORDS)]], ALICE, NO_FILTERS, 5)
+    return dense, lexical
+
+
+def test_both_indexes_are_saved_beside_the_store_private_to_their_owner(path):
+    store = _open(path)
+    _fill(store)
+    store.warm_up()
+    files = _saved(path, "dense") + _saved(path, "lexical")
+    assert dense_file.index_files.state_path(path, "dense") in files
+    assert dense_file.index_files.state_path(path, "lexical") in files
+    for file in files:
+        assert file.parent == path.parent
+        assert stat.S_IMODE(file.stat().st_mode) == 0o600
+    store.close()
+
+
+def test_a_fresh_store_maps_both_without_reading_the_rows(path, monkeypatch):
+    store = _open(path)
+    _fill(store)
+    store.warm_up()
+    before = _search_both(store, 7)
+    store.close()
+
+    _refuse_sql_rows(monkeypatch)
+    reopened = _open(path)
+    assert "not loaded yet: FTS5 answers meanwhile" in reopened.lexical_backend
+    after = _search_both(reopened, 7)
+    assert reopened._dense.mapped
+    assert reopened._lexical.ready
+    assert after == before
+    assert "mapped from beside the store" in reopened.lexical_backend
+    assert "mapped from beside the store" in reopened.vector_backend
+    reopened.close()
+
+
+def test_sessions_and_agents_of_a_mapped_matrix_are_the_same_scopes(path):
+    store = _open(path)
+    scopes = [Scope("alice", agent, session) for agent in ("a1", None) for session in "xyz"]
+    for n, scope in enumerate(scopes):
+        episodes = [make_episode(f"{scope} turn {i}", scope=scope) for i in range(120)]
+        store.insert_episodes(episodes, unit_vectors(120, seed=n))
+    store.warm_up()
+    query = unit_vectors(1, seed=99)[0]
+    searched = [Scope("alice", "a1", "y"), Scope("alice", None, "z"), Scope("alice", "a1")]
+
+    def ranked(store: SQLiteStore) -> list:
+        return [store.dense_search(query, scope, NO_FILTERS, 7) for scope in searched]
+
+    before = ranked(store)
+    store.close()
+    reopened = _open(path)
+    assert ranked(reopened) == before
+    assert reopened._dense.mapped
+    late = make_episode("late turn", scope=Scope("alice", "a1", "y"))
+    reopened.insert_episodes([late], query[None, :])
+    assert reopened.dense_search(query, searched[0], NO_FILTERS, 1)[0].episode_id == late.id
+    assert late.id not in [
+        c.episode_id for c in reopened.dense_search(query, searched[1], NO_FILTERS, 7)
+    ]
+    reopened.close()
+
+
+def test_the_lexical_copy_ranks_as_fts5_does(path):
+    store = _open(path)
+    _fill(store)
+    store.warm_up()
+    store.close()
+    reopened = _open(path)
+    for word in WORDS:
+        mapped = reopened.lexical_search([word, "turn"], ALICE, NO_FILTERS, 20)
+        assert reopened._lexical.ready
+        reference = reopened.fts5_lexical_search([word, "turn"], ALICE, NO_FILTERS, 20)
+        assert [c.episode_id for c in mapped] == [c.episode_id for c in reference]
+        assert [c.score for c in mapped] == pytest.approx([c.score for c in reference])
+    reopened.close()
+
+
+def test_rows_appended_since_are_caught_up_and_saved_again(path):
+    store = _open(path)
+    _fill(store)
+    store.warm_up()
+    store.close()
+    # Rows appended by a process that saved nothing (or crashed before saving).
+    other = _open(path)
+    other._dense_file.persist = other._lexical.file.persist = False
+    extra = _fill(other, rows=80, seed=3, start=ROWS)
+    other.close()
+
+    store = _open(path)
+    target = unit_vectors(80, seed=3)[41]
+    assert store.dense_search(target, ALICE, NO_FILTERS, 1)[0].episode_id == extra[41].id
+    assert store._dense.mapped and store._dense.size == ROWS + 80
+    store.warm_up()
+    assert store._lexical.ready
+    store.close()
+    state = dense_file.index_files.read_state(path, "dense")
+    assert state is not None and state["count"] == ROWS + 80
+    lexical_state = dense_file.index_files.read_state(path, "lexical")
+    assert lexical_state is not None and lexical_state["documents"] == ROWS + 80
+
+
+def test_files_ahead_of_the_store_are_detected_and_rebuilt(path, tmp_path):
+    store = _open(path)
+    _fill(store)
+    store.close()
+    saved = tmp_path / "before.db"
+    shutil.copy(path, saved)
+    # The files are saved covering rows the store then loses (a crash rolls it back).
+    store = _open(path)
+    _fill(store, rows=80, seed=3, start=ROWS)
+    store.warm_up()
+    store.close()
+    assert _saved(path, "dense") and _saved(path, "lexical")
+    shutil.copy(saved, path)
+
+    store = _open(path)
+    lost = unit_vectors(80, seed=3)[5]
+    assert store.dense_search(lost, ALICE, NO_FILTERS, 1)[0].score < 0.999
+    assert not store._dense.mapped and store._dense.size == ROWS
+    store.warm_up()
+    assert store._lexical._index is not None and store._lexical._index.documents == ROWS
+    store.close()
+
+
+def test_files_of_another_store_under_the_same_rowids_are_rebuilt(path):
+    store = _open(path)
+    _fill(store)
+    store.warm_up()
+    store.close()
+    kept = {
+        kind: dense_file.index_files.state_path(path, kind).read_text()
+        for kind in ("dense", "lexical")
+    }
+    parts = {file: file.read_bytes() for file in _saved(path, "dense") + _saved(path, "lexical")}
+    path.unlink()
+    store = _open(path)  # a new store whose rowids coincide, other vectors and words
+    store._dense_file.persist = store._lexical.file.persist = False
+    episodes = [make_episode(f"other text {i}", scope=ALICE) for i in range(ROWS)]
+    store.insert_episodes(episodes, unit_vectors(ROWS, seed=9))
+    store.close()
+    for file, data in parts.items():
+        file.write_bytes(data)
+    for kind, text in kept.items():
+        dense_file.index_files.state_path(path, kind).write_text(text)
+
+    store = _open(path)
+    query = unit_vectors(ROWS, seed=9)[10]
+    assert store.dense_search(query, ALICE, NO_FILTERS, 1)[0].episode_id == episodes[10].id
+    assert not store._dense.mapped
+    assert store.lexical_search(["violin"], ALICE, NO_FILTERS, 5) == []
+    store.close()
+
+
+def test_a_damaged_matrix_is_detected_and_read_from_the_store(path):
+    store = _open(path)
+    _fill(store)
+    store.warm_up()
+    store.close()
+    (matrix,) = [f for f in _saved(path, "dense") if f.suffix == ".npy"]
+    with open(matrix, "rb") as file:
+        np.lib.format.read_magic(file)
+        np.lib.format.read_array_header_1_0(file)
+        header = file.tell()
+    data = bytearray(matrix.read_bytes())
+    row = header + 100 * 4 * DIM  # a row no sample checks on open
+    data[row : row + 4 * DIM] = np.ones(DIM, dtype=np.float32).tobytes()
+    matrix.write_bytes(bytes(data))
+
+    store = _open(path)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        store.warm_up()
+        assert store._dense_checker is not None
+        store._dense_checker.join()  # the check runs on a thread of its own
+    assert any("damaged" in str(w.message) for w in caught)
+    assert not store._dense.mapped
+    for i in (0, 250, 599):
+        got = store.dense_search(unit_vectors(ROWS)[i], ALICE, NO_FILTERS, 1)
+        assert got[0].score == pytest.approx(1.0)
+    store.close()
+
+
+def test_unreadable_files_are_rebuilt(path):
+    store = _open(path)
+    _fill(store)
+    store.warm_up()
+    before = _search_both(store, 3)
+    store.close()
+    for file in _saved(path, "dense") + _saved(path, "lexical"):
+        if not file.name.endswith(".json"):
+            file.write_bytes(b"not an index")
+    store = _open(path)
+    store.warm_up()
+    assert _search_both(store, 3) == before
+    assert not store._dense.mapped
+    store.close()
+
+
+def test_a_damaged_lexical_copy_is_rebuilt_from_fts5(path):
+    store = _open(path)
+    _fill(store)
+    store.warm_up()
+    store.close()
+    (tfs,) = [f for f in _saved(path, "lexical") if f.name.endswith(".tfs.npy")]
+    data = bytearray(tfs.read_bytes())
+    data[-40:] = np.full(10, 7.0, dtype=np.float32).tobytes()
+    tfs.write_bytes(bytes(data))
+
+    store = _open(path)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        store.warm_up()
+    assert any("damaged" in str(w.message) for w in caught)
+    for word in WORDS:
+        got = store.lexical_search([word], ALICE, NO_FILTERS, 10)
+        reference = store.fts5_lexical_search([word], ALICE, NO_FILTERS, 10)
+        assert [c.score for c in got] == pytest.approx([c.score for c in reference])
+    store.close()
+
+
+def test_erasure_leaves_no_copy_before_it_commits(path, monkeypatch):
+    store = _open(path)
+    _fill(store)
+    secret = make_episode("the zanzibarquux password", scope=ALICE)
+    secret_vector = unit_vectors(1, seed=42)
+    store.insert_episodes([secret], secret_vector)
+    store.warm_up()
+    store.close()
+    store = _open(path)
+    _search_both(store, 1)  # both copies in use
+    assert store._dense.mapped and store._lexical.ready
+
+    # Even a process killed right after the commit leaves no copy behind.
+    def killed(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(store._lexical, "after_change", killed)
+    with pytest.raises(KeyboardInterrupt):
+        store.forget(ALICE, Selection(episode_ids=(secret.id,)))
+    assert not _saved(path, "dense") and not _saved(path, "lexical")
+    assert not store._dense.mapped
+    monkeypatch.undo()
+    store.close()
+
+
+def test_copies_saved_after_an_erasure_hold_nothing_of_it(path):
+    store = _open(path)
+    _fill(store)
+    secret = make_episode("the zanzibarquux password", scope=ALICE)
+    secret_vector = unit_vectors(1, seed=42)
+    store.insert_episodes([secret], secret_vector)
+    store.warm_up()
+    saved = b"".join(f.read_bytes() for f in _saved(path, "dense") + _saved(path, "lexical"))
+    assert b"zanzibarquux" in saved and secret_vector[0].tobytes() in saved
+    store.forget(ALICE, Selection(episode_ids=(secret.id,)))
+    store.warm_up()  # in-place removal, then both saved again
+    store.close()
+    files = _saved(path, "dense") + _saved(path, "lexical")
+    assert any(f.suffix == ".npy" for f in files)
+    for file in files:
+        data = file.read_bytes()
+        assert b"zanzibarquux" not in data, file
+        assert secret_vector[0].tobytes() not in data, file
+    reopened = _open(path)
+    assert reopened.lexical_search(["zanzibarquux"], ALICE, NO_FILTERS, 5) == []
+    reopened.close()
+
+
+def test_a_read_only_store_saves_nothing_beside_it(path, monkeypatch):
+    store = _open(path)
+    _fill(store)
+    store.close()
+    # As for a file or file system this user cannot write (root ignores modes).
+    monkeypatch.setattr(health, "read_only_reason", lambda path: "read-only file")
+    store = _open(path)
+    assert store.read_only is not None
+    store.warm_up()
+    _search_both(store, 2)
+    store.close()
+    assert not _saved(path, "dense") and not _saved(path, "lexical")
+
+
+def test_a_state_file_of_another_layout_is_rebuilt(path):
+    store = _open(path)
+    _fill(store)
+    store.warm_up()
+    before = _search_both(store, 4)
+    store.close()
+    for kind in ("dense", "lexical"):
+        state = dense_file.index_files.state_path(path, kind)
+        state.write_text('{"generation": "x", "epoch": "0", "max_rowid": 1}')
+    store = _open(path)
+    assert _search_both(store, 4) == before
+    assert not store._dense.mapped
+    store.close()
+
+
+#: A child that appends, forgets, saves and searches in a loop until killed; every
+#: word it may write is logged before the write.
+_WORKER = r"""
+import random, sys
+sys.path.insert(0, sys.argv[3])
+from store_fixtures import DIM, make_episode, unit_vectors
+from anamnesis.store.base import Filters, Selection
+from anamnesis.store.index.dense import AnnSettings
+from anamnesis.store.sqlite import SQLiteStore, dense_file, lexical_file
+from anamnesis.types import Scope
+dense_file.MIN_ROWS = lexical_file.MIN_ROWS = 100
+dense_file.RESAVE_ROWS = lexical_file.RESAVE_ROWS = 30
+path, seed = sys.argv[1], int(sys.argv[2])
+rng = random.Random(seed)
+words = open(path + ".words", "a")
+scope = Scope("alice")
+batch = 0
+while True:
+    store = SQLiteStore(path, dim=DIM, ann=AnnSettings(threshold=10**9))
+    for _ in range(rng.randint(1, 4)):
+        batch += 1
+        names = [f"q{seed}b{batch}n{i}x" for i in range(40)]
+        words.write("\n".join(names) + "\n"); words.flush()
+        episodes = [make_episode(f"turn about {n}", scope=scope) for n in names]
+        store.insert_episodes(episodes, unit_vectors(40, seed=seed * 1000 + batch))
+        if rng.random() < 0.5:
+            gone = rng.sample(episodes, 5)
+            store.forget(scope, Selection(episode_ids=tuple(e.id for e in gone)))
+        if rng.random() < 0.5:
+            store.warm_up()
+        store.lexical_search([names[0]], scope, Filters(), 5)
+        store.dense_search(unit_vectors(1, seed=batch)[0], scope, Filters(), 5)
+    store.close()
+"""
+
+
+def test_killed_writers_leave_no_file_out_of_step_or_holding_erased_rows(path):
+    import os
+    import random
+    import signal
+    import sqlite3
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    tests = str(Path(__file__).resolve().parent.parent)
+    rng = random.Random(7)
+    mapped = erased_seen = 0
+    for kill in range(6):
+        child = subprocess.Popen(
+            [sys.executable, "-c", _WORKER, str(path), str(kill + 1), tests],
+            env={**os.environ, "PYTHONPATH": os.getcwd()},
+        )
+        time.sleep(rng.uniform(2.0, 5.0))
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+
+        # What the kill left on disk, before any open could tidy it.
+        saved = b"".join(f.read_bytes() for f in _saved(path, "dense") + _saved(path, "lexical"))
+        with sqlite3.connect(path) as conn:
+            contents = " ".join(r[0] for r in conn.execute("SELECT content FROM episodes"))
+        logged = Path(str(path) + ".words").read_text().split()
+        erased = [w for w in logged if w not in contents]
+        assert not [w for w in erased if w.encode() in saved]
+        erased_seen += bool(erased)
+
+        store = _open(path)
+        with store._lock:
+            store._refresh_dense()
+            mapped += store._dense.mapped
+            rows = store._conn.execute(
+                "SELECT episode_rowid, embedding FROM vectors ORDER BY episode_rowid"
+            ).fetchall()
+            assert store._dense.rowids_from(0).tolist() == [r for r, _ in rows]
+            held = store._dense.vectors_at(slice(0, store._dense.size))
+            assert held.tobytes() == b"".join(blob for _, blob in rows)
+        for word in rng.sample(logged, min(20, len(logged))):
+            got = store.lexical_search([word], ALICE, NO_FILTERS, 5)
+            reference = store.fts5_lexical_search([word], ALICE, NO_FILTERS, 5)
+            assert [c.episode_id for c in got] == [c.episode_id for c in reference]
+        store.close()
+    assert mapped and erased_seen  # the kills met saved files and erasures
