@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import json
 import random
+from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pytest
 from store_fixtures import DIM, make_episode, unit_vectors
 
 from anamnesis.retrieve.query import search_terms
 from anamnesis.store.base import Candidate, Filters
+from anamnesis.store.index.lexical import SCOPE_KEY, LexicalIndex, Postings
 from anamnesis.store.sqlite import SQLiteStore
 from anamnesis.store.sqlite import lexical as sqlite_lexical
 from anamnesis.types import Scope
@@ -252,3 +255,134 @@ def test_filters_see_another_process_appends_and_deletes(store, tmp_path):
         c.episode_id
         for c in store.lexical_search(["caroline"], CONVERSATION, Filters(not_role="user"), 5)
     ] == [first.id]
+
+
+def _index_of(docs: dict[int, list[str]], scope: str = "s") -> LexicalIndex:
+    """A LexicalIndex over ``docs`` (rowid -> tokens), every row in scope ``scope``."""
+    index = LexicalIndex()
+    index.add(_postings(docs, scope))
+    return index
+
+
+def _postings(docs: dict[int, list[str]], scope: str = "s") -> Postings:
+    keys, counts, rowids = [], [], []
+    instances: dict[str, list[int]] = {}
+    for rowid, tokens in sorted(docs.items()):
+        for token in [*tokens, SCOPE_KEY + scope]:
+            instances.setdefault(token, []).append(rowid)
+    for key, rows in instances.items():
+        keys.append(key)
+        counts.append(len(rows))
+        rowids += rows
+    ordered = sorted(docs)
+    return Postings(
+        keys=keys,
+        counts=np.array(counts, dtype=np.int64),
+        rowids=np.array(rowids, dtype=np.int64),
+        length_rowids=np.array(ordered, dtype=np.int64),
+        lengths=np.array([len(docs[r]) + 1 for r in ordered], dtype=np.int64),
+    )
+
+
+def _zipf_docs(count: int, seed: int, first_rowid: int = 1) -> dict[int, list[str]]:
+    """Documents of words drawn from a Zipf distribution over 300 words: a few words in
+    most documents, most words in few, as in text."""
+    rng = np.random.default_rng(seed)
+    return {
+        first_rowid + i: [f"w{min(int(w), 300)}" for w in rng.zipf(1.3, rng.integers(3, 40))]
+        for i in range(count)
+    }
+
+
+def _term_sets(seed: int, count: int) -> list[dict[str, int]]:
+    """Query term sets (token -> multiplicity), each followed by the same set with
+    feedback terms appended, as ``prf`` asks after ``lexical``, some feedback terms
+    repeating a question term (its multiplicity grows)."""
+    rng = np.random.default_rng(seed)
+    sets: list[dict[str, int]] = []
+    for _ in range(count):
+        question = [f"w{int(w)}" for w in rng.integers(1, 120, rng.integers(1, 6))]
+        extra = [f"w{int(w)}" for w in rng.integers(1, 300, rng.integers(1, 9))]
+        sets.append(dict(Counter(question)))
+        sets.append(dict(Counter([*question, *extra])))
+    return sets
+
+
+def test_remembered_scores_rank_exactly_as_scores_from_scratch():
+    """A term set scored from a remembered one (the question's terms, then the same with
+    feedback terms) gives the same floating-point scores and order as a fresh index."""
+    docs = _zipf_docs(3000, seed=11)
+    warm = _index_of(docs)
+    compared = 0
+    for terms in _term_sets(seed=12, count=60):
+        fresh = _index_of(docs).search(terms, ["s"], 50)
+        assert warm.search(terms, ["s"], 50) == fresh
+        assert warm.search(terms, ["s"], 50) == fresh  # answered from memory
+        compared += bool(fresh)
+    assert compared > 100
+
+
+def test_remembered_scores_follow_appends_and_removals():
+    docs = _zipf_docs(500, seed=21)
+    index = _index_of(docs)
+    terms = {"w1": 1, "w7": 1}
+    before = index.search(terms, ["s"], 1000)
+    newcomers = {10_001: ["w7", "w7", "w7", "w1"], 10_002: ["w7"]}
+    index.add(_postings(newcomers))
+    after = index.search(terms, ["s"], 1000)
+    assert {r for r, _ in after} == {r for r, _ in before} | set(newcomers)
+    assert after == _index_of({**docs, **newcomers}).search(terms, ["s"], 1000)
+    index.remove([10_001, before[0][0]])
+    kept = index.search(terms, ["s"], 1000)
+    assert {r for r, _ in kept} == {r for r, _ in after} - {10_001, before[0][0]}
+
+
+def test_allowed_rows_are_remembered_under_their_key_until_the_rows_change():
+    docs = _zipf_docs(400, seed=31)
+    index = _index_of(docs)
+    terms = {"w1": 1, "w2": 1}
+    even = np.array([r for r in docs if r % 2 == 0], dtype=np.int64)
+    asked: list[str] = []
+
+    def rows(name: str, rowids: np.ndarray):
+        def give() -> np.ndarray:
+            asked.append(name)
+            return rowids
+
+        return give
+
+    unfiltered = index.search(terms, ["s"], 1000)
+    expected = [(r, s) for r, s in unfiltered if r % 2 == 0][:20]
+    assert index.search(terms, ["s"], 20, rows("even", even), "even") == expected
+    assert index.search(terms, ["s"], 20, rows("even", even), "even") == expected
+    assert asked == ["even"]  # the second search matched the rows it remembered
+    odd = np.array([r for r in docs if r % 2], dtype=np.int64)
+    assert all(r % 2 for r, _ in index.search(terms, ["s"], 20, rows("odd", odd), "odd"))
+    index.add(_postings({1_000: ["w1", "w2"]}))
+    with_new = np.append(even, 1_000)
+    found = index.search(terms, ["s"], 1000, rows("even", with_new), "even")
+    assert 1_000 in {r for r, _ in found}
+    assert asked == ["even", "odd", "even"]  # asked again once the rows changed
+    everything = index.search(terms, ["s"], 20)
+    assert index.search(terms, ["s"], 20, rows("none", None), "none") == everything
+
+
+def test_filtered_searches_follow_this_process_appends_and_deletes(store, monkeypatch):
+    """The rows a filter lets through are remembered between searches, and forgotten
+    when rows are added or deleted."""
+    _fill(store)
+    _in_memory_only(store, monkeypatch)
+    users = Filters(role="user")
+    first = make_episode("Caroline collects blue marbles", scope=CONVERSATION, role="user")
+    store.insert_episodes([first], unit_vectors(1, seed=41))
+    assert [c.episode_id for c in store.lexical_search(["marbles"], CONVERSATION, users, 5)] == [
+        first.id
+    ]
+    second = make_episode("Marbles again", scope=CONVERSATION, role="user")
+    helper = make_episode("Marbles from the helper", scope=CONVERSATION, role="assistant")
+    store.insert_episodes([second, helper], unit_vectors(2, seed=42))
+    found = {c.episode_id for c in store.lexical_search(["marbles"], CONVERSATION, users, 5)}
+    assert found == {first.id, second.id}
+    store.delete_episode(first.id, CONVERSATION)
+    found = {c.episode_id for c in store.lexical_search(["marbles"], CONVERSATION, users, 5)}
+    assert found == {second.id}

@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import math
 import sqlite3
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -46,6 +47,12 @@ SCOPE_KEY = "\x00"
 _PARSE_CHUNK = 500_000
 #: More segments than this are merged (appends each add one small segment).
 MAX_SEGMENTS = 8
+#: Score arrays of the latest term sets kept for reuse: one search's lexical channels
+#: ask for the question's terms, the same with feedback terms appended, and the same
+#: again restricted to one role.
+SCORE_CACHE = 4
+#: Row masks of the latest filters kept (``search``'s ``allowed_key``).
+ALLOWED_CACHE = 8
 
 
 @dataclass(slots=True)
@@ -141,6 +148,14 @@ class _Segment:
         return self.slots[low:high], self.tfs[low:high]
 
 
+@dataclass(slots=True)
+class _Scored:
+    """BM25 of every slot for one term set, and the matched slots of each scope."""
+
+    scores: np.ndarray
+    matched: dict[tuple[str, ...], np.ndarray] = field(default_factory=dict)
+
+
 def _merged(segments: Sequence[_Segment]) -> _Segment:
     term_ids = np.concatenate([s.term_ids for s in segments])
     order = np.argsort(term_ids, kind="stable")
@@ -167,6 +182,8 @@ class LexicalIndex:
         self._live = np.zeros(0, dtype=bool)
         self._size = 0
         self._scope_masks: dict[tuple[str, ...], np.ndarray] = {}
+        self._scored: OrderedDict[tuple[tuple[str, int], ...], _Scored] = OrderedDict()
+        self._allowed_masks: OrderedDict[Hashable, np.ndarray] = OrderedDict()
         self.documents = 0
         self.tokens = 0
         #: The largest rowid ever added: rows above it are not indexed yet.
@@ -188,7 +205,7 @@ class LexicalIndex:
         rows = postings.length_rowids
         if rows.size == 0:
             return
-        self._scope_masks.clear()
+        self._forget_scores()
         start = self._size
         self._grow(rows.size)
         self._rowids[start : start + rows.size] = rows
@@ -231,9 +248,15 @@ class LexicalIndex:
             self._rowids[: self._size], np.asarray(rowids, dtype=np.int64)
         )
         self._live[: self._size][hit] = False
-        self._scope_masks.clear()
+        self._forget_scores()
         self.documents -= int(hit.sum())
         self.tokens -= int(self._lengths[: self._size][hit].sum())
+
+    def _forget_scores(self) -> None:
+        """Drop what was computed over the rows (they changed)."""
+        self._scope_masks.clear()
+        self._scored.clear()
+        self._allowed_masks.clear()
 
     def _postings(self, key: str) -> tuple[np.ndarray, np.ndarray]:
         """Live slots and term frequencies of ``key`` across all segments."""
@@ -266,24 +289,27 @@ class LexicalIndex:
         self._scope_masks[key] = mask
         return mask
 
-    def search(
-        self,
-        terms: Mapping[str, int],
-        scope_tokens: Sequence[str],
-        limit: int,
-        allowed_rowids: np.ndarray | None = None,
-    ) -> list[tuple[int, float]]:
-        """The ``limit`` best ``(rowid, score)`` pairs, best first (ties: lower rowid).
+    def _scores(self, terms: Mapping[str, int]) -> _Scored:
+        """BM25 of every slot for ``terms`` (0 where none matches), remembered for the
+        next searches.
 
-        ``terms`` maps each FTS5 token of the query to how many query terms yield it
-        (FTS5 scores each term as its own phrase); ``scope_tokens`` are the scope
-        column's tokens a row must hold; ``allowed_rowids`` narrows further (filters).
+        A term set that extends a remembered one (the question's terms with feedback
+        terms appended) starts from its scores and adds only the new terms. Each slot
+        receives the terms' contributions in the same order either way, so the sums
+        are the same floating-point numbers as when scored from scratch.
         """
-        if self.documents == 0 or limit <= 0:
-            return []
+        key = tuple(terms.items())
+        found = self._scored.get(key)
+        if found is not None:
+            self._scored.move_to_end(key)
+            return found
+        start, base = 0, None
+        for known, scored in self._scored.items():
+            if start < len(known) < len(key) and key[: len(known)] == known:
+                start, base = len(known), scored.scores
+        scores = base.copy() if base is not None else np.zeros(self._size, dtype=np.float64)
         mean_length = self.tokens / self.documents
-        slot_parts, score_parts = [], []
-        for term, multiplicity in terms.items():
+        for term, multiplicity in key[start:]:
             slots, tf = self._postings(term)
             if slots.size == 0:
                 continue
@@ -291,16 +317,69 @@ class LexicalIndex:
             idf = max(math.log((self.documents - n + 0.5) / (n + 0.5)), IDF_FLOOR)
             tf = tf.astype(np.float64)
             norm = BM25_K1 * (1 - BM25_B + BM25_B * self._lengths[slots] / mean_length)
-            slot_parts.append(slots)
-            score_parts.append(multiplicity * (idf * (tf * (BM25_K1 + 1)) / (tf + norm)))
-        if not slot_parts:
+            # A term holds each slot once, so this adds one contribution per slot.
+            scores[slots] += multiplicity * (idf * (tf * (BM25_K1 + 1)) / (tf + norm))
+        found = self._scored[key] = _Scored(scores)
+        if len(self._scored) > SCORE_CACHE:
+            self._scored.popitem(last=False)
+        return found
+
+    def _allowed(
+        self,
+        candidates: np.ndarray,
+        allowed_rowids: np.ndarray | Callable[[], np.ndarray | None],
+        key: Hashable | None,
+    ) -> np.ndarray:
+        """Those of ``candidates`` (slots) whose rows ``allowed_rowids`` holds. With a
+        ``key``, the rows are matched to every slot once and the mask remembered under
+        it until the index changes; without, only the candidates are looked up."""
+        mask = self._allowed_masks.get(key) if key is not None else None
+        if mask is None:
+            rowids = allowed_rowids() if callable(allowed_rowids) else allowed_rowids
+            if rowids is None:
+                return candidates
+            if key is None:
+                return candidates[np.isin(self._rowids[candidates], rowids)]
+            mask = self._allowed_masks[key] = np.isin(self._rowids[: self._size], rowids)
+            if len(self._allowed_masks) > ALLOWED_CACHE:
+                self._allowed_masks.popitem(last=False)
+        else:
+            self._allowed_masks.move_to_end(key)
+        return candidates[mask[candidates]]
+
+    def search(
+        self,
+        terms: Mapping[str, int],
+        scope_tokens: Sequence[str],
+        limit: int,
+        allowed_rowids: np.ndarray | Callable[[], np.ndarray | None] | None = None,
+        allowed_key: Hashable | None = None,
+    ) -> list[tuple[int, float]]:
+        """The ``limit`` best ``(rowid, score)`` pairs, best first (ties: lower rowid).
+
+        ``terms`` maps each FTS5 token of the query to how many query terms yield it
+        (FTS5 scores each term as its own phrase); ``scope_tokens`` are the scope
+        column's tokens a row must hold; ``allowed_rowids`` narrows further (filters):
+        the rowids, or a function returning them (None: no restriction), called only
+        when needed. With ``allowed_key``, a name for that set of rows while the index
+        does not change, the set is matched to the index's rows once and remembered.
+
+        Each term set's scores, and its matched rows in each scope, are remembered
+        until the index changes: a search for terms already searched, or for more terms
+        after them, reads the matches instead of scoring every row again.
+        """
+        if self.documents == 0 or limit <= 0:
             return []
-        all_slots = np.concatenate(slot_parts)
-        scores = np.bincount(all_slots, np.concatenate(score_parts), minlength=self._size)
-        # Every term's contribution is > 0 (idf >= IDF_FLOOR, tf >= 1): matched <=> > 0.
-        candidates = np.flatnonzero((scores > 0) & self.in_scope(scope_tokens))
-        if allowed_rowids is not None:
-            candidates = candidates[np.isin(self._rowids[candidates], allowed_rowids)]
+        scored = self._scores(terms)
+        scores = scored.scores
+        scope = tuple(scope_tokens)
+        candidates = scored.matched.get(scope)
+        if candidates is None:
+            # Every term's contribution is > 0 (idf >= IDF_FLOOR, tf >= 1): matched <=> > 0.
+            candidates = np.flatnonzero((scores > 0) & self.in_scope(scope_tokens))
+            scored.matched[scope] = candidates
+        if allowed_rowids is not None and candidates.size:
+            candidates = self._allowed(candidates, allowed_rowids, allowed_key)
         if candidates.size == 0:
             return []
         values = scores[candidates]

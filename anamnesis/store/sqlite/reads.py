@@ -36,6 +36,26 @@ from .sql import (
 )
 
 
+def _rows_key(scope: Scope, filters: Filters) -> tuple | None:
+    """What names the rows ``scope`` and ``filters`` let through while the file's rows do
+    not change (their scope and filter columns never change in place), or None when
+    there are no filters, or metadata filters (evaluated in SQL, not remembered)."""
+    if filters.is_empty() or filters.metadata:
+        return None
+    return (
+        scope.user_id,
+        scope.agent_id,
+        scope.session_id,
+        filters.role,
+        filters.not_role,
+        filters.speaker,
+        filters.modality,
+        filters.event_after,
+        filters.event_before,
+        filters.recorded_before,
+    )
+
+
 class SQLiteReads:
     """Reads and searches for ``SQLiteStore`` (uses its connection, lock and indexes)."""
 
@@ -192,7 +212,12 @@ class SQLiteReads:
             try:
                 tokens = scope_terms(scope.user_id, scope.agent_id, scope.session_id).split()
                 ranked = self._lexical.search(
-                    self._conn, terms, tokens, lambda: self._refreshed_rowids(scope, filters), limit
+                    self._conn,
+                    terms,
+                    tokens,
+                    lambda: self._refreshed_rowids(scope, filters),
+                    limit,
+                    _rows_key(scope, filters),
                 )
                 if ranked is not None:
                     return self._candidates(ranked, scope)
