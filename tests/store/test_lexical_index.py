@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import random
-from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +13,7 @@ from store_fixtures import DIM, make_episode, unit_vectors
 
 from anamnesis.retrieve.query import search_terms
 from anamnesis.store.base import Candidate, Filters
+from anamnesis.store.index import lexical as lexical_index
 from anamnesis.store.index.lexical import SCOPE_KEY, LexicalIndex, Postings
 from anamnesis.store.sqlite import SQLiteStore
 from anamnesis.store.sqlite import lexical as sqlite_lexical
@@ -294,38 +294,53 @@ def _zipf_docs(count: int, seed: int, first_rowid: int = 1) -> dict[int, list[st
     }
 
 
-def _term_sets(seed: int, count: int) -> list[dict[str, int]]:
-    """Query term sets (token -> multiplicity), each followed by the same set with
-    feedback terms appended, as ``prf`` asks after ``lexical``, some feedback terms
-    repeating a question term (its multiplicity grows)."""
+def _term_sets(seed: int, count: int) -> list[list[str]]:
+    """Query token sequences, each followed by the same with feedback tokens appended,
+    as ``prf`` asks after ``lexical``; some tokens repeat (a feedback term with the stem
+    of a question term)."""
     rng = np.random.default_rng(seed)
-    sets: list[dict[str, int]] = []
+    sets: list[list[str]] = []
     for _ in range(count):
         question = [f"w{int(w)}" for w in rng.integers(1, 120, rng.integers(1, 6))]
         extra = [f"w{int(w)}" for w in rng.integers(1, 300, rng.integers(1, 9))]
-        sets.append(dict(Counter(question)))
-        sets.append(dict(Counter([*question, *extra])))
+        sets += [question, [*question, *extra]]
     return sets
 
 
-def test_remembered_scores_rank_exactly_as_scores_from_scratch():
-    """A term set scored from a remembered one (the question's terms, then the same with
-    feedback terms) gives the same floating-point scores and order as a fresh index."""
+@pytest.mark.parametrize("sparse_share", [1, 64, 10**9])
+def test_remembered_scores_rank_exactly_as_scores_from_scratch(monkeypatch, sparse_share):
+    """A token sequence scored from a remembered one (the question's tokens, then the
+    same with feedback tokens) gives the same floating-point scores and order as a
+    fresh index, whether the matched rows alone or every row are scored."""
     docs = _zipf_docs(3000, seed=11)
     warm = _index_of(docs)
     compared = 0
     for terms in _term_sets(seed=12, count=60):
-        fresh = _index_of(docs).search(terms, ["s"], 50)
+        with monkeypatch.context() as patch:
+            patch.setattr(lexical_index, "SPARSE_SHARE", 10**9)
+            fresh = _index_of(docs).search(terms, ["s"], 50)
+        monkeypatch.setattr(lexical_index, "SPARSE_SHARE", sparse_share)
         assert warm.search(terms, ["s"], 50) == fresh
         assert warm.search(terms, ["s"], 50) == fresh  # answered from memory
         compared += bool(fresh)
     assert compared > 100
 
 
+def test_a_repeated_token_counts_once_per_time_it_is_given():
+    docs = _zipf_docs(300, seed=13)
+    index = _index_of(docs)
+    once = dict(index.search(["w1", "w2"], ["s"], 1000))
+    twice = dict(index.search(["w1", "w2", "w1"], ["s"], 1000))
+    only = dict(index.search(["w1"], ["s"], 1000))
+    assert set(once) == set(twice)
+    for rowid, score in twice.items():
+        assert score == pytest.approx(once[rowid] + only.get(rowid, 0.0), rel=1e-12)
+
+
 def test_remembered_scores_follow_appends_and_removals():
     docs = _zipf_docs(500, seed=21)
     index = _index_of(docs)
-    terms = {"w1": 1, "w7": 1}
+    terms = ["w1", "w7"]
     before = index.search(terms, ["s"], 1000)
     newcomers = {10_001: ["w7", "w7", "w7", "w1"], 10_002: ["w7"]}
     index.add(_postings(newcomers))
@@ -340,7 +355,7 @@ def test_remembered_scores_follow_appends_and_removals():
 def test_allowed_rows_are_remembered_under_their_key_until_the_rows_change():
     docs = _zipf_docs(400, seed=31)
     index = _index_of(docs)
-    terms = {"w1": 1, "w2": 1}
+    terms = ["w1", "w2"]
     even = np.array([r for r in docs if r % 2 == 0], dtype=np.int64)
     asked: list[str] = []
 
@@ -386,3 +401,25 @@ def test_filtered_searches_follow_this_process_appends_and_deletes(store, monkey
     store.delete_episode(first.id, CONVERSATION)
     found = {c.episode_id for c in store.lexical_search(["marbles"], CONVERSATION, users, 5)}
     assert found == {second.id}
+
+
+def test_feedback_searches_after_the_question_equal_fts5_bm25(store, monkeypatch):
+    """As ``prf`` asks: the question's terms, then the same with terms of its best hits
+    appended (some the question's own words in another form), answered from the
+    remembered question scores, rank as FTS5 ranks them."""
+    queries = _fill(store)
+    compared = 0
+    for terms in queries[:60]:
+        hits = store.fts5_lexical_search(terms, CONVERSATION, NO_FILTERS, 3)
+        texts = [e.content for e in store.get_episodes([c.episode_id for c in hits], CONVERSATION)]
+        extra = [t for text in texts for t in search_terms(text)][:8]
+        extra += [t + "s" for t in terms[:2]]  # stems the question's own terms yield
+        for query in (terms, [*terms, *extra]):
+            expected = store.fts5_lexical_search(query, CONVERSATION, NO_FILTERS, 10)
+            with monkeypatch.context() as patch:
+                _in_memory_only(store, patch)
+                _assert_same_ranking(
+                    store.lexical_search(query, CONVERSATION, NO_FILTERS, 10), expected
+                )
+            compared += bool(expected)
+    assert compared > 80

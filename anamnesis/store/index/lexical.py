@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 import sqlite3
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -53,6 +53,11 @@ MAX_SEGMENTS = 8
 SCORE_CACHE = 4
 #: Row masks of the latest filters kept (``search``'s ``allowed_key``).
 ALLOWED_CACHE = 8
+#: Tokens' BM25 contributions kept between searches: at most this many per row.
+CONTRIBUTION_BUDGET = 4
+#: Query tokens whose postings number at most 1/SPARSE_SHARE of the rows are scored
+#: over the matched rows only (sorting few postings beats passes over every row).
+SPARSE_SHARE = 64
 
 
 @dataclass(slots=True)
@@ -150,10 +155,14 @@ class _Segment:
 
 @dataclass(slots=True)
 class _Scored:
-    """BM25 of every slot for one term set, and the matched slots of each scope."""
+    """BM25 for one sequence of query tokens: of every slot (``scores``, 0 where none
+    matches), or of the matched slots only (``slots`` ascending, ``values``) when few
+    postings match; and the matched slots of each scope with their scores."""
 
-    scores: np.ndarray
-    matched: dict[tuple[str, ...], np.ndarray] = field(default_factory=dict)
+    scores: np.ndarray | None = None
+    slots: np.ndarray | None = None
+    values: np.ndarray | None = None
+    matched: dict[tuple[str, ...], tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
 
 
 def _merged(segments: Sequence[_Segment]) -> _Segment:
@@ -181,9 +190,13 @@ class LexicalIndex:
         self._lengths = np.zeros(0, dtype=np.float64)
         self._live = np.zeros(0, dtype=bool)
         self._size = 0
+        #: Removed slots (postings of live rows only need no filtering while none is).
+        self._dead = 0
         self._scope_masks: dict[tuple[str, ...], np.ndarray] = {}
-        self._scored: OrderedDict[tuple[tuple[str, int], ...], _Scored] = OrderedDict()
+        self._scored: OrderedDict[tuple[str, ...], _Scored] = OrderedDict()
         self._allowed_masks: OrderedDict[Hashable, np.ndarray] = OrderedDict()
+        self._contribution_cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._contribution_values = 0
         self.documents = 0
         self.tokens = 0
         #: The largest rowid ever added: rows above it are not indexed yet.
@@ -248,6 +261,7 @@ class LexicalIndex:
             self._rowids[: self._size], np.asarray(rowids, dtype=np.int64)
         )
         self._live[: self._size][hit] = False
+        self._dead += int(hit.sum())
         self._forget_scores()
         self.documents -= int(hit.sum())
         self.tokens -= int(self._lengths[: self._size][hit].sum())
@@ -257,6 +271,8 @@ class LexicalIndex:
         self._scope_masks.clear()
         self._scored.clear()
         self._allowed_masks.clear()
+        self._contribution_cache.clear()
+        self._contribution_values = 0
 
     def _postings(self, key: str) -> tuple[np.ndarray, np.ndarray]:
         """Live slots and term frequencies of ``key`` across all segments."""
@@ -264,8 +280,13 @@ class LexicalIndex:
         if term_id is None:
             return np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.float32)
         parts = [segment.postings(term_id) for segment in self._segments]
-        slots = np.concatenate([p[0] for p in parts])
-        tfs = np.concatenate([p[1] for p in parts])
+        if len(parts) == 1:
+            slots, tfs = parts[0]
+        else:
+            slots = np.concatenate([p[0] for p in parts])
+            tfs = np.concatenate([p[1] for p in parts])
+        if not self._dead:
+            return slots, tfs
         live = self._live[slots]
         return slots[live], tfs[live]
 
@@ -289,16 +310,57 @@ class LexicalIndex:
         self._scope_masks[key] = mask
         return mask
 
-    def _scores(self, terms: Mapping[str, int]) -> _Scored:
-        """BM25 of every slot for ``terms`` (0 where none matches), remembered for the
-        next searches.
+    def _contributions(self, terms: Sequence[str]) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Each query token's live slots and its BM25 contribution to each (tokens no
+        row holds left out). Contributions are remembered between searches, up to
+        ``CONTRIBUTION_BUDGET`` values per row, until the index changes: common words
+        come back in question after question."""
+        out: list[tuple[np.ndarray, np.ndarray]] = []
+        for term in terms:
+            slots, tf = self._postings(term)
+            if not slots.size:
+                continue
+            values = self._contribution_cache.get(term)
+            if values is None:
+                values = self._bm25(slots, tf)
+                self._remember_contribution(term, values)
+            else:
+                self._contribution_cache.move_to_end(term)
+            out.append((slots, values))
+        return out
 
-        A term set that extends a remembered one (the question's terms with feedback
-        terms appended) starts from its scores and adds only the new terms. Each slot
-        receives the terms' contributions in the same order either way, so the sums
-        are the same floating-point numbers as when scored from scratch.
+    def _bm25(self, slots: np.ndarray, tf: np.ndarray) -> np.ndarray:
+        """One token's BM25 contribution to each of its (live) slots."""
+        n = slots.size
+        idf = max(math.log((self.documents - n + 0.5) / (n + 0.5)), IDF_FLOOR)
+        mean_length = self.tokens / self.documents
+        tf64 = tf.astype(np.float64)
+        norm = BM25_K1 * (1 - BM25_B + BM25_B * self._lengths[slots] / mean_length)
+        result: np.ndarray = idf * (tf64 * (BM25_K1 + 1)) / (tf64 + norm)
+        return result
+
+    def _remember_contribution(self, term: str, values: np.ndarray) -> None:
+        budget = CONTRIBUTION_BUDGET * self._size
+        if values.size > budget:
+            return
+        self._contribution_cache[term] = values
+        self._contribution_values += values.size
+        while self._contribution_values > budget:
+            _, dropped = self._contribution_cache.popitem(last=False)
+            self._contribution_values -= dropped.size
+
+    def _scores(self, terms: Sequence[str]) -> _Scored:
+        """BM25 for the query tokens ``terms``, remembered for the next searches.
+
+        A row's score adds each token's contribution in query order (a token given
+        twice counts twice, as FTS5 scores each query term as its own phrase). A token
+        sequence that extends a remembered one (the question's tokens with feedback
+        tokens appended) starts from its sums and adds only the new tokens: each slot
+        receives the same additions in the same order, so the scores are the same
+        floating-point numbers as from scratch. When the tokens' postings are few next
+        to the rows, only the matched slots are scored (``_Scored.slots``).
         """
-        key = tuple(terms.items())
+        key = tuple(terms)
         found = self._scored.get(key)
         if found is not None:
             self._scored.move_to_end(key)
@@ -306,50 +368,79 @@ class LexicalIndex:
         start, base = 0, None
         for known, scored in self._scored.items():
             if start < len(known) < len(key) and key[: len(known)] == known:
-                start, base = len(known), scored.scores
-        scores = base.copy() if base is not None else np.zeros(self._size, dtype=np.float64)
-        mean_length = self.tokens / self.documents
-        for term, multiplicity in key[start:]:
-            slots, tf = self._postings(term)
-            if slots.size == 0:
-                continue
-            n = slots.size
-            idf = max(math.log((self.documents - n + 0.5) / (n + 0.5)), IDF_FLOOR)
-            tf = tf.astype(np.float64)
-            norm = BM25_K1 * (1 - BM25_B + BM25_B * self._lengths[slots] / mean_length)
-            # A term holds each slot once, so this adds one contribution per slot.
-            scores[slots] += multiplicity * (idf * (tf * (BM25_K1 + 1)) / (tf + norm))
-        found = self._scored[key] = _Scored(scores)
+                start, base = len(known), scored
+        new = self._contributions(key[start:])
+        touched = sum(slots.size for slots, _ in new)
+        if base is not None and base.scores is not None:
+            scores = base.scores.copy()
+        elif touched + (base.slots.size if base is not None and base.slots is not None else 0) > (
+            self._size // SPARSE_SHARE
+        ):
+            scores = np.zeros(self._size, dtype=np.float64)
+            if base is not None and base.slots is not None:
+                scores[base.slots] = base.values
+        else:
+            found = self._sparse(base, new)
+            scores = None
+        if scores is not None:
+            for slots, values in new:
+                # A token holds each slot once, so this adds one contribution per slot.
+                scores[slots] += values
+            found = _Scored(scores=scores)
+        assert found is not None
+        self._scored[key] = found
         if len(self._scored) > SCORE_CACHE:
             self._scored.popitem(last=False)
         return found
+
+    def _sparse(self, base: _Scored | None, new: list[tuple[np.ndarray, np.ndarray]]) -> _Scored:
+        """``_scores`` over the matched slots only: the base's sums, then each new
+        token's contributions, added per slot in that order."""
+        slot_parts: list[np.ndarray] = []
+        value_parts: list[np.ndarray] = []
+        if base is not None and base.slots is not None and base.values is not None:
+            slot_parts.append(base.slots)
+            value_parts.append(base.values)
+        for slots, values in new:
+            slot_parts.append(slots)
+            value_parts.append(values)
+        if not slot_parts:
+            empty = np.zeros(0, dtype=np.int64)
+            return _Scored(slots=empty, values=np.zeros(0, dtype=np.float64))
+        slots, inverse = np.unique(np.concatenate(slot_parts), return_inverse=True)
+        # bincount adds the weights in the order given: per slot, the same order as above.
+        values = np.bincount(inverse, np.concatenate(value_parts), minlength=slots.size)
+        return _Scored(slots=slots, values=values)
 
     def _allowed(
         self,
         candidates: np.ndarray,
         allowed_rowids: np.ndarray | Callable[[], np.ndarray | None],
         key: Hashable | None,
-    ) -> np.ndarray:
-        """Those of ``candidates`` (slots) whose rows ``allowed_rowids`` holds. With a
-        ``key``, the rows are matched to every slot once and the mask remembered under
-        it until the index changes; without, only the candidates are looked up."""
+    ) -> np.ndarray | None:
+        """Which of ``candidates`` (slots) ``allowed_rowids`` holds, as a boolean array
+        (None: no restriction). With a ``key``, the rows are matched to every slot once
+        and the mask remembered under it until the index changes; without, only the
+        candidates are looked up."""
         mask = self._allowed_masks.get(key) if key is not None else None
         if mask is None:
             rowids = allowed_rowids() if callable(allowed_rowids) else allowed_rowids
             if rowids is None:
-                return candidates
+                return None
             if key is None:
-                return candidates[np.isin(self._rowids[candidates], rowids)]
+                result: np.ndarray = np.isin(self._rowids[candidates], rowids)
+                return result
             mask = self._allowed_masks[key] = np.isin(self._rowids[: self._size], rowids)
             if len(self._allowed_masks) > ALLOWED_CACHE:
                 self._allowed_masks.popitem(last=False)
         else:
             self._allowed_masks.move_to_end(key)
-        return candidates[mask[candidates]]
+        kept: np.ndarray = mask[candidates]
+        return kept
 
     def search(
         self,
-        terms: Mapping[str, int],
+        terms: Sequence[str],
         scope_tokens: Sequence[str],
         limit: int,
         allowed_rowids: np.ndarray | Callable[[], np.ndarray | None] | None = None,
@@ -357,32 +448,40 @@ class LexicalIndex:
     ) -> list[tuple[int, float]]:
         """The ``limit`` best ``(rowid, score)`` pairs, best first (ties: lower rowid).
 
-        ``terms`` maps each FTS5 token of the query to how many query terms yield it
-        (FTS5 scores each term as its own phrase); ``scope_tokens`` are the scope
-        column's tokens a row must hold; ``allowed_rowids`` narrows further (filters):
-        the rowids, or a function returning them (None: no restriction), called only
-        when needed. With ``allowed_key``, a name for that set of rows while the index
-        does not change, the set is matched to the index's rows once and remembered.
+        ``terms`` are the FTS5 tokens of the query terms, in query order (FTS5 scores
+        each term as its own phrase: a token given twice counts twice);
+        ``scope_tokens`` are the scope column's tokens a row must hold;
+        ``allowed_rowids`` narrows further (filters): the rowids, or a function
+        returning them (None: no restriction), called only when needed. With
+        ``allowed_key``, a name for that set of rows while the index does not change,
+        the set is matched to the index's rows once and remembered.
 
-        Each term set's scores, and its matched rows in each scope, are remembered
-        until the index changes: a search for terms already searched, or for more terms
-        after them, reads the matches instead of scoring every row again.
+        Each token sequence's scores, and its matched rows in each scope, are
+        remembered until the index changes: a search for tokens already searched, or
+        for more tokens after them, reads the matches instead of scoring every row again.
         """
         if self.documents == 0 or limit <= 0:
             return []
         scored = self._scores(terms)
-        scores = scored.scores
         scope = tuple(scope_tokens)
-        candidates = scored.matched.get(scope)
-        if candidates is None:
+        matched = scored.matched.get(scope)
+        if matched is None:
             # Every term's contribution is > 0 (idf >= IDF_FLOOR, tf >= 1): matched <=> > 0.
-            candidates = np.flatnonzero((scores > 0) & self.in_scope(scope_tokens))
-            scored.matched[scope] = candidates
+            if scored.scores is not None:
+                slots = np.flatnonzero((scored.scores > 0) & self.in_scope(scope_tokens))
+                matched = (slots, scored.scores[slots])
+            else:
+                assert scored.slots is not None and scored.values is not None
+                keep = (scored.values > 0) & self.in_scope(scope_tokens)[scored.slots]
+                matched = (scored.slots[keep], scored.values[keep])
+            scored.matched[scope] = matched
+        candidates, values = matched
         if allowed_rowids is not None and candidates.size:
-            candidates = self._allowed(candidates, allowed_rowids, allowed_key)
+            keep = self._allowed(candidates, allowed_rowids, allowed_key)
+            if keep is not None:
+                candidates, values = candidates[keep], values[keep]
         if candidates.size == 0:
             return []
-        values = scores[candidates]
         if candidates.size > limit:
             # Keep every candidate tied with the limit-th score, then order them all.
             threshold = np.partition(values, candidates.size - limit)[candidates.size - limit]

@@ -22,7 +22,6 @@ import re
 import sqlite3
 import threading
 import warnings
-from collections import Counter
 from collections.abc import Callable, Hashable, Sequence
 from pathlib import Path
 
@@ -278,10 +277,10 @@ class SQLiteLexical:
         if any(len(t) != 1 for t in tokens):
             return None
         assert self._index is not None
-        weights = Counter(t[0] for t in tokens[: len(terms)])
+        query = [t[0] for t in tokens[: len(terms)]]
         scope = [t[0] for t in tokens[len(terms) :]]
         key = None if allowed_key is None else (self._epoch, allowed_key)
-        return self._index.search(weights, scope, limit, allowed_rowids, key)
+        return self._index.search(query, scope, limit, allowed_rowids, key)
 
     def warm_up(self) -> None:
         """Build or catch up the index now, on a connection of its own."""
