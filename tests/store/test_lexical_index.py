@@ -423,3 +423,34 @@ def test_feedback_searches_after_the_question_equal_fts5_bm25(store, monkeypatch
                 )
             compared += bool(expected)
     assert compared > 80
+
+
+def test_remembered_rows_stay_inside_each_scope_and_follow_deletes(store, tmp_path):
+    """The rows a search maps to episodes are remembered between searches; each search
+    still keeps only those of its own scope, and a delete by another process is seen."""
+    mine = [make_episode(f"Caroline paints {n}", scope=CONVERSATION) for n in range(3)]
+    theirs = [make_episode(f"Caroline paints {n}", scope=OTHER_TENANT) for n in range(3)]
+    session_two = [make_episode("Caroline paints again", scope=OTHER_SESSION)]
+    store.insert_episodes([*mine, *theirs, *session_two], unit_vectors(7, seed=51))
+    whole = Scope("conv-26")
+
+    def found(scope: Scope) -> set[str]:
+        return {c.episode_id for c in store.lexical_search(["caroline"], scope, NO_FILTERS, 20)}
+
+    for _ in range(2):  # the second round reads the remembered rows
+        assert found(CONVERSATION) == {e.id for e in mine}
+        assert found(OTHER_TENANT) == {e.id for e in theirs}
+        assert found(whole) == {e.id for e in [*mine, *session_two]}
+        assert found(Scope("bob", agent_id="someone else")) == set()
+    other = SQLiteStore(tmp_path / "memory.db", dim=DIM)
+    try:
+        other.delete_episode(mine[0].id, CONVERSATION)
+    finally:
+        other.close()
+    assert found(CONVERSATION) == {e.id for e in mine[1:]}
+    pairs = [(rowid, 1.0) for rowid in range(1, 8)]
+    assert mine[0].id not in {c.episode_id for c in store._candidates(pairs, CONVERSATION)}
+    store.delete_episode(mine[1].id, CONVERSATION)
+    # Forgotten here: nothing of the row stays in this process's memory of rows.
+    assert store._row_places is None
+    assert found(CONVERSATION) == {mine[2].id}

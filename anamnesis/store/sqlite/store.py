@@ -491,6 +491,7 @@ class SQLiteStore(
         )
         (after,) = conn.execute(epoch).fetchone()
         self._dense_loaded = False
+        self._row_places = None  # rows removed here leave this process's memory at once
         return before, after
 
     def update_episode(
