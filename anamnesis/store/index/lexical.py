@@ -340,6 +340,7 @@ class LexicalIndex:
         return result
 
     def _remember_contribution(self, term: str, values: np.ndarray) -> None:
+        """Keep ``values`` for ``term``, the least recently used dropped over budget."""
         budget = CONTRIBUTION_BUDGET * self._size
         if values.size > budget:
             return
@@ -370,15 +371,16 @@ class LexicalIndex:
             if start < len(known) < len(key) and key[: len(known)] == known:
                 start, base = len(known), scored
         new = self._contributions(key[start:])
+        sparse_base = base if base is not None and base.slots is not None else None
         touched = sum(slots.size for slots, _ in new)
+        if sparse_base is not None and sparse_base.slots is not None:
+            touched += sparse_base.slots.size
         if base is not None and base.scores is not None:
             scores = base.scores.copy()
-        elif touched + (base.slots.size if base is not None and base.slots is not None else 0) > (
-            self._size // SPARSE_SHARE
-        ):
+        elif touched > self._size // SPARSE_SHARE:
             scores = np.zeros(self._size, dtype=np.float64)
-            if base is not None and base.slots is not None:
-                scores[base.slots] = base.values
+            if sparse_base is not None:
+                scores[sparse_base.slots] = sparse_base.values
         else:
             found = self._sparse(base, new)
             scores = None
