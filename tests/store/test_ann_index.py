@@ -13,7 +13,7 @@ from store_fixtures import DIM, make_episode, unit_vectors
 
 from anamnesis.store.base import Filters, Selection
 from anamnesis.store.index import ann as ann_module
-from anamnesis.store.index.dense import AnnSettings
+from anamnesis.store.index.dense import _SCAN_BLOCK, AnnSettings, _cosines
 from anamnesis.store.sqlite import SQLiteStore
 from anamnesis.store.sqlite.ann import SQLiteAnn
 from anamnesis.types import Scope
@@ -323,3 +323,14 @@ def test_the_embedder_loads_after_a_graph_in_the_same_process(path):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-500:]
     assert "loaded 100" in done.stdout
+
+
+def test_an_exact_scan_in_blocks_scores_as_one_product():
+    """The exact scan scores its rows in blocks (on the calling thread): each row's
+    cosine is its dot product with the query, whatever the block it falls in."""
+    rng = np.random.default_rng(3)
+    for rows in (1, _SCAN_BLOCK, _SCAN_BLOCK + 1, 3 * _SCAN_BLOCK + 7):
+        matrix = rng.standard_normal((rows, 32)).astype(np.float32)
+        query = rng.standard_normal(32).astype(np.float32)
+        expected = np.array([float(np.dot(row, query)) for row in matrix], dtype=np.float32)
+        np.testing.assert_allclose(_cosines(matrix, query), expected, rtol=1e-5, atol=1e-6)

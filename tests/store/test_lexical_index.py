@@ -7,11 +7,14 @@ import json
 import random
 from pathlib import Path
 
+import numpy as np
 import pytest
 from store_fixtures import DIM, make_episode, unit_vectors
 
 from anamnesis.retrieve.query import search_terms
 from anamnesis.store.base import Candidate, Filters
+from anamnesis.store.index import lexical as lexical_index
+from anamnesis.store.index.lexical import SCOPE_KEY, LexicalIndex, Postings
 from anamnesis.store.sqlite import SQLiteStore
 from anamnesis.store.sqlite import lexical as sqlite_lexical
 from anamnesis.types import Scope
@@ -252,3 +255,202 @@ def test_filters_see_another_process_appends_and_deletes(store, tmp_path):
         c.episode_id
         for c in store.lexical_search(["caroline"], CONVERSATION, Filters(not_role="user"), 5)
     ] == [first.id]
+
+
+def _index_of(docs: dict[int, list[str]], scope: str = "s") -> LexicalIndex:
+    """A LexicalIndex over ``docs`` (rowid -> tokens), every row in scope ``scope``."""
+    index = LexicalIndex()
+    index.add(_postings(docs, scope))
+    return index
+
+
+def _postings(docs: dict[int, list[str]], scope: str = "s") -> Postings:
+    keys, counts, rowids = [], [], []
+    instances: dict[str, list[int]] = {}
+    for rowid, tokens in sorted(docs.items()):
+        for token in [*tokens, SCOPE_KEY + scope]:
+            instances.setdefault(token, []).append(rowid)
+    for key, rows in instances.items():
+        keys.append(key)
+        counts.append(len(rows))
+        rowids += rows
+    ordered = sorted(docs)
+    return Postings(
+        keys=keys,
+        counts=np.array(counts, dtype=np.int64),
+        rowids=np.array(rowids, dtype=np.int64),
+        length_rowids=np.array(ordered, dtype=np.int64),
+        lengths=np.array([len(docs[r]) + 1 for r in ordered], dtype=np.int64),
+    )
+
+
+def _zipf_docs(count: int, seed: int, first_rowid: int = 1) -> dict[int, list[str]]:
+    """Documents of words drawn from a Zipf distribution over 300 words: a few words in
+    most documents, most words in few, as in text."""
+    rng = np.random.default_rng(seed)
+    return {
+        first_rowid + i: [f"w{min(int(w), 300)}" for w in rng.zipf(1.3, rng.integers(3, 40))]
+        for i in range(count)
+    }
+
+
+def _term_sets(seed: int, count: int) -> list[list[str]]:
+    """Query token sequences, each followed by the same with feedback tokens appended,
+    as ``prf`` asks after ``lexical``; some tokens repeat (a feedback term with the stem
+    of a question term)."""
+    rng = np.random.default_rng(seed)
+    sets: list[list[str]] = []
+    for _ in range(count):
+        question = [f"w{int(w)}" for w in rng.integers(1, 120, rng.integers(1, 6))]
+        extra = [f"w{int(w)}" for w in rng.integers(1, 300, rng.integers(1, 9))]
+        sets += [question, [*question, *extra]]
+    return sets
+
+
+@pytest.mark.parametrize("sparse_share", [1, 64, 10**9])
+def test_remembered_scores_rank_exactly_as_scores_from_scratch(monkeypatch, sparse_share):
+    """A token sequence scored from a remembered one (the question's tokens, then the
+    same with feedback tokens) gives the same floating-point scores and order as a
+    fresh index, whether the matched rows alone or every row are scored."""
+    docs = _zipf_docs(3000, seed=11)
+    warm = _index_of(docs)
+    compared = 0
+    for terms in _term_sets(seed=12, count=60):
+        with monkeypatch.context() as patch:
+            patch.setattr(lexical_index, "SPARSE_SHARE", 10**9)
+            fresh = _index_of(docs).search(terms, ["s"], 50)
+        monkeypatch.setattr(lexical_index, "SPARSE_SHARE", sparse_share)
+        assert warm.search(terms, ["s"], 50) == fresh
+        assert warm.search(terms, ["s"], 50) == fresh  # answered from memory
+        compared += bool(fresh)
+    assert compared > 100
+
+
+def test_a_repeated_token_counts_once_per_time_it_is_given():
+    docs = _zipf_docs(300, seed=13)
+    index = _index_of(docs)
+    once = dict(index.search(["w1", "w2"], ["s"], 1000))
+    twice = dict(index.search(["w1", "w2", "w1"], ["s"], 1000))
+    only = dict(index.search(["w1"], ["s"], 1000))
+    assert set(once) == set(twice)
+    for rowid, score in twice.items():
+        assert score == pytest.approx(once[rowid] + only.get(rowid, 0.0), rel=1e-12)
+
+
+def test_remembered_scores_follow_appends_and_removals():
+    docs = _zipf_docs(500, seed=21)
+    index = _index_of(docs)
+    terms = ["w1", "w7"]
+    before = index.search(terms, ["s"], 1000)
+    newcomers = {10_001: ["w7", "w7", "w7", "w1"], 10_002: ["w7"]}
+    index.add(_postings(newcomers))
+    after = index.search(terms, ["s"], 1000)
+    assert {r for r, _ in after} == {r for r, _ in before} | set(newcomers)
+    assert after == _index_of({**docs, **newcomers}).search(terms, ["s"], 1000)
+    index.remove([10_001, before[0][0]])
+    kept = index.search(terms, ["s"], 1000)
+    assert {r for r, _ in kept} == {r for r, _ in after} - {10_001, before[0][0]}
+
+
+def test_allowed_rows_are_remembered_under_their_key_until_the_rows_change():
+    docs = _zipf_docs(400, seed=31)
+    index = _index_of(docs)
+    terms = ["w1", "w2"]
+    even = np.array([r for r in docs if r % 2 == 0], dtype=np.int64)
+    asked: list[str] = []
+
+    def rows(name: str, rowids: np.ndarray):
+        def give() -> np.ndarray:
+            asked.append(name)
+            return rowids
+
+        return give
+
+    unfiltered = index.search(terms, ["s"], 1000)
+    expected = [(r, s) for r, s in unfiltered if r % 2 == 0][:20]
+    assert index.search(terms, ["s"], 20, rows("even", even), "even") == expected
+    assert index.search(terms, ["s"], 20, rows("even", even), "even") == expected
+    assert asked == ["even"]  # the second search matched the rows it remembered
+    odd = np.array([r for r in docs if r % 2], dtype=np.int64)
+    assert all(r % 2 for r, _ in index.search(terms, ["s"], 20, rows("odd", odd), "odd"))
+    index.add(_postings({1_000: ["w1", "w2"]}))
+    with_new = np.append(even, 1_000)
+    found = index.search(terms, ["s"], 1000, rows("even", with_new), "even")
+    assert 1_000 in {r for r, _ in found}
+    assert asked == ["even", "odd", "even"]  # asked again once the rows changed
+    everything = index.search(terms, ["s"], 20)
+    assert index.search(terms, ["s"], 20, rows("none", None), "none") == everything
+
+
+def test_filtered_searches_follow_this_process_appends_and_deletes(store, monkeypatch):
+    """The rows a filter lets through are remembered between searches, and forgotten
+    when rows are added or deleted."""
+    _fill(store)
+    _in_memory_only(store, monkeypatch)
+    users = Filters(role="user")
+    first = make_episode("Caroline collects blue marbles", scope=CONVERSATION, role="user")
+    store.insert_episodes([first], unit_vectors(1, seed=41))
+    assert [c.episode_id for c in store.lexical_search(["marbles"], CONVERSATION, users, 5)] == [
+        first.id
+    ]
+    second = make_episode("Marbles again", scope=CONVERSATION, role="user")
+    helper = make_episode("Marbles from the helper", scope=CONVERSATION, role="assistant")
+    store.insert_episodes([second, helper], unit_vectors(2, seed=42))
+    found = {c.episode_id for c in store.lexical_search(["marbles"], CONVERSATION, users, 5)}
+    assert found == {first.id, second.id}
+    store.delete_episode(first.id, CONVERSATION)
+    found = {c.episode_id for c in store.lexical_search(["marbles"], CONVERSATION, users, 5)}
+    assert found == {second.id}
+
+
+def test_feedback_searches_after_the_question_equal_fts5_bm25(store, monkeypatch):
+    """As ``prf`` asks: the question's terms, then the same with terms of its best hits
+    appended (some the question's own words in another form), answered from the
+    remembered question scores, rank as FTS5 ranks them."""
+    queries = _fill(store)
+    compared = 0
+    for terms in queries[:60]:
+        hits = store.fts5_lexical_search(terms, CONVERSATION, NO_FILTERS, 3)
+        texts = [e.content for e in store.get_episodes([c.episode_id for c in hits], CONVERSATION)]
+        extra = [t for text in texts for t in search_terms(text)][:8]
+        extra += [t + "s" for t in terms[:2]]  # stems the question's own terms yield
+        for query in (terms, [*terms, *extra]):
+            expected = store.fts5_lexical_search(query, CONVERSATION, NO_FILTERS, 10)
+            with monkeypatch.context() as patch:
+                _in_memory_only(store, patch)
+                _assert_same_ranking(
+                    store.lexical_search(query, CONVERSATION, NO_FILTERS, 10), expected
+                )
+            compared += bool(expected)
+    assert compared > 80
+
+
+def test_remembered_rows_stay_inside_each_scope_and_follow_deletes(store, tmp_path):
+    """The rows a search maps to episodes are remembered between searches; each search
+    still keeps only those of its own scope, and a delete by another process is seen."""
+    mine = [make_episode(f"Caroline paints {n}", scope=CONVERSATION) for n in range(3)]
+    theirs = [make_episode(f"Caroline paints {n}", scope=OTHER_TENANT) for n in range(3)]
+    session_two = [make_episode("Caroline paints again", scope=OTHER_SESSION)]
+    store.insert_episodes([*mine, *theirs, *session_two], unit_vectors(7, seed=51))
+    whole = Scope("conv-26")
+
+    def found(scope: Scope) -> set[str]:
+        return {c.episode_id for c in store.lexical_search(["caroline"], scope, NO_FILTERS, 20)}
+
+    for _ in range(2):  # the second round reads the remembered rows
+        assert found(CONVERSATION) == {e.id for e in mine}
+        assert found(OTHER_TENANT) == {e.id for e in theirs}
+        assert found(whole) == {e.id for e in [*mine, *session_two]}
+        assert found(Scope("bob", agent_id="someone else")) == set()
+    other = SQLiteStore(tmp_path / "memory.db", dim=DIM)
+    try:
+        other.delete_episode(mine[0].id, CONVERSATION)
+    finally:
+        other.close()
+    assert found(CONVERSATION) == {e.id for e in mine[1:]}
+    pairs = [(rowid, 1.0) for rowid in range(1, 8)]
+    assert mine[0].id not in {c.episode_id for c in store._candidates(pairs, CONVERSATION)}
+    store.delete_episode(mine[1].id, CONVERSATION)
+    # Forgotten here: nothing of the row stays in this process's memory of rows.
+    assert store._row_places is None
+    assert found(CONVERSATION) == {mine[2].id}

@@ -31,6 +31,9 @@ from .ann import AnnIndex
 _SUBSET_FRACTION = 0.25
 #: Queries scored together by ``search_many`` (a rows x block float32 matrix of scores).
 _QUERY_BLOCK = 64
+#: Rows scored per BLAS call in an exact scan: few enough that OpenBLAS scores them on
+#: the calling thread (its helper threads stall a search when the CPUs are busy).
+_SCAN_BLOCK = 1024
 #: Environment variable that overrides ``AnnSettings.threshold``.
 THRESHOLD_ENV = "ANAMNESIS_ANN_THRESHOLD"
 #: Graph candidates asked for per result, over the share of the index in scope (the
@@ -444,11 +447,11 @@ class DenseIndex:
             if found is not None:
                 return found
         if rows.size == self._size:  # the whole index is in scope: no gather needed
-            scores = self._matrix[: self._size] @ query
+            scores = _cosines(self._matrix[: self._size], query)
         elif rows.size < _SUBSET_FRACTION * self._size:
-            scores = self._matrix[rows] @ query
+            scores = _cosines(self._matrix[rows], query)
         else:
-            scores = (self._matrix[: self._size] @ query)[rows]
+            scores = _cosines(self._matrix[: self._size], query)[rows]
         return self._top(rows, scores, limit)
 
     def _top(self, rows: np.ndarray, scores: np.ndarray, limit: int) -> list[tuple[int, float]]:
@@ -490,3 +493,15 @@ class DenseIndex:
         if candidates.size:
             candidates = candidates[np.concatenate(([True], candidates[1:] != candidates[:-1]))]
         return self._top(candidates, self._matrix[candidates] @ query, limit)
+
+
+def _cosines(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """``matrix @ query`` in blocks of ``_SCAN_BLOCK`` rows, on this thread: the numbers
+    single-threaded BLAS gives (threaded BLAS may round a row's last bit otherwise)."""
+    if len(matrix) <= _SCAN_BLOCK:
+        small: np.ndarray = matrix @ query
+        return small
+    out = np.empty(len(matrix), dtype=np.result_type(matrix, query))
+    for start in range(0, len(matrix), _SCAN_BLOCK):
+        np.matmul(matrix[start : start + _SCAN_BLOCK], query, out=out[start : start + _SCAN_BLOCK])
+    return out

@@ -24,8 +24,9 @@ from __future__ import annotations
 import hashlib
 import math
 import sqlite3
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -47,6 +48,17 @@ SCOPE_KEY = "\x00"
 _PARSE_CHUNK = 500_000
 #: More segments than this are merged (appends each add one small segment).
 MAX_SEGMENTS = 8
+#: Score arrays of the latest term sets kept for reuse: one search's lexical channels
+#: ask for the question's terms, the same with feedback terms appended, and the same
+#: again restricted to one role.
+SCORE_CACHE = 4
+#: Row masks of the latest filters kept (``search``'s ``allowed_key``).
+ALLOWED_CACHE = 8
+#: Tokens' BM25 contributions kept between searches: at most this many per row.
+CONTRIBUTION_BUDGET = 4
+#: Query tokens whose postings number at most 1/SPARSE_SHARE of the rows are scored
+#: over the matched rows only (sorting few postings beats passes over every row).
+SPARSE_SHARE = 64
 
 
 @dataclass(slots=True)
@@ -140,6 +152,18 @@ class _Segment:
         low = int(np.searchsorted(self.term_ids, key, "left"))
         high = int(np.searchsorted(self.term_ids, key, "right"))
         return self.slots[low:high], self.tfs[low:high]
+
+
+@dataclass(slots=True)
+class _Scored:
+    """BM25 for one sequence of query tokens: of every slot (``scores``, 0 where none
+    matches), or of the matched slots only (``slots`` ascending, ``values``) when few
+    postings match; and the matched slots of each scope with their scores."""
+
+    scores: np.ndarray | None = None
+    slots: np.ndarray | None = None
+    values: np.ndarray | None = None
+    matched: dict[tuple[str, ...], tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
 
 
 def _merged(segments: Sequence[_Segment]) -> _Segment:
@@ -301,7 +325,13 @@ class LexicalIndex:
         self._lengths = np.zeros(0, dtype=np.float64)
         self._live = np.zeros(0, dtype=bool)
         self._size = 0
+        #: Removed slots (postings of live rows only need no filtering while none is).
+        self._dead = 0
         self._scope_masks: dict[tuple[str, ...], np.ndarray] = {}
+        self._scored: OrderedDict[tuple[str, ...], _Scored] = OrderedDict()
+        self._allowed_masks: OrderedDict[Hashable, np.ndarray] = OrderedDict()
+        self._contribution_cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._contribution_values = 0
         self.documents = 0
         self.tokens = 0
         #: The largest rowid ever added: rows above it are not indexed yet.
@@ -323,7 +353,7 @@ class LexicalIndex:
         rows = postings.length_rowids
         if rows.size == 0:
             return
-        self._scope_masks.clear()
+        self._forget_scores()
         start = self._size
         self._grow(rows.size)
         self._rowids[start : start + rows.size] = rows
@@ -420,9 +450,18 @@ class LexicalIndex:
             self._rowids[: self._size], np.asarray(rowids, dtype=np.int64)
         )
         self._live[: self._size][hit] = False
-        self._scope_masks.clear()
+        self._dead += int(hit.sum())
+        self._forget_scores()
         self.documents -= int(hit.sum())
         self.tokens -= int(self._lengths[: self._size][hit].sum())
+
+    def _forget_scores(self) -> None:
+        """Drop what was computed over the rows (they changed)."""
+        self._scope_masks.clear()
+        self._scored.clear()
+        self._allowed_masks.clear()
+        self._contribution_cache.clear()
+        self._contribution_values = 0
 
     def _postings(self, key: str) -> tuple[np.ndarray, np.ndarray]:
         """Live slots and term frequencies of ``key`` across all segments."""
@@ -430,8 +469,13 @@ class LexicalIndex:
         if term_id is None:
             return np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.float32)
         parts = [segment.postings(term_id) for segment in self._segments]
-        slots = np.concatenate([p[0] for p in parts])
-        tfs = np.concatenate([p[1] for p in parts])
+        if len(parts) == 1:
+            slots, tfs = parts[0]
+        else:
+            slots = np.concatenate([p[0] for p in parts])
+            tfs = np.concatenate([p[1] for p in parts])
+        if not self._dead:
+            return slots, tfs
         live = self._live[slots]
         return slots[live], tfs[live]
 
@@ -455,44 +499,180 @@ class LexicalIndex:
         self._scope_masks[key] = mask
         return mask
 
+    def _contributions(self, terms: Sequence[str]) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Each query token's live slots and its BM25 contribution to each (tokens no
+        row holds left out). Contributions are remembered between searches, up to
+        ``CONTRIBUTION_BUDGET`` values per row, until the index changes: common words
+        come back in question after question."""
+        out: list[tuple[np.ndarray, np.ndarray]] = []
+        for term in terms:
+            slots, tf = self._postings(term)
+            if not slots.size:
+                continue
+            values = self._contribution_cache.get(term)
+            if values is None:
+                values = self._bm25(slots, tf)
+                self._remember_contribution(term, values)
+            else:
+                self._contribution_cache.move_to_end(term)
+            out.append((slots, values))
+        return out
+
+    def _bm25(self, slots: np.ndarray, tf: np.ndarray) -> np.ndarray:
+        """One token's BM25 contribution to each of its (live) slots."""
+        n = slots.size
+        idf = max(math.log((self.documents - n + 0.5) / (n + 0.5)), IDF_FLOOR)
+        mean_length = self.tokens / self.documents
+        tf64 = tf.astype(np.float64)
+        norm = BM25_K1 * (1 - BM25_B + BM25_B * self._lengths[slots] / mean_length)
+        result: np.ndarray = idf * (tf64 * (BM25_K1 + 1)) / (tf64 + norm)
+        return result
+
+    def _remember_contribution(self, term: str, values: np.ndarray) -> None:
+        """Keep ``values`` for ``term``, the least recently used dropped over budget."""
+        budget = CONTRIBUTION_BUDGET * self._size
+        if values.size > budget:
+            return
+        self._contribution_cache[term] = values
+        self._contribution_values += values.size
+        while self._contribution_values > budget:
+            _, dropped = self._contribution_cache.popitem(last=False)
+            self._contribution_values -= dropped.size
+
+    def _scores(self, terms: Sequence[str]) -> _Scored:
+        """BM25 for the query tokens ``terms``, remembered for the next searches.
+
+        A row's score adds each token's contribution in query order (a token given
+        twice counts twice, as FTS5 scores each query term as its own phrase). A token
+        sequence that extends a remembered one (the question's tokens with feedback
+        tokens appended) starts from its sums and adds only the new tokens: each slot
+        receives the same additions in the same order, so the scores are the same
+        floating-point numbers as from scratch. When the tokens' postings are few next
+        to the rows, only the matched slots are scored (``_Scored.slots``).
+        """
+        key = tuple(terms)
+        found = self._scored.get(key)
+        if found is not None:
+            self._scored.move_to_end(key)
+            return found
+        start, base = 0, None
+        for known, scored in self._scored.items():
+            if start < len(known) < len(key) and key[: len(known)] == known:
+                start, base = len(known), scored
+        new = self._contributions(key[start:])
+        sparse_base = base if base is not None and base.slots is not None else None
+        touched = sum(slots.size for slots, _ in new)
+        if sparse_base is not None and sparse_base.slots is not None:
+            touched += sparse_base.slots.size
+        if base is not None and base.scores is not None:
+            scores = base.scores.copy()
+        elif touched > self._size // SPARSE_SHARE:
+            scores = np.zeros(self._size, dtype=np.float64)
+            if sparse_base is not None:
+                scores[sparse_base.slots] = sparse_base.values
+        else:
+            found = self._sparse(base, new)
+            scores = None
+        if scores is not None:
+            for slots, values in new:
+                # A token holds each slot once, so this adds one contribution per slot.
+                scores[slots] += values
+            found = _Scored(scores=scores)
+        assert found is not None
+        self._scored[key] = found
+        if len(self._scored) > SCORE_CACHE:
+            self._scored.popitem(last=False)
+        return found
+
+    def _sparse(self, base: _Scored | None, new: list[tuple[np.ndarray, np.ndarray]]) -> _Scored:
+        """``_scores`` over the matched slots only: the base's sums, then each new
+        token's contributions, added per slot in that order."""
+        slot_parts: list[np.ndarray] = []
+        value_parts: list[np.ndarray] = []
+        if base is not None and base.slots is not None and base.values is not None:
+            slot_parts.append(base.slots)
+            value_parts.append(base.values)
+        for slots, values in new:
+            slot_parts.append(slots)
+            value_parts.append(values)
+        if not slot_parts:
+            empty = np.zeros(0, dtype=np.int64)
+            return _Scored(slots=empty, values=np.zeros(0, dtype=np.float64))
+        slots, inverse = np.unique(np.concatenate(slot_parts), return_inverse=True)
+        # bincount adds the weights in the order given: per slot, the same order as above.
+        values = np.bincount(inverse, np.concatenate(value_parts), minlength=slots.size)
+        return _Scored(slots=slots, values=values)
+
+    def _allowed(
+        self,
+        candidates: np.ndarray,
+        allowed_rowids: np.ndarray | Callable[[], np.ndarray | None],
+        key: Hashable | None,
+    ) -> np.ndarray | None:
+        """Which of ``candidates`` (slots) ``allowed_rowids`` holds, as a boolean array
+        (None: no restriction). With a ``key``, the rows are matched to every slot once
+        and the mask remembered under it until the index changes; without, only the
+        candidates are looked up."""
+        mask = self._allowed_masks.get(key) if key is not None else None
+        if mask is None:
+            rowids = allowed_rowids() if callable(allowed_rowids) else allowed_rowids
+            if rowids is None:
+                return None
+            if key is None:
+                result: np.ndarray = np.isin(self._rowids[candidates], rowids)
+                return result
+            mask = self._allowed_masks[key] = np.isin(self._rowids[: self._size], rowids)
+            if len(self._allowed_masks) > ALLOWED_CACHE:
+                self._allowed_masks.popitem(last=False)
+        else:
+            self._allowed_masks.move_to_end(key)
+        kept: np.ndarray = mask[candidates]
+        return kept
+
     def search(
         self,
-        terms: Mapping[str, int],
+        terms: Sequence[str],
         scope_tokens: Sequence[str],
         limit: int,
-        allowed_rowids: np.ndarray | None = None,
+        allowed_rowids: np.ndarray | Callable[[], np.ndarray | None] | None = None,
+        allowed_key: Hashable | None = None,
     ) -> list[tuple[int, float]]:
         """The ``limit`` best ``(rowid, score)`` pairs, best first (ties: lower rowid).
 
-        ``terms`` maps each FTS5 token of the query to how many query terms yield it
-        (FTS5 scores each term as its own phrase); ``scope_tokens`` are the scope
-        column's tokens a row must hold; ``allowed_rowids`` narrows further (filters).
+        ``terms`` are the FTS5 tokens of the query terms, in query order (FTS5 scores
+        each term as its own phrase: a token given twice counts twice);
+        ``scope_tokens`` are the scope column's tokens a row must hold;
+        ``allowed_rowids`` narrows further (filters): the rowids, or a function
+        returning them (None: no restriction), called only when needed. With
+        ``allowed_key``, a name for that set of rows while the index does not change,
+        the set is matched to the index's rows once and remembered.
+
+        Each token sequence's scores, and its matched rows in each scope, are
+        remembered until the index changes: a search for tokens already searched, or
+        for more tokens after them, reads the matches instead of scoring every row again.
         """
         if self.documents == 0 or limit <= 0:
             return []
-        mean_length = self.tokens / self.documents
-        slot_parts, score_parts = [], []
-        for term, multiplicity in terms.items():
-            slots, tf = self._postings(term)
-            if slots.size == 0:
-                continue
-            n = slots.size
-            idf = max(math.log((self.documents - n + 0.5) / (n + 0.5)), IDF_FLOOR)
-            tf = tf.astype(np.float64)
-            norm = BM25_K1 * (1 - BM25_B + BM25_B * self._lengths[slots] / mean_length)
-            slot_parts.append(slots)
-            score_parts.append(multiplicity * (idf * (tf * (BM25_K1 + 1)) / (tf + norm)))
-        if not slot_parts:
-            return []
-        all_slots = np.concatenate(slot_parts)
-        scores = np.bincount(all_slots, np.concatenate(score_parts), minlength=self._size)
-        # Every term's contribution is > 0 (idf >= IDF_FLOOR, tf >= 1): matched <=> > 0.
-        candidates = np.flatnonzero((scores > 0) & self.in_scope(scope_tokens))
-        if allowed_rowids is not None:
-            candidates = candidates[np.isin(self._rowids[candidates], allowed_rowids)]
+        scored = self._scores(terms)
+        scope = tuple(scope_tokens)
+        matched = scored.matched.get(scope)
+        if matched is None:
+            # Every term's contribution is > 0 (idf >= IDF_FLOOR, tf >= 1): matched <=> > 0.
+            if scored.scores is not None:
+                slots = np.flatnonzero((scored.scores > 0) & self.in_scope(scope_tokens))
+                matched = (slots, scored.scores[slots])
+            else:
+                assert scored.slots is not None and scored.values is not None
+                keep = (scored.values > 0) & self.in_scope(scope_tokens)[scored.slots]
+                matched = (scored.slots[keep], scored.values[keep])
+            scored.matched[scope] = matched
+        candidates, values = matched
+        if allowed_rowids is not None and candidates.size:
+            keep = self._allowed(candidates, allowed_rowids, allowed_key)
+            if keep is not None:
+                candidates, values = candidates[keep], values[keep]
         if candidates.size == 0:
             return []
-        values = scores[candidates]
         if candidates.size > limit:
             # Keep every candidate tied with the limit-th score, then order them all.
             threshold = np.partition(values, candidates.size - limit)[candidates.size - limit]

@@ -22,8 +22,7 @@ import re
 import sqlite3
 import threading
 import warnings
-from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -270,11 +269,14 @@ class SQLiteLexical:
         scope_tokens: Sequence[str],
         allowed_rowids: Callable[[], np.ndarray | None],
         limit: int,
+        allowed_key: Hashable | None = None,
     ) -> list[tuple[int, float]] | None:
         """Ranked ``(rowid, score)`` pairs, or None when FTS5 must answer this search
         (index not current yet, or a term FTS5 would treat as a multi-word phrase).
         ``allowed_rowids`` gives the rows the filters let through (None: no filters); it
-        is called only when the index answers."""
+        is called only when the index answers and has not remembered them under
+        ``allowed_key`` (scope and filters that name the same rows while the file's
+        rows do not change: ``LexicalIndex.search``)."""
         if not self._prepare(conn):
             return None
         self._load(conn)
@@ -295,9 +297,10 @@ class SQLiteLexical:
         if any(len(t) != 1 for t in tokens):
             return None
         assert self._index is not None
-        weights = Counter(t[0] for t in tokens[: len(terms)])
+        query = [t[0] for t in tokens[: len(terms)]]
         scope = [t[0] for t in tokens[len(terms) :]]
-        return self._index.search(weights, scope, limit, allowed_rowids())
+        key = None if allowed_key is None else (self._epoch, allowed_key)
+        return self._index.search(query, scope, limit, allowed_rowids, key)
 
     def warm_up(self) -> None:
         """Build or catch up the index now, on a connection of its own."""

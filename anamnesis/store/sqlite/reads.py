@@ -38,8 +38,36 @@ from .sql import (
 )
 
 
+def _rows_key(scope: Scope, filters: Filters) -> tuple | None:
+    """What names the rows ``scope`` and ``filters`` let through while the file's rows do
+    not change (their scope and filter columns never change in place), or None when
+    there are no filters, or metadata filters (evaluated in SQL, not remembered)."""
+    if filters.is_empty() or filters.metadata:
+        return None
+    return (
+        scope.user_id,
+        scope.agent_id,
+        scope.session_id,
+        filters.role,
+        filters.not_role,
+        filters.speaker,
+        filters.modality,
+        filters.event_after,
+        filters.event_before,
+        filters.recorded_before,
+    )
+
+
+#: Rows whose id, scope and place in a conversation ``_in_scope`` keeps between searches.
+ROW_CACHE = 100_000
+
+
 class SQLiteReads:
     """Reads and searches for ``SQLiteStore`` (uses its connection, lock and indexes)."""
+
+    #: ``_in_scope``'s rows: rowid -> (id, user, agent, turn info), and the epoch read with them.
+    _row_places: dict[int, tuple[str, str, str | None, TurnInfo]] | None = None
+    _row_places_epoch: str | None = None
 
     path: Path
     dim: int
@@ -197,7 +225,12 @@ class SQLiteReads:
             try:
                 tokens = scope_terms(scope.user_id, scope.agent_id, scope.session_id).split()
                 ranked = self._lexical.search(
-                    self._conn, terms, tokens, lambda: self._refreshed_rowids(scope, filters), limit
+                    self._conn,
+                    terms,
+                    tokens,
+                    lambda: self._refreshed_rowids(scope, filters),
+                    limit,
+                    _rows_key(scope, filters),
                 )
                 if ranked is not None:
                     return self._candidates(ranked, scope)
@@ -306,17 +339,41 @@ class SQLiteReads:
         return [Candidate(known[r][0], score, known[r][1]) for r, score in pairs if r in known]
 
     def _in_scope(self, rowids: Sequence[int], scope: Scope) -> dict[int, tuple[str, TurnInfo]]:
-        """The id and ``turn_info`` of each of ``rowids`` that is in ``scope``, read in SQL."""
+        """The id and ``turn_info`` of each of ``rowids`` that is in ``scope``.
+
+        Read in SQL once per row and remembered while the file's ``vector_epoch`` stays
+        the same: a row's id, scope and place in its conversation never change while it
+        exists, rowids are never reused, and every delete changes the epoch. The scope
+        is checked on each call against what SQL returned.
+        """
         if not rowids:
             return {}
-        where, params = scope_sql(scope, by_key=True)
-        marks = ",".join("?" * len(rowids))
-        rows = self._conn.execute(
-            f"SELECT e.rowid, e.id, {TURN_COLUMNS} "
-            f"FROM episodes e WHERE e.rowid IN ({marks}) AND {where}",
-            [*rowids, *params],
-        ).fetchall()
-        return {row[0]: (row[1], (row[2], row[3], row[4], row[5])) for row in rows}
+        row = self._conn.execute("SELECT value FROM meta WHERE key = 'vector_epoch'").fetchone()
+        epoch = row[0] if row else "0"
+        cache = self._row_places
+        if cache is None or epoch != self._row_places_epoch or len(cache) > ROW_CACHE:
+            cache = self._row_places = {}
+            self._row_places_epoch = epoch
+        missing = [r for r in dict.fromkeys(rowids) if r not in cache]
+        if missing:
+            marks = ",".join("?" * len(missing))
+            for found in self._conn.execute(
+                f"SELECT e.rowid, e.id, e.user_id, e.agent_id, {TURN_COLUMNS} "
+                f"FROM episodes e WHERE e.rowid IN ({marks})",
+                missing,
+            ):
+                cache[found[0]] = (found[1], found[2], found[3], found[4:8])
+        places: dict[int, tuple[str, TurnInfo]] = {}
+        for rowid in rowids:
+            place = cache.get(rowid)
+            if (
+                place is not None
+                and place[1] == scope.user_id
+                and (scope.agent_id is None or place[2] == scope.agent_id)
+                and (scope.session_id is None or place[3][0] == scope.session_id)
+            ):
+                places[rowid] = (place[0], place[3])
+        return places
 
     def _refresh_dense(self) -> None:
         """Bring the numpy matrix, and the approximate graph above its threshold, up to

@@ -509,6 +509,7 @@ class SQLiteStore(
         remove_lexical_files(self.path)
         if self._dense.mapped:
             self._dense.clear()
+        self._row_places = None  # rows removed here leave this process's memory at once
         return before, after
 
     def update_episode(
