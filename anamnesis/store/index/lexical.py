@@ -25,7 +25,7 @@ import hashlib
 import math
 import sqlite3
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
