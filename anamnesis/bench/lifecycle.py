@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import random
 import shlex
-import sqlite3
 import statistics
 import sys
 import tempfile
@@ -34,6 +33,7 @@ from typing import Any
 import click
 
 from ..memory import Memory
+from ..store.sqlite.driver import sqlite3
 from ..types import Scope
 from ..usage import UsageLog
 from . import datasets

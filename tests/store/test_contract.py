@@ -1008,7 +1008,7 @@ def _downgrade_to_before_times(backend, store_url):
         "derived_sources",
     )
     if backend == "sqlite":
-        import sqlite3
+        from anamnesis.store.sqlite.driver import sqlite3
 
         with sqlite3.connect(store_url) as conn:
             for table in ("facts_fts", "facts", "fact_sources", "consolidated_episodes", *later):

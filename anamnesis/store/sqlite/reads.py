@@ -7,7 +7,6 @@ Mixed into ``SQLiteStore``, whose connection, lock and in-memory indexes it read
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ from ..base import TURN_COLUMNS, Candidate, Filters, TurnInfo, adjacent_by_episo
 from ..episode_times import EpisodeTimes, TimeRange, times_by_episode
 from ..index.dense import DenseIndex
 from .ann import SQLiteAnn
+from .driver import sqlite3
 from .lexical import SQLiteLexical
 from .sql import (
     EPISODE_COLUMNS,
