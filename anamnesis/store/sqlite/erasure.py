@@ -75,9 +75,10 @@ def start_capture(conn: sqlite3.Connection) -> None:
             f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.erased_{table}_words "
             f"USING fts5vocab(temp, erased_{table}, row)"
         )
+        # An 'instance' table yields a word's first occurrence without counting them all.
         conn.execute(
             f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{index}_words "
-            f"USING fts5vocab(main, {index}, row)"
+            f"USING fts5vocab(main, {index}, instance)"
         )
         conn.execute(
             f"""CREATE TEMP TRIGGER erasing_{table} AFTER DELETE ON main.{table} BEGIN
@@ -134,23 +135,43 @@ def _separator_left(conn: sqlite3.Connection, index: str, words: list[str]) -> b
     gone = [
         word
         for word in words
-        if conn.execute(f"SELECT 1 FROM {vocabulary} WHERE term = ?", (word,)).fetchone() is None
+        if conn.execute(f"SELECT 1 FROM {vocabulary} WHERE term = ? LIMIT 1", (word,)).fetchone()
+        is None
     ]
-    prefixes = {
-        key[:length]
-        for word in gone
-        for key in [MAIN_INDEX + word.encode("utf-8")]
-        for length in range(2, len(key) + 1)
-    }
+    if not gone:
+        return False
+    prefixes = sorted(
+        {
+            key[:length]
+            for word in gone
+            for key in [MAIN_INDEX + word.encode("utf-8")]
+            for length in range(2, len(key) + 1)
+        }
+    )
+    # The separators are keyed by (segment, term): seek each prefix in each segment.
+    segments = [
+        row[0]
+        for row in conn.execute(
+            f"""WITH RECURSIVE s(id) AS (
+                  SELECT MIN(segid) FROM {index}_idx
+                  UNION ALL
+                  SELECT (SELECT MIN(segid) FROM {index}_idx WHERE segid > s.id)
+                  FROM s WHERE s.id IS NOT NULL)
+                SELECT id FROM s WHERE id IS NOT NULL"""
+        )
+    ]
     found: list[bytes] = []
-    ordered = sorted(prefixes)
-    for start in range(0, len(ordered), 5000):
-        chunk = ordered[start : start + 5000]
-        marks = ",".join("?" * len(chunk))
-        found += [
-            bytes(row[0])
-            for row in conn.execute(f"SELECT term FROM {index}_idx WHERE term IN ({marks})", chunk)
-        ]
+    for segment in segments:
+        for start in range(0, len(prefixes), 5000):
+            chunk = prefixes[start : start + 5000]
+            marks = ",".join("?" * len(chunk))
+            found += [
+                bytes(row[0])
+                for row in conn.execute(
+                    f"SELECT term FROM {index}_idx WHERE segid = ? AND term IN ({marks})",
+                    [segment, *chunk],
+                )
+            ]
     return any(not _starts_a_word(conn, vocabulary, separator) for separator in found)
 
 
@@ -160,6 +181,7 @@ def _starts_a_word(conn: sqlite3.Connection, vocabulary: str, separator: bytes) 
     # A separator may end inside a character: look from its last whole one.
     text = start.decode("utf-8", "ignore")
     rows = conn.execute(
-        f"SELECT term FROM {vocabulary} WHERE term >= ? AND term < ?", (text, text + _LAST)
+        f"SELECT DISTINCT term FROM {vocabulary} WHERE term >= ? AND term < ?",
+        (text, text + _LAST),
     )
     return any(term.encode("utf-8").startswith(start) for (term,) in rows)

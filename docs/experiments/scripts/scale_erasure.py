@@ -15,6 +15,9 @@ file of the store (UTF-8 and UTF-16, the word and its lower-case tail):
     cp -r /work/scale-stores/erasure/s100k /work/scale-stores/erasure/s100k-b
     python docs/experiments/scripts/scale_erasure.py erase /work/scale-stores/erasure/s100k
 
+``erase DIR --no-search`` skips the searches (at a million episodes, the first search
+and the one after each forget reload every vector, which takes longer than erasing).
+
 Build with the code that is to be compared against (a store erased by a SQLite with
 FTS5 ``secure-delete`` cannot be read by an older one), copy, and erase each copy
 with one version of the code.
@@ -111,7 +114,9 @@ def build(size: int, directory: Path) -> None:
                     text = f"{text} {secret_word(planted[n])} again"
                 session = f"s{n // 20}"
                 if n % 20 == 0:
-                    sessions.append(Session(id=session, user_id=USER, agent_id=None, started_at=base))
+                    sessions.append(
+                        Session(id=session, user_id=USER, agent_id=None, started_at=base)
+                    )
                 moment = base + timedelta(seconds=n)
                 episodes.append(
                     Episode(
@@ -141,15 +146,16 @@ def build(size: int, directory: Path) -> None:
     print(f"built {size} in {time.perf_counter() - start:.0f} s")
 
 
-def erase(directory: Path) -> None:
+def erase(directory: Path, search: bool = True) -> None:
     planted = json.loads((directory / "planted.json").read_text())
     store_dir = directory
     opened = time.perf_counter()
     memory = Memory(path=directory / "memory.db", embedder="edge", warm=False)
     print(f"open {time.perf_counter() - opened:.2f} s; {memory.capabilities.get('erasure')}")
-    started = time.perf_counter()
-    memory.search("what did I say about the river", user_id=USER)
-    print(f"first search {time.perf_counter() - started:.2f} s")
+    if search:
+        started = time.perf_counter()
+        memory.search("what did I say about the river", user_id=USER)
+        print(f"first search {time.perf_counter() - started:.2f} s")
     timings: dict[str, list[float]] = {"forget": [], "delete": []}
     left = {}
     for index, (episode_id, word) in enumerate(sorted(planted.items())):
@@ -163,7 +169,8 @@ def erase(directory: Path) -> None:
         seconds = time.perf_counter() - started
         timings[verb].append(seconds)
         started = time.perf_counter()
-        memory.search("what did I say about the river", user_id=USER)
+        if search:
+            memory.search("what did I say about the river", user_id=USER)
         after = time.perf_counter() - started
         left[word] = sum(bytes_left(store_dir, word).values())
         print(
@@ -187,6 +194,6 @@ if __name__ == "__main__":
     if sys.argv[1] == "build":
         build(int(sys.argv[2]), Path(sys.argv[3]))
     elif sys.argv[1] == "erase":
-        erase(Path(sys.argv[2]))
+        erase(Path(sys.argv[2]), search="--no-search" not in sys.argv)
     else:
         raise SystemExit(__doc__)
