@@ -67,9 +67,10 @@ def start_capture(conn: sqlite3.Connection) -> None:
     for index, table, columns in FTS_INDEXES:
         names = ", ".join(columns)
         olds = ", ".join(f"old.{c}" for c in columns)
+        # Contentless: it keeps only the words, and 'delete-all' clears them at once.
         conn.execute(
             f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.erased_{table} "
-            f"USING fts5({names}, tokenize='{TOKENIZE}')"
+            f"USING fts5({names}, content='', tokenize='{TOKENIZE}')"
         )
         conn.execute(
             f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.erased_{table}_words "
@@ -105,7 +106,7 @@ def finish(conn: sqlite3.Connection, secure: bool) -> list[str]:
     merged = []
     for index, table, columns in FTS_INDEXES:
         words = [row[0] for row in conn.execute(f"SELECT term FROM temp.erased_{table}_words")]
-        conn.execute(f"DELETE FROM temp.erased_{table}")
+        conn.execute(f"INSERT INTO temp.erased_{table} (erased_{table}) VALUES ('delete-all')")
         if not words:
             continue
         if len(words) > MAX_CHECKED_WORDS or _separator_left(conn, index, words):

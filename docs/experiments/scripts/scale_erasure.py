@@ -15,6 +15,12 @@ file of the store (UTF-8 and UTF-16, the word and its lower-case tail):
     cp -r /work/scale-stores/erasure/s100k /work/scale-stores/erasure/s100k-b
     python docs/experiments/scripts/scale_erasure.py erase /work/scale-stores/erasure/s100k
 
+``sample DIR K`` forgets K episodes drawn at random (no search), and reports the
+spread of their times and how many had to rewrite a full-text index (a page separator
+left to clear; with FTS5 secure-delete only):
+
+    python docs/experiments/scripts/scale_erasure.py sample /work/scale-stores/erasure/s100k 200
+
 ``erase DIR --no-search`` skips the searches (at a million episodes, the first search
 and the one after each forget reload every vector, which takes longer than erasing).
 
@@ -32,6 +38,7 @@ import sys
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -190,9 +197,46 @@ def erase(directory: Path, search: bool = True) -> None:
     print(f"files: {sizes}")
 
 
+def sample(directory: Path, count: int) -> None:
+    from anamnesis.store.sqlite import erasure
+
+    rewrites: list[str] = []
+    rewrite = erasure.rewrite
+
+    def counted(conn: Any, index: str, column: str) -> None:
+        rewrites.append(index)
+        rewrite(conn, index, column)
+
+    erasure.rewrite = counted  # type: ignore[assignment]
+    memory = Memory(path=directory / "memory.db", embedder="edge", warm=False)
+    size = memory.stats(user_id=USER)["episodes"]
+    rng = np.random.default_rng(11)
+    times, slow = [], []
+    for n in rng.choice(size, count, replace=False):
+        before = len(rewrites)
+        started = time.perf_counter()
+        report = memory.forget([f"e{n:08d}"], user_id=USER)
+        seconds = time.perf_counter() - started
+        if not report.episode_ids:
+            continue  # erased before (a planted episode)
+        times.append(seconds)
+        if len(rewrites) > before:
+            slow.append(seconds)
+    memory.close()
+    ms = np.array(times) * 1000
+    p50, p90 = np.percentile(ms, [50, 90])
+    print(
+        f"{len(times)} forgets: p50 {p50:.0f} ms, p90 {p90:.0f} ms, "
+        f"max {ms.max():.0f} ms; {len(slow)} rewrote an index "
+        f"({', '.join(f'{t * 1000:.0f} ms' for t in slow)})"
+    )
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "build":
         build(int(sys.argv[2]), Path(sys.argv[3]))
+    elif sys.argv[1] == "sample":
+        sample(Path(sys.argv[2]), int(sys.argv[3]))
     elif sys.argv[1] == "erase":
         erase(Path(sys.argv[2]), search="--no-search" not in sys.argv)
     else:
