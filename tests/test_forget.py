@@ -11,6 +11,8 @@ from __future__ import annotations
 import io
 import json
 import random
+import threading
+import time
 import warnings
 from pathlib import Path
 
@@ -340,3 +342,41 @@ def test_a_store_erased_in_place_is_refused_by_an_older_sqlite(tmp_path, monkeyp
     old_sqlite(monkeypatch)
     with pytest.raises(StoreError, match="install sqlean-py"):
         Memory(path=path, embedder=EDGE, warm=False)
+
+
+def test_a_forget_does_not_wait_for_the_lexical_index_build(tmp_path, monkeypatch) -> None:
+    """Truncating the log waits for every open read; the store's own background build
+    of the in-memory lexical index holds one for as long as it reads the postings. A
+    forget interrupts it (the next search builds again) instead of waiting."""
+    from anamnesis.store.sqlite import lexical
+
+    reading = threading.Event()
+
+    def slow_postings(conn, vocab):  # type: ignore[no-untyped-def]
+        reading.set()  # a read that takes far longer than the test allows, unless stopped
+        conn.execute(
+            "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c "
+            "WHERE x < 400000000) SELECT count(*) FROM c"
+        ).fetchone()
+        return {}
+
+    directory = tmp_path / "store"
+    memory = Memory(path=directory / "m.db", embedder=EDGE, warm=False)
+    (secret,) = memory.add(f"I live in {SECRET} now", user_id="ana")
+    memory.add("I love hiking in the mountains.", user_id="ana")
+    monkeypatch.setattr(lexical, "read_postings", slow_postings)
+    build = threading.Thread(target=memory.store._lexical.warm_up)  # type: ignore[attr-defined]
+    build.start()
+    assert reading.wait(10)
+    started = time.perf_counter()
+    memory.forget([secret.id], user_id="ana")
+    assert time.perf_counter() - started < 5
+    assert sum(occurrences(directory).values()) == 0, occurrences(directory)
+    build.join(10)
+    assert not build.is_alive()
+    monkeypatch.undo()
+    assert [h.episode.content for h in memory.search("hiking", user_id="ana")] == [
+        "I love hiking in the mountains."
+    ]
+    assert memory.store.lexical_backend == "fts5-bm25"  # the interrupted build is no failure
+    memory.close()
