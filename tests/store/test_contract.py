@@ -50,6 +50,13 @@ def test_meta_round_trips_and_overwrites(store):
     assert store.get_meta("embedder_name") == "edge"
 
 
+def test_each_backend_says_how_forget_erases(store, backend):
+    """``Memory.capabilities["erasure"]``: in place on SQLite (FTS5 secure-delete, with
+    the SQLite the store depends on); what stays on disk on PostgreSQL."""
+    expected = "fts5 secure-delete" if backend == "sqlite" else "rows deleted"
+    assert store.erasure.startswith(expected)
+
+
 def test_reopening_keeps_data_and_close_is_idempotent(open_store):
     first = open_store()
     add(first, [make_episode("kept across reopen", id="ep_keep")])
