@@ -11,6 +11,8 @@ from __future__ import annotations
 import io
 import json
 import random
+import subprocess
+import sys
 import threading
 import time
 import warnings
@@ -380,3 +382,41 @@ def test_a_forget_does_not_wait_for_the_lexical_index_build(tmp_path, monkeypatc
     ]
     assert memory.store.lexical_backend == "fts5-bm25"  # the interrupted build is no failure
     memory.close()
+
+
+def test_on_the_standard_library_sqlite_a_forget_still_leaves_no_byte(tmp_path) -> None:
+    """Where sqlean.py is not installed the store runs on Python's own sqlite3 (3.40 on
+    this machine, no FTS5 secure-delete): it says so, once, and every forget merges the
+    full-text indexes instead. Run in a fresh interpreter that cannot import sqlean."""
+    directory = tmp_path / "store"
+    script = f"""
+import json, sys, warnings
+sys.modules["sqlean"] = None  # as where the package is missing
+from anamnesis import Memory
+from anamnesis.store.sqlite import driver
+with warnings.catch_warnings(record=True) as warned:
+    warnings.simplefilter("always")
+    memory = Memory(path={str(directory / "m.db")!r}, embedder="edge", warm=False)
+    Memory(path={str(tmp_path / "other.db")!r}, embedder="edge", warm=False).close()
+(secret,) = memory.add("I live in {SECRET} now", user_id="ana")
+memory.add("I love hiking in the mountains.", user_id="ana")
+memory.forget([secret.id], user_id="ana")
+print(json.dumps({{
+    "library": driver.LIBRARY,
+    "in_place": driver.SECURE_DELETE,
+    "erasure": memory.capabilities["erasure"],
+    "warnings": [str(w.message) for w in warned if "secure-delete" in str(w.message)],
+    "kept": [e.content for e in memory.get_all(user_id="ana").items],
+}}))
+memory.close()
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True
+    )
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["library"] == "sqlite3"
+    if not report["in_place"]:  # a Python whose own SQLite is 3.44 or later erases in place
+        assert report["erasure"].startswith("fts5 rewrite per forget")
+        assert len(report["warnings"]) == 1  # once per process, not per store
+    assert report["kept"] == ["I love hiking in the mountains."]
+    assert sum(occurrences(directory).values()) == 0, occurrences(directory)
