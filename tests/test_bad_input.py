@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import multiprocessing
-import sqlite3
 from pathlib import Path
 
 import pytest
@@ -20,6 +19,7 @@ from anamnesis import (
 from anamnesis.embed.minilm import MiniLMEmbedder
 from anamnesis.ingest.normalise import MAX_CONTENT_CHARS
 from anamnesis.store.sqlite import SQLiteStore
+from anamnesis.store.sqlite.driver import sqlite3
 
 
 @pytest.fixture

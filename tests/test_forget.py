@@ -1,6 +1,7 @@
 """Forgetting is complete: after forget, delete or delete_all, no byte of the text is
-left in any file of the store; scope holds; a dry run changes nothing; a forget cut
-by SIGKILL leaves all or nothing.
+left in any file of the store, with FTS5's secure-delete (erasing in place) and on an
+SQLite without it (rewriting the index); scope holds; a dry run changes nothing; a
+forget cut by SIGKILL leaves all or nothing.
 
 Real SQLite files in ``tmp_path``, the static edge embedder, the rule extractor.
 """
@@ -9,16 +10,23 @@ from __future__ import annotations
 
 import io
 import json
-import sqlite3
+import random
+import subprocess
+import sys
+import threading
+import time
+import warnings
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
-from anamnesis import InvalidInputError, Memory, ScopeError
+from anamnesis import InvalidInputError, Memory, ScopeError, StoreError
 from anamnesis.bench.reliability import read_journal, run_kills
 from anamnesis.cli import main
 from anamnesis.embed import get_embedder
+from anamnesis.store.sqlite import driver
+from anamnesis.store.sqlite.driver import sqlite3
 
 EDGE = get_embedder("edge")
 SECRET = "Xqzvorpluntek"
@@ -40,6 +48,13 @@ def occurrences(directory: Path) -> dict[str, int]:
             for encoding in ("utf-8", "utf-16-le", "utf-16-be")
         )
     return found
+
+
+def old_sqlite(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The store behaves as on an SQLite older than 3.44, whose FTS5 has no
+    secure-delete (the standard library's, where sqlean-py is not installed)."""
+    monkeypatch.setattr(driver, "SECURE_DELETE", False)
+    monkeypatch.setattr(driver, "_warned", False)
 
 
 def secure_delete_off(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -96,7 +111,7 @@ def erase(memory: Memory, how: str, ids: list[str]) -> None:
         raise AssertionError(how)
 
 
-@pytest.mark.parametrize("upstream", [False, True], ids=["build-default", "secure-delete-off"])
+@pytest.mark.parametrize("upstream", ["build-default", "secure-delete-off", "old-sqlite"], ids=str)
 @pytest.mark.parametrize(
     "how",
     [
@@ -109,10 +124,19 @@ def erase(memory: Memory, how: str, ids: list[str]) -> None:
     ],
 )
 def test_no_byte_of_the_secret_survives(tmp_path, monkeypatch, how, upstream) -> None:
-    if upstream:
+    if upstream == "secure-delete-off":
         secure_delete_off(monkeypatch)
+    if upstream == "old-sqlite":
+        old_sqlite(monkeypatch)
     directory = tmp_path / "store"
-    memory = Memory(path=directory / "m.db", embedder=EDGE, warm=False)
+    with warnings.catch_warnings(record=True) as warned:
+        warnings.simplefilter("always")
+        memory = Memory(path=directory / "m.db", embedder=EDGE, warm=False)
+    in_place = upstream != "old-sqlite"
+    assert memory.capabilities["erasure"].startswith(
+        "fts5 secure-delete" if in_place else "fts5 rewrite per forget"
+    )
+    assert any("secure-delete" in str(w.message) for w in warned) is not in_place
     ids = fill(memory)
     assert sum(occurrences(directory).values()) > 0
     erase(memory, how, ids)
@@ -246,3 +270,153 @@ def test_a_forget_killed_at_random_moments_is_all_or_nothing(tmp_path) -> None:
     done = {r["id"] for r in records if r["op"] == "delete"}
     cut = [r for r in records if r["op"] == "forgetting" and not set(r["ids"]) <= done]
     assert report.deleted > 0 and cut  # some kills landed inside a forget
+
+
+def segments(path: Path) -> set[int]:
+    """The ids of the episodes index's FTS5 segments (each leaf page has a row in
+    ``episodes_fts_idx``)."""
+    with sqlite3.connect(path) as conn:
+        return {row[0] for row in conn.execute("SELECT DISTINCT segid FROM episodes_fts_idx")}
+
+
+def test_forget_erases_in_place_without_rewriting_the_index(tmp_path) -> None:
+    """With secure-delete, a forget leaves the index's other segments as they were:
+    its cost does not grow with the store (merging rewrote every segment)."""
+    directory = tmp_path / "store"
+    path = directory / "m.db"
+    with Memory(path=path, embedder=EDGE, warm=False) as memory:
+        for n in range(6):  # each add commits a segment of its own
+            memory.add(f"note {n}: the harbour was quiet", user_id="ana")
+        (secret,) = memory.add(f"I live in {SECRET} now", user_id="ana")
+        before = segments(path)
+        assert len(before) > 1
+        memory.forget([secret.id], user_id="ana")
+        assert segments(path) == before
+        assert sum(occurrences(directory).values()) == 0, occurrences(directory)
+        assert len(memory.search("harbour", user_id="ana")) == 6
+    with sqlite3.connect(path) as conn:
+        conn.execute("INSERT INTO episodes_fts (episodes_fts) VALUES ('integrity-check')")
+
+
+def test_no_page_separator_spells_an_erased_word(tmp_path) -> None:
+    """FTS5's secure-delete keeps each leaf page's separator (a prefix of the page's
+    first word); when that word is erased, the forget must not leave its prefix."""
+    path = tmp_path / "m.db"
+    rng = random.Random(5)
+
+    def word() -> str:
+        return "".join(rng.choice("bcdfghjklmnpqrstvwz") for _ in range(12))
+
+    kept = [f"{word()} {word()} {word()}" for _ in range(150)]
+    erased = [word() for _ in range(30)]
+    with Memory(path=path, embedder=EDGE, warm=False) as memory:
+        with sqlite3.connect(path) as conn:  # small pages: many words start a page
+            conn.execute("INSERT INTO episodes_fts (episodes_fts, rank) VALUES ('pgsz', 64)")
+        memory.add_many(kept, user_id="ana", session_id="kept")
+        gone = memory.add_many(erased, user_id="ana", session_id="gone")
+        for episode in gone:
+            memory.forget([episode.id], user_id="ana")
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE VIRTUAL TABLE temp.v USING fts5vocab(main, episodes_fts, row)")
+        words = [row[0] for row in conn.execute("SELECT term FROM v")]
+        separators = [
+            bytes(row[0])[1:] for row in conn.execute("SELECT term FROM episodes_fts_idx")
+        ]
+    assert not set(erased) & set(words)
+    spelled = [
+        (separator, w)
+        for separator in separators
+        for w in erased
+        if len(separator) > 1
+        and w.encode().startswith(separator)
+        and not any(live.encode().startswith(separator) for live in words)
+    ]
+    assert spelled == []
+
+
+def test_a_store_erased_in_place_is_refused_by_an_older_sqlite(tmp_path, monkeypatch) -> None:
+    """FTS5 indexes written with secure-delete cannot be read by an SQLite older than
+    3.44: opening one there says what to install instead of failing at a search."""
+    path = tmp_path / "m.db"
+    with Memory(path=path, embedder=EDGE, warm=False) as memory:
+        (episode,) = memory.add("a note", user_id="ana")
+        memory.forget([episode.id], user_id="ana")
+    old_sqlite(monkeypatch)
+    with pytest.raises(StoreError, match="install sqlean-py"):
+        Memory(path=path, embedder=EDGE, warm=False)
+
+
+def test_a_forget_does_not_wait_for_the_lexical_index_build(tmp_path, monkeypatch) -> None:
+    """Truncating the log waits for every open read; the store's own background build
+    of the in-memory lexical index holds one for as long as it reads the postings. A
+    forget interrupts it (the next search builds again) instead of waiting."""
+    from anamnesis.store.sqlite import lexical
+
+    reading = threading.Event()
+
+    def slow_postings(conn, vocab):  # type: ignore[no-untyped-def]
+        reading.set()  # a read that takes far longer than the test allows, unless stopped
+        conn.execute(
+            "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c "
+            "WHERE x < 400000000) SELECT count(*) FROM c"
+        ).fetchone()
+        return {}
+
+    directory = tmp_path / "store"
+    memory = Memory(path=directory / "m.db", embedder=EDGE, warm=False)
+    (secret,) = memory.add(f"I live in {SECRET} now", user_id="ana")
+    memory.add("I love hiking in the mountains.", user_id="ana")
+    monkeypatch.setattr(lexical, "read_postings", slow_postings)
+    build = threading.Thread(target=memory.store._lexical.warm_up)  # type: ignore[attr-defined]
+    build.start()
+    assert reading.wait(10)
+    started = time.perf_counter()
+    memory.forget([secret.id], user_id="ana")
+    assert time.perf_counter() - started < 5
+    assert sum(occurrences(directory).values()) == 0, occurrences(directory)
+    build.join(10)
+    assert not build.is_alive()
+    monkeypatch.undo()
+    assert [h.episode.content for h in memory.search("hiking", user_id="ana")] == [
+        "I love hiking in the mountains."
+    ]
+    assert memory.store.lexical_backend == "fts5-bm25"  # the interrupted build is no failure
+    memory.close()
+
+
+def test_on_the_standard_library_sqlite_a_forget_still_leaves_no_byte(tmp_path) -> None:
+    """Where sqlean.py is not installed the store runs on Python's own sqlite3 (3.40 on
+    this machine, no FTS5 secure-delete): it says so, once, and every forget merges the
+    full-text indexes instead. Run in a fresh interpreter that cannot import sqlean."""
+    directory = tmp_path / "store"
+    script = f"""
+import json, sys, warnings
+sys.modules["sqlean"] = None  # as where the package is missing
+from anamnesis import Memory
+from anamnesis.store.sqlite import driver
+with warnings.catch_warnings(record=True) as warned:
+    warnings.simplefilter("always")
+    memory = Memory(path={str(directory / "m.db")!r}, embedder="edge", warm=False)
+    Memory(path={str(tmp_path / "other.db")!r}, embedder="edge", warm=False).close()
+(secret,) = memory.add("I live in {SECRET} now", user_id="ana")
+memory.add("I love hiking in the mountains.", user_id="ana")
+memory.forget([secret.id], user_id="ana")
+print(json.dumps({{
+    "library": driver.LIBRARY,
+    "in_place": driver.SECURE_DELETE,
+    "erasure": memory.capabilities["erasure"],
+    "warnings": [str(w.message) for w in warned if "secure-delete" in str(w.message)],
+    "kept": [e.content for e in memory.get_all(user_id="ana").items],
+}}))
+memory.close()
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True
+    )
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["library"] == "sqlite3"
+    if not report["in_place"]:  # a Python whose own SQLite is 3.44 or later erases in place
+        assert report["erasure"].startswith("fts5 rewrite per forget")
+        assert len(report["warnings"]) == 1  # once per process, not per store
+    assert report["kept"] == ["I love hiking in the mountains."]
+    assert sum(occurrences(directory).values()) == 0, occurrences(directory)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import math
-import sqlite3
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -23,6 +22,7 @@ from store_fixtures import postgres_schema_url_fixture  # noqa: F401  (a fixture
 from anamnesis import GateConfig, InvalidInputError, Memory, NotFoundError
 from anamnesis.ingest.gate import GATE_PRESETS, gate_config, novelty
 from anamnesis.ingest.salience import category_of, salience
+from anamnesis.store.sqlite.driver import sqlite3
 
 DEMO = Path(__file__).parent.parent / "anamnesis" / "data" / "demo_conversation.json"
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sqlite3
 from datetime import UTC, datetime
 
 import pytest
@@ -13,6 +12,7 @@ from store_fixtures import (  # noqa: F401  (fixtures are found by their registe
 )
 
 from anamnesis import Memory, NotFoundError
+from anamnesis.store.sqlite.driver import sqlite3
 
 
 def test_add_string_returns_one_stored_episode(memory: Memory) -> None:

@@ -5,7 +5,6 @@ out of the store with forget.
 
 from __future__ import annotations
 
-import sqlite3
 from datetime import UTC, datetime
 
 import pytest
@@ -21,6 +20,7 @@ from store_fixtures import (  # noqa: F401  (fixtures are found by their registe
 
 from anamnesis import Memory
 from anamnesis.embed import get_embedder
+from anamnesis.store.sqlite.driver import sqlite3
 from anamnesis.types import Scope
 from anamnesis.usage import UsageDelta
 

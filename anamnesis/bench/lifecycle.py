@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import random
 import shlex
-import sqlite3
 import statistics
 import sys
 import tempfile
@@ -34,6 +33,8 @@ from typing import Any
 import click
 
 from ..memory import Memory
+from ..store.sqlite.driver import sqlite3
+from ..store.sqlite.erasure import secure_delete_state
 from ..types import Scope
 from ..usage import UsageLog
 from . import datasets
@@ -143,14 +144,17 @@ def _forget_costs(memory: Memory, db: Path, seed: int) -> dict[str, Any]:
 
 def _forget_phases(db: Path, episode_id: str) -> dict[str, float]:
     """One episode's forget redone by hand on a connection of its own, phase by phase:
-    the deletes, the FTS5 merge of both indexes, the commit, the WAL truncation."""
+    the deletes, the FTS5 erase of both indexes (writing the in-place deletes out where
+    ``secure-delete`` is on, else merging each index whole), the commit, the WAL
+    truncation."""
     conn = sqlite3.connect(db, isolation_level=None)
     try:
         conn.execute("PRAGMA secure_delete = ON")
         conn.execute("BEGIN IMMEDIATE")
         delete_ms = _ms(conn.execute, "DELETE FROM episodes WHERE id = ?", (episode_id,))
+        command = "flush" if secure_delete_state(conn) else "optimize"
         merge_ms = sum(
-            _ms(conn.execute, f"INSERT INTO {table} ({table}) VALUES ('optimize')")
+            _ms(conn.execute, f"INSERT INTO {table} ({table}) VALUES ('{command}')")
             for table in ("episodes_fts", "facts_fts")
         )
         commit_ms = _ms(conn.execute, "COMMIT")
@@ -224,7 +228,7 @@ def lifecycle_markdown(result: dict[str, Any], command: str) -> str:
     lines += [
         "",
         "| episodes | forget 1 episode ms | forget 1,000 ids ms (episodes/s) | forget a session "
-        "| forget by exact text (dry run) | one forget by phase: delete / FTS5 merge / commit "
+        "| forget by exact text (dry run) | one forget by phase: delete / FTS5 erase / commit "
         "/ WAL truncate ms |",
         "|---|---|---|---|---|---|",
     ]

@@ -224,7 +224,8 @@ class Memory(WriteVerbs, ReadVerbs, FactVerbs, LifecycleVerbs, MaintenanceVerbs)
         ``"abstractive"``, or why they fell back), telemetry (``"off"``, or why not), store
         health (``"ok"``, or the damage: writes refused), usage counters (``"ok"``, or why
         not), the encoding gate (``"off"``, a preset name, or ``"custom"``), the
-        durability (``"normal"`` or ``"full"``)."""
+        durability (``"normal"`` or ``"full"``), and how ``forget`` erases (``erasure``:
+        in place, or by rewriting the full-text index on an SQLite too old for that)."""
         damage = self._store.damage
         return {
             "backend": self._store.backend,
@@ -243,6 +244,7 @@ class Memory(WriteVerbs, ReadVerbs, FactVerbs, LifecycleVerbs, MaintenanceVerbs)
             "store_health": "ok" if damage is None else f"damaged: {damage}",
             "encoding_gate": self._gate.name if self._gate is not None else "off",
             "durability": self._store.durability,
+            "erasure": self._store.erasure,
         }
 
     def _check_embedder(self, reindex: bool) -> None:

@@ -319,6 +319,11 @@ class Store(Protocol):
         """How lexical search runs (reported by ``Memory.capabilities``)."""
         ...
 
+    @property
+    def erasure(self) -> str:
+        """How ``forget`` removes the text from the store's files (``Memory.capabilities``)."""
+        ...
+
     # -- identity and lifecycle -------------------------------------------------------
     def get_meta(self, key: str) -> str | None:
         """A value from the store's metadata table, or None."""

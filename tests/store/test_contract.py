@@ -50,6 +50,13 @@ def test_meta_round_trips_and_overwrites(store):
     assert store.get_meta("embedder_name") == "edge"
 
 
+def test_each_backend_says_how_forget_erases(store, backend):
+    """``Memory.capabilities["erasure"]``: in place on SQLite (FTS5 secure-delete, with
+    the SQLite the store depends on); what stays on disk on PostgreSQL."""
+    expected = "fts5 secure-delete" if backend == "sqlite" else "rows deleted"
+    assert store.erasure.startswith(expected)
+
+
 def test_reopening_keeps_data_and_close_is_idempotent(open_store):
     first = open_store()
     add(first, [make_episode("kept across reopen", id="ep_keep")])
@@ -1008,7 +1015,7 @@ def _downgrade_to_before_times(backend, store_url):
         "derived_sources",
     )
     if backend == "sqlite":
-        import sqlite3
+        from anamnesis.store.sqlite.driver import sqlite3
 
         with sqlite3.connect(store_url) as conn:
             for table in ("facts_fts", "facts", "fact_sources", "consolidated_episodes", *later):

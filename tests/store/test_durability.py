@@ -8,7 +8,6 @@ other connection (usage counters, the lexical index's builder); on PostgreSQL
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -21,6 +20,7 @@ from anamnesis import AsyncMemory, InvalidInputError, Memory
 from anamnesis.cli import main
 from anamnesis.config import DURABILITY_ENV
 from anamnesis.embed import get_embedder
+from anamnesis.store.sqlite.driver import sqlite3
 
 EDGE = get_embedder("edge")
 #: What ``PRAGMA synchronous`` reads back for each durability.

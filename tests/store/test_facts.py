@@ -290,9 +290,8 @@ def test_migrations_skip_numbers_that_do_not_exist(monkeypatch):
 
 
 def test_a_version_one_sqlite_store_upgrades_to_the_fact_tables(tmp_path):
-    import sqlite3
-
     from anamnesis.store.sqlite import SQLiteStore
+    from anamnesis.store.sqlite.driver import sqlite3
     from anamnesis.store.sqlite.schema import LATEST, MIGRATIONS
 
     conn = sqlite3.connect(tmp_path / "old.db")

@@ -425,11 +425,12 @@ def test_killed_writers_leave_no_file_out_of_step_or_holding_erased_rows(path):
     import os
     import random
     import signal
-    import sqlite3
     import subprocess
     import sys
     import time
     from pathlib import Path
+
+    from anamnesis.store.sqlite.driver import sqlite3
 
     tests = str(Path(__file__).resolve().parent.parent)
     rng = random.Random(7)

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import sqlite3
-
 import numpy as np
 import pytest
 
 from anamnesis import InvalidInputError, Memory
+from anamnesis.store.sqlite.driver import sqlite3
 
 
 class ExplodingEmbedder:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import random
 import shutil
-import sqlite3
 import stat
 import subprocess
 import warnings
@@ -25,6 +24,7 @@ from anamnesis import (
 )
 from anamnesis.cli import main
 from anamnesis.embed import get_embedder
+from anamnesis.store.sqlite.driver import sqlite3
 
 EDGE = get_embedder("edge")
 TRIALS = int(os.environ.get("ANAMNESIS_CORRUPTION_TRIALS", "8"))

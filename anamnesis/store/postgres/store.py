@@ -93,6 +93,8 @@ class PostgresStore(
     backend = "postgres"
     vector_backend = "pgvector-hnsw"
     lexical_backend = "tsvector-bm25"
+    #: What a forget leaves on disk (RELIABILITY.md, "Forgotten text leaves the store").
+    erasure = "rows deleted; the disk keeps them until VACUUM FULL and the WAL recycles"
 
     def __init__(
         self,

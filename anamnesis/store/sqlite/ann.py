@@ -23,7 +23,6 @@ the erased rows' vectors); it is saved again on ``close`` and after a build.
 from __future__ import annotations
 
 import contextlib
-import sqlite3
 import threading
 import warnings
 from collections.abc import Callable
@@ -33,6 +32,7 @@ import numpy as np
 
 from ..index.ann import AnnIndex, AnnState, remove_files, vector_fingerprint
 from ..index.dense import AnnSettings, DenseIndex
+from .driver import sqlite3
 
 #: Appended rows added to the graph inside a search; more are added in the background.
 SYNC_ROWS = 64

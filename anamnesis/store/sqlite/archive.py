@@ -16,7 +16,6 @@ Mixed into ``SQLiteStore``.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from datetime import datetime
@@ -28,6 +27,7 @@ from ...types import Episode, Scope
 from ..base import Filters, Selection
 from ..shared.forget import SQLITE_SELECTION, selection_sql
 from .ann import SQLiteAnn
+from .driver import sqlite3
 from .lexical import SQLiteLexical
 from .schema import INSERT_TIMES, time_rows
 from .sql import EPISODE_COLUMNS, episode_from_row, filters_sql, scope_sql, scope_terms

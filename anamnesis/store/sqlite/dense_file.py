@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sqlite3
 import warnings
 import zipfile
 from collections.abc import Callable
@@ -40,6 +39,7 @@ import numpy as np
 
 from ..index.dense import DenseIndex
 from . import index_files
+from .driver import sqlite3
 
 #: Stores with fewer rows are read from SQLite on open, which is quick there.
 MIN_ROWS = 10_000

@@ -7,7 +7,6 @@ is mixed into ``SQLiteStore``.
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
@@ -20,6 +19,7 @@ from ...types import Fact, Scope
 from ..base import DerivedRow, FactChanges, fact_scope, fact_visibility
 from ..shared.derived import DerivedReads, DerivedSQL
 from ..shared.facts import FACT_COLUMNS, Dialect, FactReads, FactSQL
+from .driver import sqlite3
 from .sql import (
     EPISODE_COLUMNS,
     episode_from_row,

@@ -8,7 +8,6 @@ Mixed into ``SQLiteStore``; the batch's split and the SQL of the decisions are
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
@@ -21,6 +20,7 @@ from ..base import Candidate
 from ..index.dense import DenseIndex
 from ..shared.gate import decision_rows, insert_decisions_sql, read_decisions, split_by_decision
 from .archive import ARCHIVE_COLUMNS
+from .driver import sqlite3
 from .sql import from_epoch, scope_sql, to_epoch
 
 INSERT_DECISION = insert_decisions_sql("?")

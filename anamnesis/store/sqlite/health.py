@@ -18,12 +18,12 @@ from __future__ import annotations
 import functools
 import inspect
 import os
-import sqlite3
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from ...errors import CorruptStoreError, StoreLockedError
+from .driver import sqlite3
 from .sql import operational_error
 
 #: Words SQLite uses when a page or the file is damaged (SQLITE_CORRUPT, SQLITE_NOTADB).

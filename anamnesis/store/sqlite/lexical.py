@@ -19,7 +19,6 @@ the same, only slower. ``warm_up`` builds synchronously.
 from __future__ import annotations
 
 import re
-import sqlite3
 import threading
 import warnings
 from collections.abc import Callable, Hashable, Sequence
@@ -29,6 +28,7 @@ import numpy as np
 
 from ...errors import StoreError
 from ..index.lexical import CONTENT_COLUMN, SCOPE_COLUMN, LexicalIndex, Postings, read_postings
+from .driver import sqlite3
 from .lexical_file import LexicalFile
 from .sql import operational_error, private_connection
 
@@ -95,6 +95,8 @@ class SQLiteLexical:
         self._build_conn: sqlite3.Connection | None = None
         self._warned = False
         self._closed = False
+        #: Set by ``stop_build``: the build was interrupted on purpose, not failed.
+        self._stopped = False
         #: Why the last build failed, until one succeeds (searches then use FTS5).
         self.failure: str | None = None
         #: The copy saved beside the store, tried once before a first build.
@@ -329,12 +331,13 @@ class SQLiteLexical:
                     self._step(conn)
                     self._save(conn)
             except sqlite3.Error as exc:
-                if self._closed:
-                    return  # close() interrupted the build
+                if self._closed or self._stopped:
+                    return  # close() or stop_build() interrupted the build
                 raise operational_error(exc, self._path, "building the lexical index") from exc
             finally:
                 with self._lock:
                     self._build_conn = None
+                    self._stopped = False
                     self._prepared.discard(id(conn))
                 conn.close()
 
@@ -384,6 +387,15 @@ class SQLiteLexical:
     def ready(self) -> bool:
         """Whether an index is loaded (it may still need a catch-up)."""
         return self._index is not None
+
+    def stop_build(self) -> None:
+        """Interrupt a background build, which the next search starts again. A forget
+        calls it before truncating the log: that waits for every read, and the build's
+        read holds the erased rows (its result would be rebuilt anyway)."""
+        with self._lock:
+            if self._build_conn is not None:
+                self._stopped = True
+                self._build_conn.interrupt()
 
     def close(self, conn: sqlite3.Connection | None = None) -> None:
         """Stop a background build, save the index (through the store's ``conn``) if

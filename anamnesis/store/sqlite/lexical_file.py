@@ -23,7 +23,6 @@ the background (``checking``).
 
 from __future__ import annotations
 
-import sqlite3
 import warnings
 import zipfile
 from collections.abc import Callable
@@ -35,6 +34,7 @@ import numpy as np
 from ..index.lexical import LexicalIndex, TermTable
 from . import index_files
 from .dense_file import sample_positions
+from .driver import sqlite3
 
 KIND = "lexical"
 #: Stores with fewer rows build the index from FTS5 on open, which is quick there.

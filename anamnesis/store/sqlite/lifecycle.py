@@ -3,10 +3,11 @@
 A delete removes the rows; that alone leaves the words in three places a hostile
 reader of the file can see: the freed space of the pages (unless ``secure_delete``
 zeroes it: the store turns it on for its connections), the FTS5 index segments (a
-delete only adds a tombstone; the terms stay until the segments are merged), and
-the write-ahead log (old page images, until a checkpoint). So every delete and
-forget also merges both FTS5 indexes into one segment each (``'optimize'``, in the
-same transaction: it commits with the delete or not at all) and, once committed,
+plain delete only adds a tombstone; the terms stay until the segments are merged),
+and the write-ahead log (old page images, until a checkpoint). So every delete and
+forget also erases the rows' words from both FTS5 indexes (``erasure``: in place
+with FTS5's ``secure-delete``, else by merging each index whole; in the same
+transaction: it commits with the delete or not at all) and, once committed,
 checkpoints the log and truncates it. ``tests/test_forget.py`` checks the result by
 scanning the bytes of every file of the store.
 
@@ -15,7 +16,6 @@ Mixed into ``SQLiteStore``.
 
 from __future__ import annotations
 
-import sqlite3
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -24,11 +24,10 @@ from ..base import Selection
 from ..shared.derived import DerivedSQL
 from ..shared.facts import FactSQL
 from ..shared.forget import SQLITE_SELECTION, DeleteVerbs, RolledBack, drop_sessions, selection_sql
+from . import erasure
 from .ann import SQLiteAnn
+from .driver import sqlite3
 from .lexical import SQLiteLexical
-
-#: The FTS5 tables whose segments must be merged for deleted words to leave them.
-FTS_TABLES = ("episodes_fts", "facts_fts")
 
 
 class SQLiteLifecycle(DeleteVerbs):
@@ -40,6 +39,8 @@ class SQLiteLifecycle(DeleteVerbs):
     _derived: DerivedSQL
     _lexical: SQLiteLexical
     _ann: SQLiteAnn
+    #: Whether both full-text indexes have FTS5's ``secure-delete`` on (``erasure``).
+    _secure_delete: bool
 
     def _write(self) -> AbstractContextManager[sqlite3.Connection]:  # pragma: no cover
         raise NotImplementedError
@@ -115,6 +116,9 @@ class SQLiteLifecycle(DeleteVerbs):
     ) -> tuple[list[str], DeleteCounts]:
         try:
             with self._write() as conn:
+                secure = self._secure_delete and not dry_run
+                if secure:
+                    erasure.start_capture(conn)
                 ids, counts, rowids = self._erase(
                     conn, scope, selection, selection.is_whole_scope()
                 )
@@ -123,13 +127,15 @@ class SQLiteLifecycle(DeleteVerbs):
                 epochs = None
                 if counts != DeleteCounts():
                     epochs = self._bump_epoch(conn)
-                    for table in FTS_TABLES:
-                        conn.execute(f"INSERT INTO {table} ({table}) VALUES ('optimize')")
+                    erasure.finish(conn, secure)
+                elif secure:
+                    erasure.stop_capture(conn)
         except RolledBack as rolled_back:
             return rolled_back.ids, rolled_back.counts
         if epochs is not None:
             self._lexical.after_change(rowids, [], *epochs)
             self._ann.after_change(rowids, [], *epochs)
+            self._lexical.stop_build()
             self._truncate_log()
         return ids, counts
 

@@ -7,7 +7,6 @@ Mixed into ``SQLiteStore``, whose connection, lock and in-memory indexes it read
 from __future__ import annotations
 
 import json
-import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -24,6 +23,7 @@ from ..episode_times import EpisodeTimes, TimeRange, times_by_episode
 from ..index.dense import DenseIndex
 from .ann import SQLiteAnn
 from .dense_file import DenseFile
+from .driver import sqlite3
 from .lexical import SQLiteLexical
 from .sql import (
     EPISODE_COLUMNS,

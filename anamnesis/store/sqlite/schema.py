@@ -9,10 +9,10 @@ untouched.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable
 
 from ..episode_times import mentions_of
+from .driver import sqlite3
 from .sql import from_epoch, to_epoch
 
 Step = str | Callable[[sqlite3.Connection], None]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sqlite3
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -12,6 +11,7 @@ from typing import Any
 from ...errors import ReadOnlyStoreError, StoreError, StoreFullError, StoreLockedError
 from ...types import Episode, Scope
 from ..base import Filters, episode_of, filter_clauses, scope_clauses
+from .driver import sqlite3
 
 EPISODE_COLUMNS = (
     "e.id, e.user_id, e.agent_id, e.session_id, e.role, e.speaker, e.content, e.modality, "

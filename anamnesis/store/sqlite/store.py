@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import threading
 import warnings
 from collections.abc import Iterator, Sequence
@@ -34,11 +33,12 @@ from ...errors import (
 from ...types import Episode, EpisodeVersion, Scope, Session
 from ..base import replaced_at
 from ..index.dense import AnnSettings, DenseIndex
-from . import health
+from . import driver, erasure, health
 from .ann import SQLiteAnn
 from .archive import SQLiteArchive
 from .dense_file import DenseFile
 from .dense_file import remove_files as remove_dense_files
+from .driver import sqlite3
 from .facts import SQLiteFacts
 from .gate import SQLiteGate
 from .lexical import SQLiteLexical
@@ -164,6 +164,7 @@ class SQLiteStore(
                 )
             elif self.read_only is None:
                 self._migrate()
+            self._secure_delete = self._prepare_erasure()
         except sqlite3.DatabaseError as exc:
             self._conn.close()
             if "locked" in str(exc) or "busy" in str(exc):
@@ -178,6 +179,32 @@ class SQLiteStore(
             raise
         if self.read_only is not None or self._damaged is not None:
             self._dense_file.persist = self._lexical.file.persist = False
+
+    def _prepare_erasure(self) -> bool:
+        """Whether forgets can erase in place (``erasure``): turn FTS5's ``secure-delete``
+        on where this SQLite has it and the store can be written; refuse a store whose
+        indexes have it on when this SQLite cannot read them."""
+        if self._damaged is not None:
+            return False
+        on = erasure.secure_delete_state(self._conn)
+        if on and not driver.SECURE_DELETE:
+            raise StoreError(
+                f"{self.path} has full-text indexes written with FTS5 secure-delete, which "
+                f"this SQLite ({driver.sqlite3.sqlite_version}, {driver.LIBRARY}) cannot "
+                f"read; install sqlean-py (a dependency of anamnesis) and open it again"
+            )
+        if not on and driver.SECURE_DELETE and self.read_only is None:
+            with self._write() as conn:
+                erasure.turn_on_secure_delete(conn)
+            on = True
+        if not on:
+            driver.warn_once_without_secure_delete()
+        return on
+
+    @property
+    def erasure(self) -> str:
+        """How a forget erases words from the full-text indexes (``driver.erasure``)."""
+        return driver.erasure() if self._secure_delete else driver.erasure(in_place=False)
 
     def _file_epoch(self) -> str | None:
         """The file's ``vector_epoch`` (None once closed); the caller holds the lock."""

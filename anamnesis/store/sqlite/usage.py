@@ -8,7 +8,6 @@ for them (WAL: readers do not wait for a writer). Mixed into ``SQLiteStore``.
 from __future__ import annotations
 
 import json
-import sqlite3
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import Any
 
 from ...types import Scope, Usage
 from ..shared.usage import read_usage, usage_rows, usage_upsert
+from .driver import sqlite3
 from .sql import from_epoch, operational_error, private_connection, to_epoch
 
 UPSERT = usage_upsert("?", "REAL")
