@@ -157,28 +157,18 @@ class DenseFile:
         if state is None:
             return None
 
-        def check() -> bool:
-            if index_files.files_match(self._path, KIND, state.generation, state.digests):
-                return True
-            index_files.remove_if_possible(self._path, KIND)
-            warnings.warn(
-                f"the saved vectors beside {self._path} were damaged; they are read from "
-                "the store again",
-                RuntimeWarning,
-                stacklevel=2,
-            )
-            return False
-
-        return check
+        return index_files.digest_check(
+            self._path,
+            KIND,
+            state.generation,
+            state.digests,
+            "the saved vectors were damaged; they are read from the store again",
+        )
 
     def wanted(self, dense: DenseIndex) -> bool:
         """Whether ``save`` would write: a large index with rows the files lack."""
-        return (
-            self.persist
-            and dense.size >= MIN_ROWS
-            and (
-                self.unsaved >= RESAVE_ROWS or not index_files.state_path(self._path, KIND).exists()
-            )
+        return index_files.save_wanted(
+            self.persist, dense.size, MIN_ROWS, self.unsaved, RESAVE_ROWS, self._path, KIND
         )
 
     def save(

@@ -11,6 +11,8 @@ import hashlib
 import json
 import os
 import uuid
+import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -152,3 +154,32 @@ def files_match(store_path: Path, kind: str, generation: str, digests: dict[str,
         )
     except (OSError, ValueError, TypeError):
         return False
+
+
+def digest_check(
+    store_path: Path, kind: str, generation: str, digests: dict[str, list], damaged: str
+) -> Callable[[], bool]:
+    """A check of a loaded copy's files against their digests, to run outside the
+    store's lock: False when they differ, after removing them with a warning that says
+    ``damaged`` (what was damaged and what happens instead)."""
+
+    def check() -> bool:
+        if files_match(store_path, kind, generation, digests):
+            return True
+        remove_if_possible(store_path, kind)
+        warnings.warn(f"{damaged} (beside {store_path})", RuntimeWarning, stacklevel=2)
+        return False
+
+    return check
+
+
+def save_wanted(
+    persist: bool, rows: int, minimum: int, unsaved: int, resave: int, store_path: Path, kind: str
+) -> bool:
+    """Whether a copy should be written: saving is on, the index holds at least
+    ``minimum`` rows, and the files lack ``resave`` of them or do not exist."""
+    return (
+        persist
+        and rows >= minimum
+        and (unsaved >= resave or not state_path(store_path, kind).exists())
+    )

@@ -128,28 +128,18 @@ class LexicalFile:
             return None
         generation, digests = pending
 
-        def check() -> bool:
-            if index_files.files_match(self._path, KIND, generation, digests):
-                return True
-            remove_files(self._path)
-            warnings.warn(
-                f"the saved lexical index beside {self._path} was damaged; it is built "
-                "from the store again",
-                RuntimeWarning,
-                stacklevel=2,
-            )
-            return False
-
-        return check
+        return index_files.digest_check(
+            self._path,
+            KIND,
+            generation,
+            digests,
+            "the saved lexical index was damaged; it is built from the store again",
+        )
 
     def wanted(self, index: LexicalIndex) -> bool:
         """Whether ``save`` would write: a large index with rows the files lack."""
-        return (
-            self.persist
-            and index.documents >= MIN_ROWS
-            and (
-                self.unsaved >= RESAVE_ROWS or not index_files.state_path(self._path, KIND).exists()
-            )
+        return index_files.save_wanted(
+            self.persist, index.documents, MIN_ROWS, self.unsaved, RESAVE_ROWS, self._path, KIND
         )
 
     def save(
