@@ -422,3 +422,28 @@ memory.close()
         assert len(report["warnings"]) == 1  # once per process, not per store
     assert report["kept"] == ["I love hiking in the mountains."]
     assert sum(occurrences(directory).values()) == 0, occurrences(directory)
+
+
+@pytest.mark.parametrize("verb", ["forget", "archive"])
+def test_the_loaded_vectors_lose_the_removed_rows_in_place(tmp_path, verb) -> None:
+    """This process's forget (or archive) takes its rows out of the in-memory vectors
+    rather than reading every row from the store again; what is left ranks exactly as
+    a fresh process that reads the store ranks it."""
+    path = tmp_path / "m.db"
+    texts = [f"note {i}: {word} by the river" for i, word in enumerate(WORDS)]
+    with Memory(path=path, embedder=EDGE, warm=False) as memory:
+        added = memory.add_many(texts, user_id="ana")
+        memory.search("river", user_id="ana")  # the vectors are loaded
+        store = memory.store
+        gone = [added[2].id, added[5].id]
+        getattr(memory, verb)(gone, user_id="ana")
+        assert store._dense_loaded and store._dense.size == len(texts) - 2  # type: ignore[attr-defined]
+        kept = [(h.episode.id, h.score) for h in memory.search("stones", user_id="ana", limit=8)]
+        assert not set(gone) & {i for i, _ in kept}
+    with Memory(path=path, embedder=EDGE, warm=False) as fresh:
+        assert [
+            (h.episode.id, h.score) for h in fresh.search("stones", user_id="ana", limit=8)
+        ] == kept
+
+
+WORDS = ["stones", "pebbles", "boats", "herons", "willows", "stones again", "reeds", "mud", "fish"]

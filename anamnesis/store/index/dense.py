@@ -104,6 +104,21 @@ Row = tuple[int, str, str | None, str | None, bytes]
 Columns = tuple[str | None, str | None, str | None, float, float]
 
 
+#: ``DenseIndex``'s arrays with one entry per row.
+_ROW_ARRAYS = (
+    "_matrix",
+    "_rowids",
+    "_users",
+    "_agents",
+    "_sessions",
+    "_roles",
+    "_speakers",
+    "_modalities",
+    "_event_times",
+    "_recorded",
+)
+
+
 class DenseIndex:
     """Append-friendly matrix of unit vectors with per-row scope codes."""
 
@@ -198,6 +213,30 @@ class DenseIndex:
         for position, session in enumerate(sessions, start):
             self._session_rows.setdefault(session, []).append(position)
         self._size = end
+        self._scope_rows.clear()
+
+    def remove(self, rowids: Iterable[int]) -> None:
+        """Take rows out (an erasure's, an archive's), the others kept in order: every
+        array is compacted into memory (a mapped matrix is copied off its file), so
+        nothing of the removed rows is read again."""
+        positions = self.positions(np.fromiter(rowids, dtype=np.int64))
+        if positions.size == 0:
+            return
+        keep = np.ones(self._size, dtype=bool)
+        keep[positions] = False
+        columns_size = int(keep[: self._columns_size].sum())
+        for name in _ROW_ARRAYS:
+            rows = np.asarray(getattr(self, name)[: self._size])  # a plain array, not a map
+            setattr(self, name, np.compress(keep, rows, axis=0))
+        self._size = int(keep.sum())
+        self._columns_size = columns_size
+        # Each session's positions, read again from the compacted session codes.
+        sessions = self._sessions[: self._size]
+        count = len(self._session_codes.values())
+        self._session_order = np.argsort(sessions, kind="stable").astype(np.int64)
+        self._session_offsets = np.zeros(count + 1, dtype=np.int64)
+        np.cumsum(np.bincount(sessions, minlength=count), out=self._session_offsets[1:])
+        self._session_rows = {}
         self._scope_rows.clear()
 
     @property

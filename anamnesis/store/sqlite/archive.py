@@ -16,7 +16,7 @@ Mixed into ``SQLiteStore``.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any
@@ -48,7 +48,9 @@ class SQLiteArchive:
     def _write(self) -> AbstractContextManager[sqlite3.Connection]:  # pragma: no cover
         raise NotImplementedError
 
-    def _bump_epoch(self, conn: sqlite3.Connection) -> tuple[str, str]:  # pragma: no cover
+    def _bump_epoch(  # pragma: no cover
+        self, conn: sqlite3.Connection, removed: Sequence[int] = ()
+    ) -> tuple[str, str]:
         raise NotImplementedError
 
     def _read(self, sql: str, params: Any = ()) -> list[tuple]:  # pragma: no cover
@@ -80,7 +82,7 @@ class SQLiteArchive:
             epochs = None
             if moved:
                 conn.execute(f"DELETE FROM episodes AS e WHERE {where} AND {copied}", params)
-                epochs = self._bump_epoch(conn)
+                epochs = self._bump_epoch(conn, removed=[row[0] for row in moved])
             archived_where, archived_params = scope_sql(scope, alias="a")
             conn.execute(
                 f"""DELETE FROM archived_episodes AS a WHERE {archived_where}

@@ -16,6 +16,7 @@ Mixed into ``SQLiteStore``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -45,7 +46,9 @@ class SQLiteLifecycle(DeleteVerbs):
     def _write(self) -> AbstractContextManager[sqlite3.Connection]:  # pragma: no cover
         raise NotImplementedError
 
-    def _bump_epoch(self, conn: sqlite3.Connection) -> tuple[str, str]:  # pragma: no cover
+    def _bump_epoch(  # pragma: no cover
+        self, conn: sqlite3.Connection, removed: Sequence[int] = ()
+    ) -> tuple[str, str]:
         raise NotImplementedError
 
     def _erase(
@@ -126,7 +129,7 @@ class SQLiteLifecycle(DeleteVerbs):
                     raise RolledBack(ids, counts)
                 epochs = None
                 if counts != DeleteCounts():
-                    epochs = self._bump_epoch(conn)
+                    epochs = self._bump_epoch(conn, removed=rowids)
                     erasure.finish(conn, secure)
                 elif secure:
                     erasure.stop_capture(conn)

@@ -267,7 +267,7 @@ class SQLiteStore(
             try:
                 yield self._conn
             except sqlite3.IntegrityError as exc:
-                self._conn.execute("ROLLBACK")
+                self._rollback()
                 raise InvalidInputError(f"write conflicts with stored data: {exc}") from exc
             except sqlite3.OperationalError as exc:
                 self._rollback()
@@ -280,7 +280,7 @@ class SQLiteStore(
                     raise self._damage_found(exc) from exc
                 raise StoreError(f"write failed on {self.path}: {exc}") from exc
             except BaseException:
-                self._conn.execute("ROLLBACK")
+                self._rollback()
                 raise
             try:
                 self._conn.execute("COMMIT")
@@ -291,7 +291,9 @@ class SQLiteStore(
                 raise operational_error(exc, self.path, "commit") from exc
 
     def _rollback(self) -> None:
-        """Roll back after a failure, if a transaction is still open."""
+        """Roll back after a failure, if a transaction is still open; the in-memory
+        matrix, which ``_bump_epoch`` may have changed, is read again."""
+        self._dense_loaded = False
         if self._conn.in_transaction:
             try:
                 self._conn.execute("ROLLBACK")
@@ -517,8 +519,11 @@ class SQLiteStore(
                 found.setdefault(content_hash, np.frombuffer(blob, dtype=np.float32))
         return found
 
-    def _bump_epoch(self, conn: sqlite3.Connection) -> tuple[str, str]:
+    def _bump_epoch(self, conn: sqlite3.Connection, removed: Sequence[int] = ()) -> tuple[str, str]:
         """Mark that rows were changed or removed, so caches of other processes reload.
+        ``removed``: the rows this change deletes and nothing else changes, which the
+        in-memory matrix takes out in place when it was in step (else it reads every row
+        again; so does a transaction that fails after this, ``_rollback``).
 
         Returns the epoch before and after the bump, for ``SQLiteLexical.after_change``.
         """
@@ -529,12 +534,16 @@ class SQLiteStore(
                ON CONFLICT (key) DO UPDATE SET value = CAST(value AS INTEGER) + 1"""
         )
         (after,) = conn.execute(epoch).fetchone()
+        in_step = self._dense_loaded and self._dense_epoch == before
         self._dense_loaded = False
         # The saved matrix and postings hold the rows as they were (erased ones among
         # them): they go before the commit, and a mapping of the matrix is let go now.
         remove_dense_files(self.path)
         remove_lexical_files(self.path)
-        if self._dense.mapped:
+        if removed and in_step:
+            self._dense.remove(removed)
+            self._dense_loaded, self._dense_epoch = True, after
+        elif self._dense.mapped:
             self._dense.clear()
         self._row_places = None  # rows removed here leave this process's memory at once
         return before, after
