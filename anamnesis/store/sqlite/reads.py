@@ -77,6 +77,7 @@ class SQLiteReads:
     _dense: DenseIndex
     _dense_loaded: bool
     _dense_epoch: str | None
+    _dense_removal: tuple[str, list[int]] | None
     _lexical: SQLiteLexical
     _ann: SQLiteAnn
     _dense_file: DenseFile
@@ -389,8 +390,12 @@ class SQLiteReads:
         ).fetchone()
         epoch = epoch_row[0] if epoch_row else "0"
         if not self._dense_loaded or epoch != self._dense_epoch:
-            self._dense.clear()
-            self._dense_file.load(self._dense, self._conn, epoch)
+            removal, self._dense_removal = self._dense_removal, None
+            if removal is not None and removal[0] == epoch:
+                self._dense.remove(removal[1])  # this process's own removal, nothing else
+            else:
+                self._dense.clear()
+                self._dense_file.load(self._dense, self._conn, epoch)
         # Rowids only grow (AUTOINCREMENT), so rows past the last one loaded are exactly
         # the appends made since, by this process or another.
         (pending,) = self._conn.execute(

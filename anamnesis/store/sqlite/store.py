@@ -124,6 +124,9 @@ class SQLiteStore(
         self._dense = DenseIndex(dim, ann)
         self._dense_loaded = False
         self._dense_epoch: str | None = None
+        #: This process's last removal (the epoch it made, its rowids), for the matrix
+        #: to take out at the next search if nothing else changed meanwhile.
+        self._dense_removal: tuple[str, list[int]] | None = None
         self._ann = SQLiteAnn(self.path, self._lock, self._dense.ann_settings, self._file_epoch)
         self._dense_file = DenseFile(self.path)
         self._lexical = SQLiteLexical(self.path, self._lock, busy_timeout, durability)
@@ -294,6 +297,7 @@ class SQLiteStore(
         """Roll back after a failure, if a transaction is still open; the in-memory
         matrix, which ``_bump_epoch`` may have changed, is read again."""
         self._dense_loaded = False
+        self._dense_removal = None
         if self._conn.in_transaction:
             try:
                 self._conn.execute("ROLLBACK")
@@ -540,11 +544,10 @@ class SQLiteStore(
         # them): they go before the commit, and a mapping of the matrix is let go now.
         remove_dense_files(self.path)
         remove_lexical_files(self.path)
-        if removed and in_step:
-            self._dense.remove(removed)
-            self._dense_loaded, self._dense_epoch = True, after
-        elif self._dense.mapped:
+        if self._dense.mapped:
             self._dense.clear()
+        elif removed and in_step:
+            self._dense_removal = (after, list(removed))
         self._row_places = None  # rows removed here leave this process's memory at once
         return before, after
 
