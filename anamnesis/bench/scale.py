@@ -16,11 +16,12 @@ At each size we measure end-to-end ingest of the segment just added
 (``Memory.add_many``, embedding included; wall and CPU seconds), the time to bring the
 store's in-memory indexes up to date (``Store.warm_up``), single ``add`` latency, warm
 search latency per configuration (query embedding included), the dense channel's
-recall@100 against the exact scan, ``Memory.forget`` of one episode (and whether any
-byte of its text is left in the store's files), then, with the Memory closed (its
-approximate index saved, as any closed store), the first search in a fresh process per
-configuration (the model loaded before the clock starts) and in a fresh Memory of this
-process, peak RSS, the file size and the load average.
+recall@100 against the exact scan, ``Memory.forget`` of one episode (whether any
+byte of its text is left in the store's files, and the next search's time), then,
+with the Memory closed (its approximate index saved, as any closed store), the first
+search in a fresh process per configuration (the model loaded before the clock
+starts) and in a fresh Memory of this process, peak RSS, the file size and the load
+average.
 
 Embedding is most of the cost of building a large store, so two shortcuts exist and
 reports say which was used: the ``edge`` embedder (static WordLlama) and a vector
@@ -64,6 +65,8 @@ DEFAULT_SIZES = (10_000, 100_000, 1_000_000)
 #: Messages handed to one ``add_many`` call while growing the store.
 CHUNK = 20_000
 SCALE_USER = "scale"
+#: Seconds a fresh process may take to open the store and search twice.
+CHILD_TIMEOUT = 1800
 
 ScaleProgress = Callable[..., None]
 
@@ -278,15 +281,21 @@ def fresh_process_search(
         "hwm = [l for l in open('/proc/self/status') if l.startswith('VmHWM')]\n"
         "rss = int(hwm[0].split()[1]) * 1024 if hwm else 0\n"
         "print(json.dumps({'open_ms': opened*1000, 'first_search_ms': first*1000,"
-        " 'second_search_ms': second*1000, 'peak_rss_bytes': rss}))\n"
+        " 'second_search_ms': second*1000, 'peak_rss_bytes': rss}), flush=True)\n"
+        # Leave without waiting for background index builds: the figures are out, and
+        # this process must not outlive its measurement (nothing it wrote is pending).
+        "import os; os._exit(0)\n"
     )
-    completed = subprocess.run(
-        [sys.executable, "-c", code, str(path), embedder, query, config, user_id],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=3600,
-    )
+    try:
+        completed = subprocess.run(
+            [sys.executable, "-c", code, str(path), embedder, query, config, user_id],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=CHILD_TIMEOUT,
+        )
+    except subprocess.TimeoutExpired:
+        return {"error": [f"no answer within {CHILD_TIMEOUT} s"]}
     if completed.returncode != 0:
         return {"error": completed.stderr.strip().splitlines()[-1:] or ["failed"]}
     return json.loads(completed.stdout.strip().splitlines()[-1])
@@ -391,7 +400,7 @@ def run_scale(
     work_dir.mkdir(parents=True, exist_ok=True)
     directory = Path(tempfile.mkdtemp(prefix="scale-", dir=work_dir))
     db = directory / "memory.db"
-    memory = Memory(path=db, embedder=counting)
+    memory = Memory(path=db, embedder=counting, config=BENCH_PRESETS[options.configs[-1]])
     stored = 0
     try:
         for size in sizes:
@@ -460,6 +469,11 @@ def _measure(
     stored += options.single_adds
     ann = ann_recall(memory, queries, users)
     forgotten = forget_probe(memory, db, users[0], stored, options.scan_bytes)
+    # The first search after an erasure reloads what the erasure invalidated; it also
+    # brings the approximate index in step again, so that closing saves it.
+    start = time.perf_counter()
+    memory.search(queries[0], user_id=users[0], limit=options.limit)
+    forgotten["next_search_ms"] = (time.perf_counter() - start) * 1000
     memory.close()  # saves the approximate index, as any Memory leaving a store does
 
     cold = {
@@ -625,9 +639,10 @@ def scale_markdown(result: dict[str, Any], command: str | None = None) -> str:
         "",
         "| episodes | ingest msg/s (wall) | ingest msg/s per CPU second | embedded texts "
         "| index warm-up s | single add p50 / p95 ms | forget one episode ms "
+        "| next search after it ms "
         "| its word's bytes in the files before / after | file MB "
         "| fresh process peak RSS MB (open + 2 searches) | bench process peak RSS MB |",
-        "|" + "---|" * 11,
+        "|" + "---|" * 12,
     ]
     for p in result["points"]:
         cpu = p.get("segment_cpu_seconds", math.nan)
@@ -641,6 +656,7 @@ def scale_markdown(result: dict[str, Any], command: str | None = None) -> str:
             f"{p.get('warm_up_ms', math.nan) / 1000:.1f}",
             f"{p['single_add_ms']['p50']:.1f} / {p['single_add_ms']['p95']:.1f}",
             f"{forget['forget_ms']:,.0f}" if "forget_ms" in forget else "–",
+            f"{forget['next_search_ms']:,.0f}" if "next_search_ms" in forget else "–",
             f"{forget['occurrences_before']} / {forget['occurrences_after']}"
             if "occurrences_after" in forget
             else "not scanned",

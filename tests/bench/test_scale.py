@@ -56,6 +56,7 @@ def test_scale_run_end_to_end(tmp_path):
     assert set(second.fresh_process) == {"bm25", "dense", "hybrid"}
     assert all("first_search_ms" in run for run in second.fresh_process.values())
     assert second.forget["removed"] == 1 and second.forget["forget_ms"] > 0
+    assert second.forget["next_search_ms"] > 0
     # The probe's word is found in the files before forget and nowhere after it.
     assert second.forget["occurrences_before"] > 0 == second.forget["occurrences_after"]
     assert first.load_average[0] >= 0 and second.segment_cpu_seconds > 0
