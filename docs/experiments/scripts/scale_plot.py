@@ -21,11 +21,13 @@ import matplotlib.pyplot as plt  # noqa: E402
 def main(out: str, runs: list[str]) -> None:
     """Draw every run's p50 per preset against episodes."""
     fig, axis = plt.subplots(figsize=(6.4, 4.2))
+    loads: list[float] = []
     for run in runs:
         data = json.loads(Path(run).read_text(encoding="utf-8"))
         scope_size = data["options"].get("scope_size")
         layout = "one scope" if not scope_size else f"scopes of {scope_size:,}"
         points = data["points"]
+        loads += [p["load_average"][0] for p in points if p.get("load_average")]
         sizes = [p["episodes"] for p in points]
         for config in data["options"]["configs"]:
             axis.plot(
@@ -41,6 +43,11 @@ def main(out: str, runs: list[str]) -> None:
     axis.set_ylabel("search p50 (ms, query embedding included)")
     axis.grid(alpha=0.3, which="both")
     axis.legend(fontsize=8)
+    if loads:
+        axis.set_title(
+            f"2-core VM shared with other jobs: load average {min(loads):.0f}-{max(loads):.0f}",
+            fontsize=9,
+        )
     fig.tight_layout()
     fig.savefig(out, dpi=110)
     print(out)
