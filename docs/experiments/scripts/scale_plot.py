@@ -1,7 +1,8 @@
 """Search p50 against the store's size, on log axes, from ``anamnesis bench scale`` runs.
 
-Each argument is a run's ``scale.json``; every preset of every run is one line (a run
-in small scopes is labelled with its scope size). The figure goes to OUT (PNG):
+Each argument is a run's ``scale.json``; each preset in each layout (one scope, or
+scopes of a given size) is one line, joining the points of every run of that layout.
+The figure goes to OUT (PNG):
 
     python docs/experiments/scripts/scale_plot.py OUT.png RUN1/scale.json RUN2/scale.json
 """
@@ -19,24 +20,31 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 
 def main(out: str, runs: list[str]) -> None:
-    """Draw every run's p50 per preset against episodes."""
+    """Draw every preset's p50 against episodes, one line per layout and preset (points
+    of several runs of the same layout joined in order of size)."""
     fig, axis = plt.subplots(figsize=(6.4, 4.2))
     loads: list[float] = []
+    lines: dict[tuple[int, str], list[tuple[int, float]]] = {}
     for run in runs:
         data = json.loads(Path(run).read_text(encoding="utf-8"))
-        scope_size = data["options"].get("scope_size")
+        scope_size = data["options"].get("scope_size") or 0
+        for point in data["points"]:
+            if point.get("load_average"):
+                loads.append(point["load_average"][0])
+            for config in data["options"]["configs"]:
+                lines.setdefault((scope_size, config), []).append(
+                    (point["episodes"], point["search_ms"][config]["p50"])
+                )
+    for (scope_size, config), points in sorted(lines.items()):
+        points.sort()
         layout = "one scope" if not scope_size else f"scopes of {scope_size:,}"
-        points = data["points"]
-        loads += [p["load_average"][0] for p in points if p.get("load_average")]
-        sizes = [p["episodes"] for p in points]
-        for config in data["options"]["configs"]:
-            axis.plot(
-                sizes,
-                [p["search_ms"][config]["p50"] for p in points],
-                marker="o",
-                linestyle="-" if not scope_size else "--",
-                label=f"{config}, {layout}",
-            )
+        axis.plot(
+            [n for n, _ in points],
+            [ms for _, ms in points],
+            marker="o",
+            linestyle="-" if not scope_size else "--",
+            label=f"{config}, {layout}",
+        )
     axis.set_xscale("log")
     axis.set_yscale("log")
     axis.set_xlabel("episodes in the store")
