@@ -2,7 +2,8 @@
 
 Each argument is a run's ``scale.json``; each preset in each layout (one scope, or
 scopes of a given size) is one line, joining the points of every run of that layout.
-The figure goes to OUT (PNG):
+``RUN/scale.json@N`` takes only that run's points of at least N episodes. The figure
+goes to OUT (PNG):
 
     python docs/experiments/scripts/scale_plot.py OUT.png RUN1/scale.json RUN2/scale.json
 """
@@ -26,9 +27,12 @@ def main(out: str, runs: list[str]) -> None:
     loads: list[float] = []
     lines: dict[tuple[int, str], list[tuple[int, float]]] = {}
     for run in runs:
-        data = json.loads(Path(run).read_text(encoding="utf-8"))
+        path, _, least = run.partition("@")
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
         scope_size = data["options"].get("scope_size") or 0
         for point in data["points"]:
+            if point["episodes"] < int(least or 0):
+                continue
             if point.get("load_average"):
                 loads.append(point["load_average"][0])
             for config in data["options"]["configs"]:
