@@ -327,12 +327,42 @@ bench.add_command(agent_life_command)
 
 
 @bench.command(name="scale")
-@data_option("A LongMemEval file whose haystack turns supply the text.")
+@data_option(
+    "A LongMemEval file: its messages' sentences come first (--text sentences) or its "
+    "turns are the text (--text turns); its questions are the queries."
+)
 @click.option(
     "--sizes",
     default="10000,100000,1000000",
     show_default=True,
     help="Store sizes (episodes) to measure at, grown in one store.",
+)
+@click.option(
+    "--text",
+    type=click.Choice(["sentences", "turns"]),
+    default="sentences",
+    show_default=True,
+    help="sentences: every episode a distinct sentence of LongMemEval S, then LoCoMo and "
+    "BEAM (split at line breaks and sentence ends, pieces of 20+ characters and 10+ "
+    "letters, first occurrence kept, in file order; distinct pairs of adjacent sentences "
+    "of one session follow if more are needed; about 1.08M sentences from the dev "
+    "files); turns: LongMemEval turns, cycled with new sessions once they run out.",
+)
+@click.option(
+    "--extra-data",
+    "extra",
+    multiple=True,
+    metavar="NAME=PATH",
+    help="A data set (locomo or beam) whose sentences follow the --data file's; "
+    "repeatable. Default: locomo10.json.gz and beam_128k.json.gz beside --data.",
+)
+@click.option(
+    "--scope-size",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Put consecutive blocks of this many episodes in scopes of their own (e.g. 1000: "
+    "a 1M store of 1,000 scopes of 1,000) and search inside one small scope per query, "
+    "spread over the store. Default: one scope holds everything.",
 )
 @click.option(
     "--embedder",
@@ -351,7 +381,7 @@ bench.add_command(agent_life_command)
 @click.option(
     "--config",
     "configs",
-    default="bm25,dense,hybrid",
+    default="fast,default",
     show_default=True,
     help="Comma-separated presets whose search latency is measured.",
 )
@@ -360,24 +390,42 @@ bench.add_command(agent_life_command)
     type=click.IntRange(min=1),
     default=50,
     show_default=True,
-    help="Search latency is measured over this many LongMemEval questions.",
+    help="Search latency is measured over this many of the data sets' questions.",
+)
+@click.option(
+    "--no-byte-scan",
+    "no_scan",
+    is_flag=True,
+    help="Do not scan the store's files for the forgotten episode's text.",
 )
 @click.option("--keep-store", is_flag=True, help="Keep the grown SQLite store.")
 @results_option("scale")
 def scale_command(
     data: Path,
     sizes: str,
+    text: str,
+    extra: tuple[str, ...],
+    scope_size: int | None,
     embedder: str,
     pool: int | None,
     configs: str,
     queries: int,
+    no_scan: bool,
     keep_store: bool,
     out_dir: Path | None,
 ) -> None:
-    """Scale: ingest throughput, search latency, RSS and file size as N grows."""
+    """Scale: search latency, first search after open, forget, ingest, RSS and file size
+    as N grows, over distinct texts."""
     from .api import default_out_dir
     from .scale import ScaleOptions, run_scale, scale_markdown, write_scale
 
+    extra_data = None
+    if extra:
+        pairs = [item.partition("=") for item in extra]
+        bad = [item for item, (name, eq, path) in zip(extra, pairs, strict=True) if not eq]
+        if bad:
+            raise click.BadParameter(f"{bad[0]!r}: write NAME=PATH", param_hint="--extra-data")
+        extra_data = tuple((name, path) for name, _, path in pairs)
     options = ScaleOptions(
         sizes=_ints(sizes, "--sizes"),
         embedder=embedder,
@@ -385,6 +433,10 @@ def scale_command(
         configs=_configs(configs),
         queries=queries,
         keep_store=keep_store,
+        text=text,
+        extra_data=extra_data,
+        scope_size=scope_size,
+        scan_bytes=not no_scan,
     )
     target = out_dir or default_out_dir("scale")
     invocation = _invocation("scale", click.get_current_context())

@@ -53,9 +53,15 @@ def test_scale_run_end_to_end(tmp_path):
     assert second.segment_messages == 87 and second.ingest_per_second > 0
     assert set(second.search_ms) == {"bm25", "dense", "hybrid"}
     assert second.file_bytes > first.file_bytes > 0
-    assert "first_search_ms" in second.fresh_process, second.fresh_process
+    assert set(second.fresh_process) == {"bm25", "dense", "hybrid"}
+    assert all("first_search_ms" in run for run in second.fresh_process.values())
+    assert second.forget["removed"] == 1 and second.forget["forget_ms"] > 0
+    assert second.forget["next_search_ms"] > 0
+    # The probe's word is found in the files before forget and nowhere after it.
+    assert second.forget["occurrences_before"] > 0 == second.forget["occurrences_after"]
+    assert first.load_average[0] >= 0 and second.segment_cpu_seconds > 0
     assert not list((tmp_path / "stores").iterdir())  # the grown store is removed
     data = write_scale(result, tmp_path / "out", "anamnesis bench scale ...")
-    assert (tmp_path / "out" / "report.md").read_text().count("\n| 1") == 1
+    assert (tmp_path / "out" / "report.md").read_text().count("\n| 153 |") == 2
     assert json.loads((tmp_path / "out" / "scale.json").read_text())["points"][1]["episodes"] == 153
     assert data["environment"]["vectors"].startswith("pool of 40")

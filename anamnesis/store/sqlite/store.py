@@ -514,10 +514,12 @@ class SQLiteStore(
         for start in range(0, len(unique), 500):
             chunk = unique[start : start + 500]
             marks = ",".join("?" * len(chunk))
+            # ``+e.user_id``: look the hashes up in their index; by the user's index
+            # every batch would read the whole scope.
             for content_hash, blob in self._read(
                 f"""SELECT e.content_hash, v.embedding FROM episodes e
                     JOIN vectors v ON v.episode_rowid = e.rowid
-                    WHERE e.user_id = ? AND e.content_hash IN ({marks})""",
+                    WHERE +e.user_id = ? AND e.content_hash IN ({marks})""",
                 [scope.user_id, *chunk],
             ):
                 found.setdefault(content_hash, np.frombuffer(blob, dtype=np.float32))
