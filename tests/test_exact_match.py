@@ -11,7 +11,7 @@ import pytest
 from anamnesis import Memory
 from anamnesis.bench.presets import BENCH_PRESETS
 from anamnesis.embed import get_embedder
-from anamnesis.retrieve.exact import identifier_terms
+from anamnesis.retrieve.identifiers import identifier_terms
 
 EDGE = get_embedder("edge")
 

@@ -49,6 +49,7 @@ import numpy as np
 
 from ..store.base import Candidate
 from .fusion import Fused, by_score
+from .identifiers import identifier_terms
 from .query import search_terms
 from .request import SearchRequest
 
@@ -206,10 +207,6 @@ def _ended(request: SearchRequest, top: list[Fused]) -> list[Fused]:
     Ohlsdorf", "Cancelled the CityFitness membership"): the statement no longer holds,
     whatever the later note says instead. A name in more than ``ENDED_HOLDERS`` notes
     names too many things to tell."""
-    # Imported here: the exact-match guard reads the candidate channels, which read
-    # this module.
-    from .exact import identifier_terms
-
     episodes = request.episodes([f.episode_id for f in top])
     found = []
     for candidate in top:

@@ -23,14 +23,13 @@ the strongest evidence a question can carry, whatever the corpus.
 
 from __future__ import annotations
 
-import re
 from dataclasses import replace
 
-from ..ingest.timeparse import MONTHS, WEEKDAYS
 from ..types import ChannelScore
 from .candidates import speakers_named
 from .fusion import Fused
-from .query import search_terms, words
+from .identifiers import identifier_terms
+from .query import words
 from .request import SearchRequest
 
 #: Most episodes an identifier may be found in and still name them: an order number
@@ -38,46 +37,8 @@ from .request import SearchRequest
 RARE_TERM_EPISODES = 2
 #: Most episodes put first, whatever the question names.
 MAX_PINNED = 3
-#: Digits a term needs to be an identifier: fewer make a count, a day or an ordinal
-#: ("3 days", "the 20th"); an order number, a code or a year has more.
-MIN_DIGITS = 3
 #: How ``explain=True`` names the guard among a hit's channels.
 CHANNEL = "exact_match"
-
-#: A capitalised word that is not all capitals ("Zbigniew", "McAllister"; not "API").
-_CAPITALISED = re.compile(r"\b[A-Z][\w'’-]*[a-z][\w'’-]*")
-_YEAR = re.compile(r"(?:1[89]|2[01])\d\d")
-#: Where a sentence starts: its first word is capitalised whatever it is.
-_SENTENCE_START = re.compile(r"(?:^|[.!?:;\n]\s*)[\"'(\s]*$")
-
-
-def identifier_terms(text: str) -> list[str]:
-    """The search terms of ``text`` that look like identifiers: they hold at least
-    ``MIN_DIGITS`` digits, or the question capitalises them inside a sentence (a
-    proper noun). A word opening a
-    sentence, or written in capitals for emphasis or as an acronym ("ONLY", "API"),
-    is not one."""
-    capitalised = {
-        term
-        for match in _CAPITALISED.finditer(text)
-        if not _SENTENCE_START.search(text[: match.start()])
-        for term in words(match.group(0))
-    }
-    return [
-        t
-        for t in search_terms(text)
-        if (_digits(t) >= MIN_DIGITS or t in capitalised) and not _calendar(t)
-    ]
-
-
-def _calendar(term: str) -> bool:
-    """A month, a weekday or a year: a date, which the time channels read (turns
-    rarely write their own date, so a date is rare in text without naming a turn)."""
-    return term in MONTHS or term in WEEKDAYS or bool(_YEAR.fullmatch(term))
-
-
-def _digits(term: str) -> int:
-    return sum(c.isdigit() for c in term)
 
 
 def exact_match(request: SearchRequest, fused: list[Fused]) -> list[Fused]:

@@ -344,11 +344,12 @@ def test_one_log_line_per_request_without_memory_text(
             time.sleep(0.02)
     lines = _server_lines(caplog)
     records = [json.loads(line) for line in lines]
-    assert [(r["method"], r["status"]) for r in records] == [
-        ("POST", 201),
-        ("POST", 200),
+    # One line per request; under load a line may be written after the next request's.
+    assert sorted((r["method"], r["status"]) for r in records) == [
         ("GET", 200),
         ("GET", 404),
+        ("POST", 200),
+        ("POST", 201),
     ]
     assert {r["key"] for r in records} == {next(iter(k.id for k in _listed(keys, "maya's")))}
     assert all(SECRET not in line and "locker" not in line for line in lines)
