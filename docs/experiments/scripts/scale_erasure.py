@@ -11,15 +11,15 @@ loaded), then forgets the planted episodes one at a time (half with ``forget``, 
 with ``delete``), timing each, and counts the bytes of each erased word in every
 file of the store (UTF-8 and UTF-16, the word and its lower-case tail):
 
-    python docs/experiments/scripts/scale_erasure.py build 100000 /work/scale-stores/erasure/s100k
-    cp -r /work/scale-stores/erasure/s100k /work/scale-stores/erasure/s100k-b
-    python docs/experiments/scripts/scale_erasure.py erase /work/scale-stores/erasure/s100k
+    python docs/experiments/scripts/scale_erasure.py build 100000 STORE_DIR
+    cp -r STORE_DIR STORE_DIR
+    python docs/experiments/scripts/scale_erasure.py erase STORE_DIR
 
 ``sample DIR K`` forgets K episodes drawn at random (no search), and reports the
 spread of their times and how many had to rewrite a full-text index (a page separator
 left to clear; with FTS5 secure-delete only):
 
-    python docs/experiments/scripts/scale_erasure.py sample /work/scale-stores/erasure/s100k 200
+    python docs/experiments/scripts/scale_erasure.py sample STORE_DIR 200
 
 ``erase DIR --no-search`` skips the searches (at a million episodes, the first search
 and the one after each forget reload every vector, which takes longer than erasing).
