@@ -12,7 +12,7 @@ with ``delete``), timing each, and counts the bytes of each erased word in every
 file of the store (UTF-8 and UTF-16, the word and its lower-case tail):
 
     python docs/experiments/scripts/scale_erasure.py build 100000 STORE_DIR
-    cp -r STORE_DIR STORE_DIR
+    cp -r STORE_DIR STORE_DIR-b
     python docs/experiments/scripts/scale_erasure.py erase STORE_DIR
 
 ``sample DIR K`` forgets K episodes drawn at random (no search), and reports the
