@@ -231,11 +231,7 @@ class DenseIndex:
         self._size = int(keep.sum())
         self._columns_size = columns_size
         # Each session's positions, read again from the compacted session codes.
-        sessions = self._sessions[: self._size]
-        count = len(self._session_codes.values())
-        self._session_order = np.argsort(sessions, kind="stable").astype(np.int64)
-        self._session_offsets = np.zeros(count + 1, dtype=np.int64)
-        np.cumsum(np.bincount(sessions, minlength=count), out=self._session_offsets[1:])
+        self._session_order, self._session_offsets = self._session_index()
         self._session_rows = {}
         self._scope_rows.clear()
 
@@ -324,6 +320,16 @@ class DenseIndex:
             return np.zeros(0, dtype=np.int64)
         return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
+    def _session_index(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every row's position grouped by session (stable), and where each session's
+        group starts: session ``s`` holds ``order[offsets[s] : offsets[s + 1]]``."""
+        sessions = self._sessions[: self._size]
+        count = len(self._session_codes.values())
+        order = np.argsort(sessions, kind="stable").astype(np.int64)
+        offsets = np.zeros(count + 1, dtype=np.int64)
+        np.cumsum(np.bincount(sessions, minlength=count), out=offsets[1:])
+        return order, offsets
+
     @property
     def mapped(self) -> bool:
         """Whether the vectors are read from a file mapping (``attach``)."""
@@ -333,16 +339,12 @@ class DenseIndex:
         """What ``attach`` takes back: the vectors (a view), the per-row columns and each
         code table's values, for writing beside the store."""
         size = self._size
-        sessions = self._sessions[:size]
-        session_count = len(self._session_codes.values())
-        order = np.argsort(sessions, kind="stable").astype(np.int64)
-        offsets = np.zeros(session_count + 1, dtype=np.int64)
-        np.cumsum(np.bincount(sessions, minlength=session_count), out=offsets[1:])
+        order, offsets = self._session_index()
         columns: dict[str, np.ndarray] = {
             "rowids": self._rowids[:size],
             "users": self._users[:size],
             "agents": self._agents[:size],
-            "sessions": sessions,
+            "sessions": self._sessions[:size],
             "session_order": order,
             "session_offsets": offsets,
         }

@@ -402,10 +402,7 @@ class SQLiteLexical:
         the copy beside the store lacks enough of it, and drop it."""
         with self._lock:
             if conn is not None and not self._closed:
-                try:
-                    self._save(conn)
-                except sqlite3.Error:
-                    pass  # the copy is an optimisation: the next open builds from FTS5
+                self._save(conn)  # ``LexicalFile.save`` handles its own failures
             self._closed = True
             if self._build_conn is not None:
                 self._build_conn.interrupt()
