@@ -288,6 +288,41 @@ def test_role_channels_search_the_addressed_roles_turns_in_scope(tmp_path, embed
         assert roles[fused[-1].episode_id] == "assistant"
 
 
+def test_role_channels_read_the_deep_pools_and_never_search_the_scope_again(
+    tmp_path, embedder, monkeypatch
+):
+    # Few of the user's own turns among many of the assistant's: the pools, searched
+    # four times deeper than the channels, hold some of them, and those are what the
+    # role channels propose, in the pools' order, without searching again.
+    assistant = [
+        {"role": "assistant", "content": f"Hotel option {i}: a room near the old harbour."}
+        for i in range(240)
+    ]
+    mine = [
+        {"role": "user", "content": f"My sister liked hotel number {i} by the harbour."}
+        for i in range(6)
+    ]
+    with Memory(path=tmp_path / "chat.db", embedder=embedder) as memory:
+        memory.add_many(
+            assistant[:120] + mine + assistant[120:], user_id=USER.user_id, session_id="s1"
+        )
+        config = BENCH_PRESETS["full-role"].with_(candidates=20)
+        _, request = _request(memory, config, "Which hotel did my sister like?")
+        pools = {
+            "role_lexical": request.channel("lexical", 20) and request.memo[("pool", "lexical")],
+            "role_dense": request.channel("dense", 20) and request.memo[("pool", "dense")],
+        }
+        searches = []
+        for name in ("lexical_search", "dense_search"):
+            monkeypatch.setattr(memory.store, name, lambda *a, _n=name: searches.append(_n) or [])
+        for name, pool in pools.items():
+            roles = {e.id: e.role for e in _episodes(memory, pool)}
+            expected = [c for c in pool if roles[c.episode_id] != "assistant"][:20]
+            assert 0 < len(expected) < 20
+            assert request.channel(name, 20) == expected
+        assert searches == []
+
+
 def test_dense_context_scores_each_turn_with_its_neighbours_vectors(tmp_path, embedder):
     chat = [
         {"speaker": "Jolene", "content": "I finally finished the quilt for my sister."},

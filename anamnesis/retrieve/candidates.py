@@ -5,7 +5,9 @@
   one list per named speaker, interleaved.
 - ``role_lexical`` / ``role_dense``: BM25 / cosine without the turns of the other side
   of the chat: the question addresses the user's own turns, or the assistant's for
-  "what did you recommend?"; turns without a role stay in.
+  "what did you recommend?"; turns without a role stay in. Both, like the speaker
+  channels, read the lexical and dense rankings searched ``SPEAKER_POOL`` times deeper
+  than the channels, so that no channel but those two searches the whole scope.
 - ``entity``: BM25 over only the capitalised names of the question that are not
   speakers (places, titles, other people).
 - ``prf``: BM25 over the question's terms plus pseudo-relevance-feedback terms taken
@@ -243,17 +245,13 @@ def _role_filters(request: SearchRequest) -> Filters | None:
     return replace(request.filters, not_role=OTHER_ROLE[role])
 
 
-def _role_ranked(
-    request: SearchRequest,
-    base: str,
-    limit: int,
-    search: Callable[[Filters], list[Candidate]],
-) -> list[Candidate]:
-    """Base channel ``base``'s ranking without the other side's turns.
+def _role_ranked(request: SearchRequest, base: str, limit: int) -> list[Candidate]:
+    """Base channel ``base``'s deep pool without the other side's turns.
 
-    Filtered from the base channel's deep pool when that holds ``limit`` such turns or
-    is the whole ranking (the result is then exactly what a filtered search returns),
-    else by ``search`` with the role filters.
+    The pool is ranked as a search over the whole scope, so its turns of the addressed
+    role come in the order a search restricted to them would give; the channel reads
+    them there and never searches the scope again, so its cost does not grow with the
+    scope. It may propose fewer than ``limit``.
     """
     filters = _role_filters(request)
     if filters is None:
@@ -261,34 +259,19 @@ def _role_ranked(
     pool = _pool(request, base)
     info = turn_info(request, [c.episode_id for c in pool])
     kept = [c for c in pool if info.get(c.episode_id, NO_TURN)[3] != filters.not_role]
-    if len(kept) >= limit or len(pool) < pool_depth(request, request.config.candidates):
-        return kept[:limit]
-    return search(filters)[:limit]
+    return kept[:limit]
 
 
 def role_lexical(request: SearchRequest, limit: int) -> list[Candidate]:
     """BM25 over the turns of the role the question addresses (``addressed_role``)."""
-    terms = _terms(request, request.analysis.text)
-    if not terms:
+    if not _terms(request, request.analysis.text):
         return []
-    return _role_ranked(
-        request,
-        "lexical",
-        limit,
-        lambda filters: request.store.lexical_search(terms, request.scope, filters, limit),
-    )
+    return _role_ranked(request, "lexical", limit)
 
 
 def role_dense(request: SearchRequest, limit: int) -> list[Candidate]:
     """Cosine over the turns of the role the question addresses (``addressed_role``)."""
-    return _role_ranked(
-        request,
-        "dense",
-        limit,
-        lambda filters: request.store.dense_search(
-            request.query_vector, request.scope, filters, limit
-        ),
-    )
+    return _role_ranked(request, "dense", limit)
 
 
 def entity(request: SearchRequest, limit: int) -> list[Candidate]:
