@@ -72,6 +72,8 @@ class SearchConfig:
     logistic model named by ``fusion_model`` in ``anamnesis/data/``); ``score_mix`` is
     the share of each channel's RRF vote taken from its z-scored score instead of its
     rank (0 = plain RRF; ``anamnesis.retrieve.fusion.weighted_rrf``).
+    ``pool`` is how many times deeper than ``candidates`` the lexical and dense channels
+    search when a speaker or role channel filters their rankings (one search serves all).
     ``notes_channels``, when set, are the only channels run when the question's nearest
     episodes are mostly notes, stored without a session (``retrieve.currency.reads_notes``):
     the channels that read a conversation's speakers, roles and sessions stand aside.
@@ -81,6 +83,7 @@ class SearchConfig:
     weights: dict[str, float] = field(default_factory=lambda: {"lexical": 1.0, "dense": 1.0})
     rrf_k: float = DEFAULT_RRF_K
     candidates: int = 50
+    pool: int = 4
     stages: tuple[str, ...] = ()
     stage_options: dict[str, dict[str, Any]] = field(default_factory=dict)
     neighbour_window: int = 1

@@ -383,3 +383,12 @@ BENCH_PRESETS.update(
         ),
     }
 )
+#: Issue 34 (a memory for a lifetime; study "A memory for a lifetime"): the default
+#: with the first stage's deep rankings, which the speaker and role channels filter,
+#: searched less deep (``SearchConfig.pool``).
+BENCH_PRESETS.update(
+    {
+        "default-pool-2": _NOW.with_(pool=2),
+        "default-pool-3": _NOW.with_(pool=3),
+    }
+)

@@ -6,8 +6,8 @@
 - ``role_lexical`` / ``role_dense``: BM25 / cosine without the turns of the other side
   of the chat: the question addresses the user's own turns, or the assistant's for
   "what did you recommend?"; turns without a role stay in. Both, like the speaker
-  channels, read the lexical and dense rankings searched ``SPEAKER_POOL`` times deeper
-  than the channels, so that no channel but those two searches the whole scope.
+  channels, read the lexical and dense rankings searched ``SearchConfig.pool`` times
+  deeper than the channels, so that no channel but those two searches the whole scope.
 - ``entity``: BM25 over only the capitalised names of the question that are not
   speakers (places, titles, other people).
 - ``prf``: BM25 over the question's terms plus pseudo-relevance-feedback terms taken
@@ -52,8 +52,6 @@ MAX_SUBQUERIES = 4
 OTHER_ROLE = {"user": "assistant", "assistant": "user"}
 #: Named speakers beyond this many are ignored by the speaker channels.
 MAX_SPEAKERS = 3
-#: The speaker channels filter their base channel's list taken this many times deeper.
-SPEAKER_POOL = 4
 
 
 def merge_lists(lists: Sequence[Sequence[Candidate]], limit: int) -> list[Candidate]:
@@ -89,9 +87,11 @@ _POOL_FILTERS = frozenset({"speaker_lexical", "speaker_dense", "role_lexical", "
 
 
 def pool_depth(request: SearchRequest, limit: int) -> int:
-    """How deep the lexical and dense channels search: ``SPEAKER_POOL`` times ``limit``
-    when a speaker or role channel will filter their rankings (one search serves all)."""
-    return SPEAKER_POOL * limit if _POOL_FILTERS & set(request.config.channels) else limit
+    """How deep the lexical and dense channels search: ``SearchConfig.pool`` times
+    ``limit`` when a speaker or role channel will filter their rankings (one search
+    serves all)."""
+    config = request.config
+    return config.pool * limit if _POOL_FILTERS & set(config.channels) else limit
 
 
 def keep_pool(
@@ -110,7 +110,7 @@ def _pool(request: SearchRequest, name: str) -> list[Candidate]:
 
 
 def dense_pool(request: SearchRequest) -> list[Candidate]:
-    """The dense ranking, ``SPEAKER_POOL`` times deeper than the channel depth when a
+    """The dense ranking, ``SearchConfig.pool`` times deeper than the channel depth when a
     speaker or role channel is configured: where the speaker channels find the named
     speakers and their turns, the role channels the addressed side's, and
     ``dense_context`` its candidates."""
@@ -216,15 +216,15 @@ def _per_speaker(request: SearchRequest, pool: Sequence[Candidate], limit: int) 
 
 
 def speaker_lexical(request: SearchRequest, limit: int) -> list[Candidate]:
-    """BM25 over the named speakers' own turns (the lexical ranking, ``SPEAKER_POOL``
+    """BM25 over the named speakers' own turns (the lexical ranking, ``SearchConfig.pool``
     times deeper, filtered to them)."""
     if not speakers_named(request):
         return []
-    return _per_speaker(request, question_lexical(request, SPEAKER_POOL * limit), limit)
+    return _per_speaker(request, question_lexical(request, request.config.pool * limit), limit)
 
 
 def speaker_dense(request: SearchRequest, limit: int) -> list[Candidate]:
-    """Cosine over the named speakers' own turns (the dense ranking, ``SPEAKER_POOL``
+    """Cosine over the named speakers' own turns (the dense ranking, ``SearchConfig.pool``
     times deeper, filtered to them)."""
     return _per_speaker(request, dense_pool(request), limit)
 

@@ -51,6 +51,8 @@ class Retriever:
                 f"unknown fusion {self.config.fusion!r}; use 'rrf' or 'learned'"
             )
         check_score_mix(self.config.score_mix)  # now, rather than at the first search
+        if self.config.pool < 1:
+            raise InvalidInputError(f"pool must be at least 1, got {self.config.pool}")
         if self.config.fusion == "learned":
             # Loaded now, so a bad model fails here rather than at the first search.
             self._fusion_model = load_fusion_model(self.config.fusion_model)
