@@ -104,6 +104,27 @@ def test_both_indexes_are_saved_beside_the_store_private_to_their_owner(path):
     store.close()
 
 
+def test_a_copy_is_written_by_one_writer_while_the_others_leave_it_to_them(path):
+    # Two writers of one copy (a warm-up thread and a closing Memory, two processes
+    # opening the store) would remove each other's half-written files.
+    store = _open(path)
+    _fill(store)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with dense_file.index_files.sole_writer(path, "dense") as first:
+            assert first
+            with dense_file.index_files.sole_writer(path, "dense") as second:
+                assert not second
+            store.warm_up()  # another writer holds the copy: nothing written, no warning
+            assert _saved(path, "dense") == []
+        store.warm_up()
+    assert dense_file.index_files.state_path(path, "dense") in _saved(path, "dense")
+    lock = path.with_name(path.name + ".dense-lock")
+    assert lock.stat().st_size == 0
+    assert stat.S_IMODE(lock.stat().st_mode) == 0o600
+    store.close()
+
+
 def test_a_fresh_store_maps_both_without_reading_the_rows(path, monkeypatch):
     store = _open(path)
     _fill(store)
@@ -440,7 +461,14 @@ def test_killed_writers_leave_no_file_out_of_step_or_holding_erased_rows(path):
             [sys.executable, "-c", _WORKER, str(path), str(kill + 1), tests],
             env={**os.environ, "PYTHONPATH": os.getcwd()},
         )
-        time.sleep(rng.uniform(2.0, 5.0))
+        # Killed at a random moment once the child has opened the store and begun
+        # writing (on a busy machine, starting the child alone takes seconds).
+        words = Path(str(path) + ".words")
+        started = time.monotonic()
+        while (not words.exists() or words.stat().st_size == 0) and child.poll() is None:
+            assert time.monotonic() - started < 120, "the writer never began"
+            time.sleep(0.05)
+        time.sleep(rng.uniform(1.0, 4.0))
         child.send_signal(signal.SIGKILL)
         child.wait()
 

@@ -33,6 +33,7 @@ import numpy as np
 from ..index.ann import AnnIndex, AnnState, remove_files, vector_fingerprint
 from ..index.dense import AnnSettings, DenseIndex
 from .driver import sqlite3
+from .index_files import sole_writer
 
 #: Appended rows added to the graph inside a search; more are added in the background.
 SYNC_ROWS = 64
@@ -269,6 +270,11 @@ class SQLiteAnn:
             return  # the file itself, or (with changes pending) not in step
         if dense.rows_upto(graph.max_rowid) != len(graph):
             return
+        with sole_writer(self._path, "ann") as sole:
+            if sole:
+                self._write(graph, dense, epoch)
+
+    def _write(self, graph: AnnIndex, dense: DenseIndex, epoch: str) -> None:
         try:
             if self._file_epoch() != epoch:
                 return  # the file changed since (another process): this graph is not saved

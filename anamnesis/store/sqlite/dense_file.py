@@ -177,7 +177,15 @@ class DenseFile:
         """Write ``dense`` (in step with the store at ``epoch``) beside the store, if
         ``wanted``: its rows are taken under ``lock`` (the store's), written outside it.
         ``file_epoch()`` is the store's epoch now, checked before and after writing (a
-        change meanwhile may have erased rows: the files are then removed)."""
+        change meanwhile may have erased rows: the files are then removed). Nothing is
+        written while another thread or process writes a copy (``sole_writer``)."""
+        with index_files.sole_writer(self._path, KIND) as sole:
+            if sole:
+                self._save(dense, epoch, file_epoch, lock)
+
+    def _save(
+        self, dense: DenseIndex, epoch: str, file_epoch: Callable[[], str | None], lock: Any
+    ) -> None:
         with lock:
             if not self.wanted(dense):
                 return

@@ -10,15 +10,24 @@ import contextlib
 import hashlib
 import json
 import os
+import threading
 import uuid
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
 import numpy as np
 
+try:
+    import fcntl
+except ImportError:  # not POSIX: writers in one process are still kept apart
+    fcntl = None  # type: ignore[assignment]
+
 _HASH_CHUNK = 1 << 24
+#: Writers of one kind of copy inside this process, for platforms without ``flock``.
+_LOCAL_WRITERS: dict[tuple[Path, str], threading.Lock] = {}
+_LOCAL_GUARD = threading.Lock()
 
 
 def state_path(store_path: Path, kind: str) -> Path:
@@ -29,6 +38,44 @@ def state_path(store_path: Path, kind: str) -> Path:
 def part_path(store_path: Path, kind: str, generation: str, part: str) -> Path:
     """One file of a generation."""
     return store_path.with_name(f"{store_path.name}.{kind}.{generation}.{part}")
+
+
+@contextlib.contextmanager
+def sole_writer(store_path: Path, kind: str) -> Iterator[bool]:
+    """Whether the caller may write the store's ``kind`` copy now, held for the block:
+    False at once while another thread or process writes one (two writers would remove
+    each other's half-written files; the copy being written serves both). An exclusive
+    ``flock`` on ``<store>.<kind>-lock``, an empty file private to its owner, which
+    nothing deletes (erasures remove the copies, not the lock)."""
+    if fcntl is None:
+        with _LOCAL_GUARD:
+            local = _LOCAL_WRITERS.setdefault((store_path.resolve(), kind), threading.Lock())
+        if not local.acquire(blocking=False):
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            local.release()
+        return
+    try:
+        descriptor = os.open(
+            store_path.with_name(f"{store_path.name}.{kind}-lock"), os.O_RDWR | os.O_CREAT, 0o600
+        )
+    except OSError:
+        # Where no lock can be made (a read-only directory), the writer finds out what
+        # it can write itself, and says so, as without the lock.
+        yield True
+        return
+    try:
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(descriptor)  # releases the lock
 
 
 def new_generation() -> str:

@@ -155,7 +155,21 @@ class LexicalFile:
         the store if ``wanted``; taken under ``lock``, written outside it, the store's
         epoch checked before and after (a change meanwhile removes the files).
         ``content_hash(rowid)`` reads a row's hash from the store (the samples checked
-        on load)."""
+        on load). Nothing is written while another thread or process writes a copy
+        (``index_files.sole_writer``)."""
+        with index_files.sole_writer(self._path, KIND) as sole:
+            if sole:
+                self._save(index, epoch, tokenize, file_epoch, content_hash, lock)
+
+    def _save(
+        self,
+        index: LexicalIndex,
+        epoch: str,
+        tokenize: str,
+        file_epoch: Callable[[], str | None],
+        content_hash: Callable[[int], str | None],
+        lock: Any,
+    ) -> None:
         with lock:
             if not self.wanted(index) or self._unverified is not None:
                 return
