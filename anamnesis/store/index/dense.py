@@ -152,8 +152,8 @@ class DenseIndex:
         #: Each session's and each user's row positions, ascending (a scope's rows
         #: without a pass over every row): for the first ``_grouped`` rows (attached
         #: from a file, or kept by a removal), a ``_Groups``; for rows appended since,
-        #: the ``_appended`` lists. ``_user_groups`` is None until first needed when a
-        #: file did not hold it.
+        #: the ``_session_rows`` and ``_user_rows`` lists. ``_user_groups`` is None
+        #: after a removal, or when a file did not hold it, until ``group_users``.
         self._grouped = 0
         self._session_groups: _Groups | None = None
         self._user_groups: _Groups | None = None
@@ -291,6 +291,12 @@ class DenseIndex:
         self._recorded[start:end] = [row[4] for row in rows]
         self._columns_size = end
 
+    def group_users(self) -> None:
+        """Group the rows by user if they are not (after a removal, or attached from a
+        file saved without the grouping): a stable sort of their user codes, once."""
+        if self._user_groups is None and self._grouped:
+            self._user_groups = _Groups.of(self._users[: self._grouped], self._user_codes)
+
     def _rows_in_scope(
         self, user_id: str, agent_id: str | None, session_id: str | None
     ) -> np.ndarray:
@@ -306,9 +312,7 @@ class DenseIndex:
                 session = self._session_codes.lookup((user_id, session_id))
                 rows = _positions(self._session_groups, self._session_rows, session)
             else:
-                if self._user_groups is None and self._grouped:
-                    # A file saved without the users' grouping: made once, here.
-                    self._user_groups = _Groups.of(self._users[: self._grouped], self._user_codes)
+                self.group_users()
                 rows = _positions(self._user_groups, self._user_rows, user)
             if agent_id is not None:
                 agent = self._agent_codes.lookup(agent_id)

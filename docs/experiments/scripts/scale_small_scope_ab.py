@@ -17,11 +17,17 @@ Each version has a Memory of its own, opened and warmed up (``Store.warm_up``, o
 search, one filtered search) before the clock starts. A round visits every query's
 scope once in order (the bench's one pass); a second round finds each scope's rows
 already read (its pages in memory). Per query the two versions alternate which goes
-first, so neither always finds the other's pages in the OS cache.
+first, so neither always finds the other's pages in the OS cache. Each search's wall
+time and its thread's CPU time (user and system) are recorded: on a loaded machine
+the wall time is mostly waiting for a CPU, the CPU time is the search's own work. So
+are the page faults of its thread (minor and major): each version maps the store's
+files on its own, so a fault is a page of the files (or of memory) that version
+touches for the first time, which a cold cache would have to read.
 """
 
 import importlib
 import json
+import resource
 import sys
 import time
 from pathlib import Path
@@ -65,23 +71,32 @@ versions = {"base": open_one("anamnesis_base"), "new": open_one("anamnesis")}
 out: dict = {"store": db, "preset": preset, "queries": count, "rounds": []}
 for _ in range(rounds):
     times: dict[str, list[float]] = {v: [] for v in versions}
+    cpu: dict[str, list[float]] = {v: [] for v in versions}
+    faults: dict[str, list[int]] = {v: [] for v in versions}
     same = 0
     for i, (q, user) in enumerate(zip(questions, users, strict=True)):
         order = list(versions) if i % 2 == 0 else list(reversed(versions))
         hits = {}
         for v in order:
-            start = time.perf_counter()
+            usage = resource.getrusage(resource.RUSAGE_THREAD)
+            start, thread = time.perf_counter(), time.thread_time()
             hits[v] = versions[v][1](q, user)
             times[v].append((time.perf_counter() - start) * 1000)
+            cpu[v].append((time.thread_time() - thread) * 1000)
+            after = resource.getrusage(resource.RUSAGE_THREAD)
+            faults[v].append(after.ru_minflt - usage.ru_minflt + after.ru_majflt - usage.ru_majflt)
         same += hits["base"] == hits["new"]
     stats = {
         v: {
-            "p50": round(float(np.percentile(t, 50)), 1),
-            "p95": round(float(np.percentile(t, 95)), 1),
+            "p50": round(float(np.percentile(times[v], 50)), 1),
+            "p95": round(float(np.percentile(times[v], 95)), 1),
+            "cpu_p50": round(float(np.percentile(cpu[v], 50)), 1),
+            "cpu_p95": round(float(np.percentile(cpu[v], 95)), 1),
+            "page_faults_mean": round(float(np.mean(faults[v])), 1),
         }
-        for v, t in times.items()
+        for v in versions
     }
-    ratio = {k: round(stats["new"][k] / stats["base"][k], 2) for k in ("p50", "p95")}
+    ratio = {k: round(stats["new"][k] / max(stats["base"][k], 1e-9), 2) for k in stats["new"]}
     out["rounds"].append({"ms": stats, "new/base": ratio, "identical_hits": same})
 out["load_average"] = [round(x, 1) for x in __import__("os").getloadavg()]
 print(json.dumps(out, indent=1))
