@@ -10,10 +10,11 @@ import pytest
 from store_fixtures import DIM, make_episode, unit_vectors
 
 from anamnesis.store.base import Filters
+from anamnesis.store.index import dense as dense_index
 from anamnesis.store.index import lexical as lexical_index
 from anamnesis.store.index.dense import AnnSettings, DenseIndex
 from anamnesis.store.index.lexical import SCOPE_KEY, LexicalIndex, Postings
-from anamnesis.store.sqlite import SQLiteStore
+from anamnesis.store.sqlite import SQLiteStore, dense_file
 from anamnesis.types import Scope
 
 NO_FILTERS = Filters()
@@ -232,3 +233,34 @@ def test_a_small_scope_of_a_store_ranks_as_fts5_does(store):
             ids = {e.id for e in store.list_episodes(scope, limit=1000, offset=0)[0]}
             dense = store.dense_search(query, scope, filters, 10)
             assert len(dense) == 10 and {c.episode_id for c in dense} <= ids
+
+
+def test_the_users_grouping_is_saved_beside_the_store(tmp_path, monkeypatch):
+    """A store reopened from its saved matrix finds each user's rows without sorting
+    every row again."""
+    monkeypatch.setattr(dense_file, "MIN_ROWS", 100)
+    path = tmp_path / "memory.db"
+    store = SQLiteStore(path, dim=DIM, ann=AnnSettings(threshold=10**9))
+    for user in range(12):
+        episodes = [make_episode(f"turn {i}", scope=Scope(f"user{user}")) for i in range(20)]
+        store.insert_episodes(episodes, unit_vectors(20, seed=user))
+    store.warm_up()
+    query = unit_vectors(1, seed=7)[0]
+    before = [store.dense_search(query, Scope(f"user{u}"), NO_FILTERS, 5) for u in (0, 11)]
+    store.close()
+    sorted_rows: list[int] = []
+    original = dense_index._Groups.of
+
+    def spy(codes, count):
+        sorted_rows.append(codes.size)
+        return original(codes, count)
+
+    monkeypatch.setattr(dense_index._Groups, "of", spy)
+    reopened = SQLiteStore(path, dim=DIM, ann=AnnSettings(threshold=10**9))
+    try:
+        after = [reopened.dense_search(query, Scope(f"user{u}"), NO_FILTERS, 5) for u in (0, 11)]
+        assert reopened._dense.mapped
+        assert after == before
+        assert sorted_rows == []
+    finally:
+        reopened.close()

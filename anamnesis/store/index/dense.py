@@ -85,6 +85,9 @@ class _Codes:
     def lookup(self, value: object) -> int | None:
         return self._codes.get(value)
 
+    def __len__(self) -> int:
+        return len(self._codes)
+
     def values(self) -> list:
         """The values interned so far, in code order."""
         return list(self._codes)
@@ -239,7 +242,7 @@ class DenseIndex:
         # Each session's positions, read again from the compacted codes; each user's
         # when a search first needs them.
         self._grouped = self._size
-        self._session_groups = _Groups.of(self._sessions[: self._size], self._session_codes)
+        self._session_groups = _Groups.of(self._sessions[: self._size], len(self._session_codes))
         self._user_groups = None
         self._session_rows, self._user_rows = {}, {}
         self._scope_rows.clear()
@@ -295,7 +298,7 @@ class DenseIndex:
         """Group the rows by user if they are not (after a removal, or attached from a
         file saved without the grouping): a stable sort of their user codes, once."""
         if self._user_groups is None and self._grouped:
-            self._user_groups = _Groups.of(self._users[: self._grouped], self._user_codes)
+            self._user_groups = _Groups.of(self._users[: self._grouped], len(self._user_codes))
 
     def _rows_in_scope(
         self, user_id: str, agent_id: str | None, session_id: str | None
@@ -325,27 +328,28 @@ class DenseIndex:
         """Whether the vectors are read from a file mapping (``attach``)."""
         return isinstance(self._matrix, np.memmap)
 
-    def export(self) -> tuple[np.ndarray, dict[str, np.ndarray], dict[str, list]]:
+    def export(
+        self, *, grouped: bool = True
+    ) -> tuple[np.ndarray, dict[str, np.ndarray], dict[str, list]]:
         """What ``attach`` takes back: the vectors (a view), the per-row columns and each
-        code table's values, for writing beside the store."""
+        code table's values, for writing beside the store. ``grouped=False`` leaves out
+        the rows' grouping by session and by user (a sort of every row), for the caller
+        to add with ``grouping`` outside its lock: the views stay valid, since rows are
+        never rewritten in place (a removal makes new arrays)."""
         size = self._size
-        sessions = _Groups.of(self._sessions[:size], self._session_codes)
-        users = _Groups.of(self._users[:size], self._user_codes)
         columns: dict[str, np.ndarray] = {
             "rowids": self._rowids[:size],
             "users": self._users[:size],
             "agents": self._agents[:size],
             "sessions": self._sessions[:size],
-            "session_order": sessions.order,
-            "session_offsets": sessions.offsets,
-            "user_order": users.order,
-            "user_offsets": users.offsets,
         }
         tables = {
             "users": self._user_codes.values(),
             "agents": self._agent_codes.values(),
             "sessions": [list(pair) for pair in self._session_codes.values()],
         }
+        if grouped:
+            columns.update(grouping(columns, tables))
         return self._matrix[:size], columns, tables
 
     def attach(
@@ -540,9 +544,8 @@ class _Groups:
     offsets: np.ndarray
 
     @classmethod
-    def of(cls, codes: np.ndarray, table: _Codes) -> _Groups:
-        """The grouping of ``codes`` (one per row, from ``table``; a stable sort)."""
-        count = len(table.values())
+    def of(cls, codes: np.ndarray, count: int) -> _Groups:
+        """The grouping of ``codes`` (one per row, each below ``count``; a stable sort)."""
         order = np.argsort(codes, kind="stable").astype(np.int64)
         offsets = np.zeros(count + 1, dtype=np.int64)
         np.cumsum(np.bincount(codes, minlength=count), out=offsets[1:])
@@ -555,6 +558,16 @@ class _Groups:
             np.asarray(columns[f"{name}_order"], dtype=np.int64),
             np.asarray(columns[f"{name}_offsets"], dtype=np.int64),
         )
+
+
+def grouping(columns: dict[str, np.ndarray], tables: dict[str, list]) -> dict[str, np.ndarray]:
+    """The rows' grouping by session and by user, as ``export`` gives it (``<name>_order``
+    and ``<name>_offsets``), from its ungrouped columns and tables."""
+    out: dict[str, np.ndarray] = {}
+    for name, plural in (("session", "sessions"), ("user", "users")):
+        groups = _Groups.of(columns[plural], len(tables[plural]))
+        out[f"{name}_order"], out[f"{name}_offsets"] = groups.order, groups.offsets
+    return out
 
 
 def _positions(

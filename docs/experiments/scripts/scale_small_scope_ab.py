@@ -11,7 +11,9 @@ copy of the package renamed ``anamnesis_base`` (its absolute imports rewritten),
     git archive BASE anamnesis | tar -x -C DIR && mv DIR/anamnesis DIR/basepkg/anamnesis_base
     sed -i -E 's/\\bfrom anamnesis([. ])/from anamnesis_base\\1/g' ...  (every .py file)
     PYTHONPATH=$PWD:DIR/basepkg python docs/experiments/scripts/scale_small_scope_ab.py \\
-        STORE.db EPISODES PRESET [QUERIES] [ROUNDS]
+        STORE.db EPISODES PRESET [QUERIES] [ROUNDS] [SCOPE_SIZE]
+
+``SCOPE_SIZE`` 0 is a store of ``--scope-size`` unset: every search in its one scope.
 
 Each version has a Memory of its own, opened and warmed up (``Store.warm_up``, one
 search, one filtered search) before the clock starts. A round visits every query's
@@ -39,9 +41,10 @@ from anamnesis.bench.scale import search_users, source_texts
 db, stored, preset = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 count = int(sys.argv[4]) if len(sys.argv) > 4 else 60
 rounds = int(sys.argv[5]) if len(sys.argv) > 5 else 2
+scope_size = int(sys.argv[6]) if len(sys.argv) > 6 else 1000
 _, questions = source_texts(Path("../shared/data/longmemeval_s_dev.json.gz"))
 questions = questions[:count]
-users = search_users(stored, count, 1000)
+users = search_users(stored, count, scope_size or None)
 
 
 def open_one(package: str):
