@@ -85,6 +85,9 @@ class _Codes:
     def lookup(self, value: object) -> int | None:
         return self._codes.get(value)
 
+    def __len__(self) -> int:
+        return len(self._codes)
+
     def values(self) -> list:
         """The values interned so far, in code order."""
         return list(self._codes)
@@ -149,12 +152,16 @@ class DenseIndex:
         self._user_codes = _Codes()
         self._agent_codes = _Codes()
         self._session_codes = _Codes()
-        #: Each session's row positions, ascending (a session's scope without a pass
-        #: over every row): for rows attached from a file, ``_session_order`` sliced by
-        #: ``_session_offsets``; for rows appended since, ``_session_rows``.
+        #: Each session's and each user's row positions, ascending (a scope's rows
+        #: without a pass over every row): for the first ``_grouped`` rows (attached
+        #: from a file, or kept by a removal), a ``_Groups``; for rows appended since,
+        #: the ``_session_rows`` and ``_user_rows`` lists. ``_user_groups`` is None
+        #: after a removal, or when a file did not hold it, until ``group_users``.
+        self._grouped = 0
+        self._session_groups: _Groups | None = None
+        self._user_groups: _Groups | None = None
         self._session_rows: dict[int, list[int]] = {}
-        self._session_order: np.ndarray | None = None
-        self._session_offsets: np.ndarray | None = None
+        self._user_rows: dict[int, list[int]] = {}
         self._role_codes = _Codes()
         self._speaker_codes = _Codes()
         self._modality_codes = _Codes()
@@ -206,12 +213,14 @@ class DenseIndex:
         blob = b"".join(row[4] for row in rows)
         self._matrix[start:end] = np.frombuffer(blob, dtype=np.float32).reshape(-1, self.dim)
         self._rowids[start:end] = [row[0] for row in rows]
-        self._users[start:end] = [self._user_codes.code(row[1]) for row in rows]
+        users = [self._user_codes.code(row[1]) for row in rows]
+        self._users[start:end] = users
         self._agents[start:end] = [self._agent_codes.code(row[2]) for row in rows]
         sessions = [self._session_codes.code((row[1], row[3])) for row in rows]
         self._sessions[start:end] = sessions
-        for position, session in enumerate(sessions, start):
+        for position, (user, session) in enumerate(zip(users, sessions, strict=True), start):
             self._session_rows.setdefault(session, []).append(position)
+            self._user_rows.setdefault(user, []).append(position)
         self._size = end
         self._scope_rows.clear()
 
@@ -230,9 +239,12 @@ class DenseIndex:
             setattr(self, name, np.compress(keep, rows, axis=0))
         self._size = int(keep.sum())
         self._columns_size = columns_size
-        # Each session's positions, read again from the compacted session codes.
-        self._session_order, self._session_offsets = self._session_index()
-        self._session_rows = {}
+        # Each session's positions, read again from the compacted codes; each user's
+        # when a search first needs them.
+        self._grouped = self._size
+        self._session_groups = _Groups.of(self._sessions[: self._size], len(self._session_codes))
+        self._user_groups = None
+        self._session_rows, self._user_rows = {}, {}
         self._scope_rows.clear()
 
     @property
@@ -282,6 +294,12 @@ class DenseIndex:
         self._recorded[start:end] = [row[4] for row in rows]
         self._columns_size = end
 
+    def group_users(self) -> None:
+        """Group the rows by user if they are not (after a removal, or attached from a
+        file saved without the grouping): a stable sort of their user codes, once."""
+        if self._user_groups is None and self._grouped:
+            self._user_groups = _Groups.of(self._users[: self._grouped], len(self._user_codes))
+
     def _rows_in_scope(
         self, user_id: str, agent_id: str | None, session_id: str | None
     ) -> np.ndarray:
@@ -292,67 +310,46 @@ class DenseIndex:
         user = self._user_codes.lookup(user_id)
         if user is None:
             rows = np.zeros(0, dtype=np.int64)
-        elif session_id is not None:
-            session = self._session_codes.lookup((user_id, session_id))
-            rows = self._session_positions(-2 if session is None else session)
+        else:
+            if session_id is not None:
+                session = self._session_codes.lookup((user_id, session_id))
+                rows = _positions(self._session_groups, self._session_rows, session)
+            else:
+                self.group_users()
+                rows = _positions(self._user_groups, self._user_rows, user)
             if agent_id is not None:
                 agent = self._agent_codes.lookup(agent_id)
                 rows = rows[self._agents[rows] == (-2 if agent is None else agent)]
-        else:
-            mask = self._users[: self._size] == user
-            if agent_id is not None:
-                agent = self._agent_codes.lookup(agent_id)
-                mask &= self._agents[: self._size] == (-2 if agent is None else agent)
-            rows = np.flatnonzero(mask)
         self._scope_rows[key] = rows
         return rows
-
-    def _session_positions(self, session: int) -> np.ndarray:
-        """The positions of one session's rows, ascending."""
-        parts = []
-        order, offsets = self._session_order, self._session_offsets
-        if order is not None and offsets is not None and 0 <= session < offsets.size - 1:
-            parts.append(order[offsets[session] : offsets[session + 1]])
-        appended = self._session_rows.get(session)
-        if appended:
-            parts.append(np.array(appended, dtype=np.int64))
-        if not parts:
-            return np.zeros(0, dtype=np.int64)
-        return parts[0] if len(parts) == 1 else np.concatenate(parts)
-
-    def _session_index(self) -> tuple[np.ndarray, np.ndarray]:
-        """Every row's position grouped by session (stable), and where each session's
-        group starts: session ``s`` holds ``order[offsets[s] : offsets[s + 1]]``."""
-        sessions = self._sessions[: self._size]
-        count = len(self._session_codes.values())
-        order = np.argsort(sessions, kind="stable").astype(np.int64)
-        offsets = np.zeros(count + 1, dtype=np.int64)
-        np.cumsum(np.bincount(sessions, minlength=count), out=offsets[1:])
-        return order, offsets
 
     @property
     def mapped(self) -> bool:
         """Whether the vectors are read from a file mapping (``attach``)."""
         return isinstance(self._matrix, np.memmap)
 
-    def export(self) -> tuple[np.ndarray, dict[str, np.ndarray], dict[str, list]]:
+    def export(
+        self, *, grouped: bool = True
+    ) -> tuple[np.ndarray, dict[str, np.ndarray], dict[str, list]]:
         """What ``attach`` takes back: the vectors (a view), the per-row columns and each
-        code table's values, for writing beside the store."""
+        code table's values, for writing beside the store. ``grouped=False`` leaves out
+        the rows' grouping by session and by user (a sort of every row), for the caller
+        to add with ``grouping`` outside its lock: the views stay valid, since rows are
+        never rewritten in place (a removal makes new arrays)."""
         size = self._size
-        order, offsets = self._session_index()
         columns: dict[str, np.ndarray] = {
             "rowids": self._rowids[:size],
             "users": self._users[:size],
             "agents": self._agents[:size],
             "sessions": self._sessions[:size],
-            "session_order": order,
-            "session_offsets": offsets,
         }
         tables = {
             "users": self._user_codes.values(),
             "agents": self._agent_codes.values(),
             "sessions": [list(pair) for pair in self._session_codes.values()],
         }
+        if grouped:
+            columns.update(grouping(columns, tables))
         return self._matrix[:size], columns, tables
 
     def attach(
@@ -385,8 +382,10 @@ class DenseIndex:
         self._user_codes = _Codes.of(tables["users"])
         self._agent_codes = _Codes.of(tables["agents"])
         self._session_codes = _Codes.of(tuple(pair) for pair in tables["sessions"])
-        self._session_order = np.asarray(columns["session_order"], dtype=np.int64)
-        self._session_offsets = np.asarray(columns["session_offsets"], dtype=np.int64)
+        self._grouped = count
+        self._session_groups = _Groups.read(columns, "session")
+        # Files saved before the users' grouping was kept lack it: made when first needed.
+        self._user_groups = _Groups.read(columns, "user") if "user_order" in columns else None
         self._size = count
 
     def rowids_where(
@@ -534,6 +533,59 @@ class DenseIndex:
         if candidates.size:
             candidates = candidates[np.concatenate(([True], candidates[1:] != candidates[:-1]))]
         return self._top(candidates, self._matrix[candidates] @ query, limit)
+
+
+@dataclass(frozen=True, slots=True)
+class _Groups:
+    """Row positions grouped by a code column: code ``c``'s rows, ascending, are
+    ``order[offsets[c] : offsets[c + 1]]``."""
+
+    order: np.ndarray
+    offsets: np.ndarray
+
+    @classmethod
+    def of(cls, codes: np.ndarray, count: int) -> _Groups:
+        """The grouping of ``codes`` (one per row, each below ``count``; a stable sort)."""
+        order = np.argsort(codes, kind="stable").astype(np.int64)
+        offsets = np.zeros(count + 1, dtype=np.int64)
+        np.cumsum(np.bincount(codes, minlength=count), out=offsets[1:])
+        return cls(order, offsets)
+
+    @classmethod
+    def read(cls, columns: dict[str, np.ndarray], name: str) -> _Groups:
+        """The grouping ``export`` saved as ``<name>_order`` and ``<name>_offsets``."""
+        return cls(
+            np.asarray(columns[f"{name}_order"], dtype=np.int64),
+            np.asarray(columns[f"{name}_offsets"], dtype=np.int64),
+        )
+
+
+def grouping(columns: dict[str, np.ndarray], tables: dict[str, list]) -> dict[str, np.ndarray]:
+    """The rows' grouping by session and by user, as ``export`` gives it (``<name>_order``
+    and ``<name>_offsets``), from its ungrouped columns and tables."""
+    out: dict[str, np.ndarray] = {}
+    for name, plural in (("session", "sessions"), ("user", "users")):
+        groups = _Groups.of(columns[plural], len(tables[plural]))
+        out[f"{name}_order"], out[f"{name}_offsets"] = groups.order, groups.offsets
+    return out
+
+
+def _positions(
+    groups: _Groups | None, appended: dict[int, list[int]], code: int | None
+) -> np.ndarray:
+    """The positions of ``code``'s rows, ascending: those ``groups`` holds, then those
+    appended since (None: a value no row holds)."""
+    if code is None:
+        return np.zeros(0, dtype=np.int64)
+    parts = []
+    if groups is not None and 0 <= code < groups.offsets.size - 1:
+        parts.append(groups.order[groups.offsets[code] : groups.offsets[code + 1]])
+    more = appended.get(code)
+    if more:
+        parts.append(np.array(more, dtype=np.int64))
+    if not parts:
+        return np.zeros(0, dtype=np.int64)
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
 def _cosines(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:

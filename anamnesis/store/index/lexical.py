@@ -59,6 +59,15 @@ CONTRIBUTION_BUDGET = 4
 #: Query tokens whose postings number at most 1/SPARSE_SHARE of the rows are scored
 #: over the matched rows only (sorting few postings beats passes over every row).
 SPARSE_SHARE = 64
+#: A scope holding at most 1/SCOPED_SHARE of the rows (one small user among many) is
+#: searched over its own rows: each query token's postings are looked up for them by
+#: binary search, so the work follows the scope's size, not the store's.
+SCOPED_SHARE = 16
+#: Term ids found in a mapped term table, kept for the next searches.
+TERM_IDS_KEPT = 100_000
+#: Scopes whose rows (``_small_scope``), and term sequences whose matches in a small
+#: scope, are kept for the next searches.
+SCOPE_CACHE = 64
 
 
 @dataclass(slots=True)
@@ -243,6 +252,8 @@ class _Terms:
         self._table = table
         self._base = 0 if table is None else len(table)
         self._added: dict[str, int] = {}
+        #: The table's answers so far (it never changes): id, or None when it lacks the term.
+        self._found: dict[str, int | None] = {}
 
     def __len__(self) -> int:
         return self._base + len(self._added)
@@ -250,7 +261,11 @@ class _Terms:
     def get(self, term: str) -> int | None:
         found = self._added.get(term)
         if found is None and self._table is not None:
-            found = self._table.find(term)
+            if term in self._found:
+                return self._found[term]
+            if len(self._found) >= TERM_IDS_KEPT:
+                self._found.clear()
+            found = self._found[term] = self._table.find(term)
         return found
 
     def setdefault(self, term: str) -> int:
@@ -328,7 +343,11 @@ class LexicalIndex:
         #: Removed slots (postings of live rows only need no filtering while none is).
         self._dead = 0
         self._scope_masks: dict[tuple[str, ...], np.ndarray] = {}
+        self._scope_slot_cache: OrderedDict[tuple[str, ...], np.ndarray] = OrderedDict()
         self._scored: OrderedDict[tuple[str, ...], _Scored] = OrderedDict()
+        self._scoped: OrderedDict[tuple, tuple[np.ndarray, np.ndarray]] = OrderedDict()
+        #: Live postings of each query token, while some rows are dead (N's n(t)).
+        self._live_counts: dict[str, int] = {}
         self._allowed_masks: OrderedDict[Hashable, np.ndarray] = OrderedDict()
         self._contribution_cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._contribution_values = 0
@@ -431,9 +450,10 @@ class LexicalIndex:
             raise ValueError("the postings name terms the index lacks")
         live = arrays["live"].astype(bool)
         lengths = arrays["lengths"].astype(np.float64)
-        self._scope_masks = {}
+        self._forget_scores()
         self._terms = _Terms(terms)
-        self._segments = [_Segment(term_ids, slots, tfs)]
+        # Plain views of the (mapped) arrays: a numpy.memmap slices slower, in Python.
+        self._segments = [_Segment(np.asarray(term_ids), np.asarray(slots), np.asarray(tfs))]
         self._rowids = np.array(arrays["rowids"], dtype=np.int64)
         self._lengths = lengths
         self._live = live
@@ -458,7 +478,10 @@ class LexicalIndex:
     def _forget_scores(self) -> None:
         """Drop what was computed over the rows (they changed)."""
         self._scope_masks.clear()
+        self._scope_slot_cache.clear()
         self._scored.clear()
+        self._scoped.clear()
+        self._live_counts.clear()
         self._allowed_masks.clear()
         self._contribution_cache.clear()
         self._contribution_values = 0
@@ -518,9 +541,11 @@ class LexicalIndex:
             out.append((slots, values))
         return out
 
-    def _bm25(self, slots: np.ndarray, tf: np.ndarray) -> np.ndarray:
-        """One token's BM25 contribution to each of its (live) slots."""
-        n = slots.size
+    def _bm25(self, slots: np.ndarray, tf: np.ndarray, n: int | None = None) -> np.ndarray:
+        """One token's BM25 contribution to each of ``slots`` (live), given its term
+        frequency there; ``n``: the live rows holding it (default: ``slots.size``, all
+        of them)."""
+        n = slots.size if n is None else n
         idf = max(math.log((self.documents - n + 0.5) / (n + 0.5)), IDF_FLOOR)
         mean_length = self.tokens / self.documents
         tf64 = tf.astype(np.float64)
@@ -610,24 +635,131 @@ class LexicalIndex:
         key: Hashable | None,
     ) -> np.ndarray | None:
         """Which of ``candidates`` (slots) ``allowed_rowids`` holds, as a boolean array
-        (None: no restriction). With a ``key``, the rows are matched to every slot once
-        and the mask remembered under it until the index changes; without, only the
-        candidates are looked up."""
-        mask = self._allowed_masks.get(key) if key is not None else None
-        if mask is None:
+        (None: no restriction). With a ``key``, what the rows are is remembered under
+        it until the index changes: a mask over every slot, or, for rows that are few
+        next to the slots (a small scope's), the rowids sorted, looked up by binary
+        search; without, only the candidates are looked up."""
+        entry = self._allowed_masks.get(key) if key is not None else None
+        if entry is None:
             rowids = allowed_rowids() if callable(allowed_rowids) else allowed_rowids
             if rowids is None:
                 return None
             if key is None:
                 result: np.ndarray = np.isin(self._rowids[candidates], rowids)
                 return result
-            mask = self._allowed_masks[key] = np.isin(self._rowids[: self._size], rowids)
+            rowids = np.asarray(rowids, dtype=np.int64)
+            if rowids.size * SCOPED_SHARE <= self._size:
+                entry = np.sort(rowids)
+            else:
+                entry = np.isin(self._rowids[: self._size], rowids)
+            self._allowed_masks[key] = entry
             if len(self._allowed_masks) > ALLOWED_CACHE:
                 self._allowed_masks.popitem(last=False)
         else:
             self._allowed_masks.move_to_end(key)
-        kept: np.ndarray = mask[candidates]
-        return kept
+        if entry.dtype == np.bool_:
+            kept: np.ndarray = entry[candidates]
+            return kept
+        return _member(self._rowids[candidates], entry)
+
+    def _slot_count(self, key: str) -> int:
+        """How many postings ``key`` has (dead rows' too): no pass over them."""
+        term_id = self._terms.get(key)
+        if term_id is None:
+            return 0
+        return sum(segment.postings(term_id)[0].size for segment in self._segments)
+
+    def _small_scope(self, scope_tokens: tuple[str, ...]) -> np.ndarray | None:
+        """The live slots holding every one of ``scope_tokens``, ascending, when they
+        are at most 1/``SCOPED_SHARE`` of the rows (remembered until the index
+        changes); None for a larger scope, which ``_scores`` serves."""
+        cached = self._scope_slot_cache.get(scope_tokens)
+        if cached is not None:
+            self._scope_slot_cache.move_to_end(scope_tokens)
+            return cached
+        if not scope_tokens:
+            return None
+        counts = {token: self._slot_count(SCOPE_KEY + token) for token in scope_tokens}
+        smallest = min(scope_tokens, key=counts.__getitem__)
+        if counts[smallest] * SCOPED_SHARE > self.documents:
+            return None
+        term_id = self._terms.get(SCOPE_KEY + smallest)
+        parts = [] if term_id is None else [s.postings(term_id)[0] for s in self._segments]
+        slots = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int32)
+        # Segments hold ascending slots, each segment's above the one before's.
+        if not _ascending(slots):
+            slots = np.sort(slots)
+        for token in scope_tokens:
+            if token != smallest and slots.size:
+                slots = slots[self._holds(SCOPE_KEY + token, slots)]
+        if self._dead and slots.size:
+            slots = slots[self._live[slots]]
+        self._scope_slot_cache[scope_tokens] = slots
+        if len(self._scope_slot_cache) > SCOPE_CACHE:
+            self._scope_slot_cache.popitem(last=False)
+        return slots
+
+    def _holds(self, key: str, slots: np.ndarray) -> np.ndarray:
+        """Which of ``slots`` (ascending) ``key`` has a posting in, as a boolean array."""
+        held = np.zeros(slots.size, dtype=bool)
+        term_id = self._terms.get(key)
+        if term_id is None:
+            return held
+        for segment in self._segments:
+            held |= _member(slots, segment.postings(term_id)[0])
+        return held
+
+    def _scoped_matches(
+        self, terms: Sequence[str], scope: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The slots of ``scope`` (ascending live slots) that hold any of ``terms``,
+        and their BM25: the scores ``_scores`` gives them (each token's contribution
+        computed by the same formula, added per slot in query order), computed for
+        these rows only. Each token's postings are looked up for the scope's rows, or
+        the scope's rows for its postings, whichever are fewer, by binary search."""
+        sums = np.zeros(scope.size, dtype=np.float64)
+        for term in terms:
+            term_id = self._terms.get(term)
+            if term_id is None:
+                continue
+            parts = [segment.postings(term_id) for segment in self._segments]
+            held = self._live_count(term, parts)
+            if not held:
+                continue
+            at_parts, tf_parts = [], []
+            for slots, tfs in parts:
+                if not slots.size:
+                    continue
+                # The scope's slots in the postings' dtype: a search between arrays of
+                # different dtypes would convert a whole (mapped) postings array.
+                wanted = scope.astype(slots.dtype, copy=False)
+                if slots.size <= wanted.size:
+                    found = np.minimum(np.searchsorted(wanted, slots), wanted.size - 1)
+                    hit = wanted[found] == slots
+                    at_parts.append(found[hit])
+                    tf_parts.append(tfs[hit])
+                else:
+                    found = np.minimum(np.searchsorted(slots, wanted), slots.size - 1)
+                    hit = slots[found] == wanted
+                    at_parts.append(np.flatnonzero(hit))
+                    tf_parts.append(tfs[found[hit]])
+            at = np.concatenate(at_parts) if at_parts else np.zeros(0, dtype=np.int64)
+            if at.size:
+                # A token holds each slot once, so this adds one contribution per slot.
+                sums[at] += self._bm25(scope[at], np.concatenate(tf_parts), held)
+        # Every contribution is > 0 (idf >= IDF_FLOOR, tf >= 1): matched <=> > 0.
+        keep = sums > 0
+        return scope[keep], sums[keep]
+
+    def _live_count(self, term: str, parts: Sequence[tuple[np.ndarray, np.ndarray]]) -> int:
+        """The live rows holding ``term`` (its N's n(t)), given its postings in each
+        segment; counted once per term while some rows are dead."""
+        if not self._dead:
+            return sum(slots.size for slots, _ in parts)
+        found = self._live_counts.get(term)
+        if found is None:
+            found = self._live_counts[term] = sum(int(self._live[s].sum()) for s, _ in parts)
+        return found
 
     def search(
         self,
@@ -647,25 +779,20 @@ class LexicalIndex:
         ``allowed_key``, a name for that set of rows while the index does not change,
         the set is matched to the index's rows once and remembered.
 
-        Each token sequence's scores, and its matched rows in each scope, are
-        remembered until the index changes: a search for tokens already searched, or
-        for more tokens after them, reads the matches instead of scoring every row again.
+        A scope holding few of the rows (at most 1/``SCOPED_SHARE``) is scored over its
+        own rows only. In a larger one, each token sequence's scores, and its matched
+        rows in each scope, are remembered until the index changes: a search for tokens
+        already searched, or for more tokens after them, reads the matches instead of
+        scoring every row again. Both give the same scores, bit for bit.
         """
         if self.documents == 0 or limit <= 0:
             return []
-        scored = self._scores(terms)
         scope = tuple(scope_tokens)
-        matched = scored.matched.get(scope)
-        if matched is None:
-            # Every term's contribution is > 0 (idf >= IDF_FLOOR, tf >= 1): matched <=> > 0.
-            if scored.scores is not None:
-                slots = np.flatnonzero((scored.scores > 0) & self.in_scope(scope_tokens))
-                matched = (slots, scored.scores[slots])
-            else:
-                assert scored.slots is not None and scored.values is not None
-                keep = (scored.values > 0) & self.in_scope(scope_tokens)[scored.slots]
-                matched = (scored.slots[keep], scored.values[keep])
-            scored.matched[scope] = matched
+        small = self._small_scope(scope)
+        if small is not None:
+            matched = self._scoped_search(tuple(terms), scope, small)
+        else:
+            matched = self._store_search(terms, scope)
         candidates, values = matched
         if allowed_rowids is not None and candidates.size:
             keep = self._allowed(candidates, allowed_rowids, allowed_key)
@@ -680,6 +807,50 @@ class LexicalIndex:
             candidates, values = candidates[keep], values[keep]
         order = np.lexsort((self._rowids[candidates], -values))[:limit]
         return [(int(self._rowids[candidates[i]]), float(values[i])) for i in order]
+
+    def _scoped_search(
+        self, terms: tuple[str, ...], scope: tuple[str, ...], slots: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The matched slots of a small scope (``slots``) and their scores, remembered
+        per term sequence and scope until the index changes."""
+        key = (terms, scope)
+        found = self._scoped.get(key)
+        if found is None:
+            found = self._scoped[key] = self._scoped_matches(terms, slots)
+            if len(self._scoped) > SCOPE_CACHE:
+                self._scoped.popitem(last=False)
+        else:
+            self._scoped.move_to_end(key)
+        return found
+
+    def _store_search(
+        self, terms: Sequence[str], scope: tuple[str, ...]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The matched slots of a large scope and their scores: every matched row's
+        score (``_scores``), masked by the scope."""
+        scored = self._scores(terms)
+        matched = scored.matched.get(scope)
+        if matched is None:
+            # Every term's contribution is > 0 (idf >= IDF_FLOOR, tf >= 1): matched <=> > 0.
+            if scored.scores is not None:
+                slots = np.flatnonzero((scored.scores > 0) & self.in_scope(scope))
+                matched = (slots, scored.scores[slots])
+            else:
+                assert scored.slots is not None and scored.values is not None
+                keep = (scored.values > 0) & self.in_scope(scope)[scored.slots]
+                matched = (scored.slots[keep], scored.values[keep])
+            scored.matched[scope] = matched
+        return matched
+
+
+def _member(values: np.ndarray, sorted_values: np.ndarray) -> np.ndarray:
+    """Which of ``values`` ``sorted_values`` (ascending) holds, as a boolean array."""
+    if not sorted_values.size:
+        return np.zeros(values.size, dtype=bool)
+    values = values.astype(sorted_values.dtype, copy=False)
+    at = np.minimum(np.searchsorted(sorted_values, values), sorted_values.size - 1)
+    found: np.ndarray = sorted_values[at] == values
+    return found
 
 
 def _ascending(values: np.ndarray) -> bool:

@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from ..index.dense import DenseIndex
+from ..index.dense import DenseIndex, grouping
 from . import index_files
 from .driver import sqlite3
 
@@ -190,8 +190,10 @@ class DenseFile:
             if not self.wanted(dense):
                 return
             check = self.checking()
-            exported = dense.export()
+            matrix, columns, tables = dense.export(grouped=False)
             unsaved = self.unsaved
+        # The grouping sorts every row: outside the lock, so searches go on meanwhile.
+        exported = (matrix, {**columns, **grouping(columns, tables)}, tables)
         if check is not None and not check():
             return
         try:

@@ -267,6 +267,7 @@ class SQLiteReads:
             if self._conn is None:  # closed while a warm-up was queued
                 return
             self._refresh_dense()
+            self._dense.group_users()  # here rather than in the first search of a user
             epoch = self._dense_epoch
         if epoch is not None:
             self._persist_dense(epoch)
