@@ -58,7 +58,8 @@ def test_the_public_presets_are_the_measured_ones_under_plain_names() -> None:
     # Since issue 33 the default also reads notes as notes (retrieve/currency.py); the
     # later statement first acts after the guards, so that it reorders what they pin.
     # The learned ranker reorders chats between named people (after fusion and the
-    # priors; the guards act after it).
+    # priors; the guards act after it). Since issue 34 the speaker and role channels
+    # filter rankings twice, not four times, as deep as the channels.
     assert PRESETS["default"] == BENCH_PRESETS["previous-default"].with_(
         stages=(
             "time_match",
@@ -74,6 +75,7 @@ def test_the_public_presets_are_the_measured_ones_under_plain_names() -> None:
         },
         query=("speakers", "tense", "subject", "subject-speaker"),
         notes_channels=("lexical", "dense", "prf", "temporal", "summaries"),
+        pool=2,
     )
     # The ranker preset runs it on every kind of chat.
     assert PRESETS["ranker"] == PRESETS["default"].with_options(
