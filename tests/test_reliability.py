@@ -70,3 +70,22 @@ def test_threads_sharing_one_memory_see_no_error(tmp_path: Path) -> None:
         assert errors == []
         assert memory.check() == []
         assert memory.stats(user_id=USER)["episodes"] == len(written) > 0
+
+
+def test_a_call_cut_short_must_leave_whole_batches_in_order() -> None:
+    """The check behind the add_many kill loop: what a killed call left stored is its
+    first whole batches, or everything."""
+    from anamnesis.bench.reliability import _many_text, _partial_batches
+    from anamnesis.memory.writes import WRITE_BATCH
+
+    count = 2 * WRITE_BATCH + 44
+    records = [{"op": "adding", "tag": "t", "count": count}]
+
+    def stored(indexes: range | list[int]) -> dict[str, str]:
+        return {f"ep{i}": _many_text("t", i) for i in indexes}
+
+    assert _partial_batches(records, stored(range(0))) == []
+    assert _partial_batches(records, stored(range(WRITE_BATCH))) == []
+    assert _partial_batches(records, stored(range(count))) == []
+    assert _partial_batches(records, stored(range(WRITE_BATCH - 1)))  # half a batch
+    assert _partial_batches(records, stored(range(1, WRITE_BATCH + 1)))  # not the first

@@ -28,6 +28,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..memory.writes import WRITE_BATCH
+
 WORKLOADS = ("add", "add_many", "import", "consolidate", "delete", "forget", "create")
 #: Episodes in one group the ``forget`` workload writes and then forgets whole.
 FORGET_GROUP = 6
@@ -44,7 +46,11 @@ class Journal:
         self._file = path.open("a", encoding="utf-8")
 
     def ack(self, **record: Any) -> None:
-        self._file.write(json.dumps(record) + "\n")
+        self.ack_all([record])
+
+    def ack_all(self, records: list[dict[str, Any]]) -> None:
+        """Append several records with one sync."""
+        self._file.write("".join(json.dumps(record) + "\n" for record in records))
         self._file.flush()
         os.fsync(self._file.fileno())
 
@@ -60,6 +66,10 @@ def read_journal(path: Path) -> list[dict[str, Any]]:
         except json.JSONDecodeError:
             continue
     return records
+
+
+def _many_text(tag: str, index: int) -> str:
+    return f"batch {tag} turn {index}: we talked about boats"
 
 
 def _export_lines(tag: str, count: int) -> list[str]:
@@ -105,9 +115,12 @@ def work(store: Path, journal_path: Path, workload: str, seed: int) -> None:
                 (episode,) = memory.add(f"note {tag}: the tide was high", user_id=USER)
                 journal.ack(op="add", id=episode.id, content=episode.content)
             elif workload == "add_many":
-                texts = [f"batch {tag} turn {i}: we talked about boats" for i in range(20)]
-                for episode in memory.add_many(texts, user_id=USER, session_id=f"s{seed}"):
-                    journal.ack(op="add", id=episode.id, content=episode.content)
+                # every other call spans three transactions, so kills land between them
+                count = 20 if n % 2 else 2 * WRITE_BATCH + 44
+                texts = [_many_text(tag, i) for i in range(count)]
+                journal.ack(op="adding", tag=tag, count=count)
+                episodes = memory.add_many(texts, user_id=USER, session_id=f"s{seed}")
+                journal.ack_all([{"op": "add", "id": e.id, "content": e.content} for e in episodes])
             elif workload == "import":
                 lines = _export_lines(tag, 20)
                 memory.import_jsonl(lines)
@@ -230,6 +243,7 @@ def verify(store: Path, journal: Path) -> tuple[list[str], int, int]:
                 if episode_id in stored:
                     problems.append(f"{path}: deleted episode {episode_id} is back")
             problems.extend(f"{path}: {p}" for p in _partial_forgets(memory, items, stored))
+            problems.extend(f"{path}: {p}" for p in _partial_batches(items, stored))
             for fact in memory.facts(user_id=USER, include_superseded=True, limit=1000):
                 found = memory.store.get_episodes(list(fact.provenance), Scope(USER))
                 if len(found) != len(fact.provenance):
@@ -240,6 +254,26 @@ def verify(store: Path, journal: Path) -> tuple[list[str], int, int]:
                     problems.append(f"{path}: {item.kind} {item.id} cites an episode that is gone")
             memory.consolidate(user_id=USER)
     return problems, adds, deletes
+
+
+def _partial_batches(records: list[dict[str, Any]], stored: dict[str, str]) -> list[str]:
+    """``add_many`` calls a kill cut short that left anything but whole batches, in
+    order: what is stored of a call must be its first k × WRITE_BATCH messages, or all."""
+    texts = set(stored.values())
+    problems = []
+    for record in records:
+        if record["op"] != "adding":
+            continue
+        present = [_many_text(record["tag"], i) in texts for i in range(record["count"])]
+        kept = sum(present)
+        if present != [True] * kept + [False] * (record["count"] - kept) or (
+            kept % WRITE_BATCH and kept != record["count"]
+        ):
+            problems.append(
+                f"add_many {record['tag']}: {kept} of {record['count']} messages stored,"
+                " not whole batches in order"
+            )
+    return problems
 
 
 def _partial_forgets(
