@@ -145,6 +145,7 @@ def test_pruned_search_returns_the_top_of_scoring_every_match(pg, monkeypatch, p
     pg.insert_episodes(episodes, unit_vectors(len(episodes)))
     queries += [["tornado", "caught", "camera"], ["caught", "camera"]]
     monkeypatch.setattr(search, "PRUNE_MIN_POSTINGS", 0)
+    monkeypatch.setattr(search, "PRUNE_MIN_SCOPE_ROWS", 0)
     monkeypatch.setattr(search, "FIRST_PASS_POSTINGS", 1)
     middle = sorted(e.event_time for e in episodes)[len(episodes) // 2]
     compared = confined = 0
@@ -170,12 +171,29 @@ def test_a_common_word_is_not_scored_when_rare_ones_fill_the_top(pg, monkeypatch
     both = make_episode("the cat watched a zebra")
     pg.insert_episodes([*common, *rare, both], unit_vectors(66))
     monkeypatch.setattr(search, "PRUNE_MIN_POSTINGS", 0)
+    monkeypatch.setattr(search, "PRUNE_MIN_SCOPE_ROWS", 0)
     hits = pg.lexical_search(["cat", "zebra"], Scope("alice"), Filters(), 3)
     assert passes == ["'zebra'"]  # one pass: episodes without "zebra" were never scored
     assert [h.episode_id for h in hits] == [
         c.episode_id for c in _every_match(pg, ["cat", "zebra"], Scope("alice"), Filters(), 3)
     ]
     assert hits[0].episode_id == both.id
+
+
+def test_a_scope_of_few_rows_is_scored_in_one_pass(pg, monkeypatch, passes):
+    pg.insert_episodes(
+        [make_episode(f"the cat sat on mat {i}") for i in range(30)]
+        + [make_episode(f"a zebra crossed at dawn {i}") for i in range(5)],
+        unit_vectors(35),
+    )
+    monkeypatch.setattr(search, "PRUNE_MIN_POSTINGS", 0)
+    monkeypatch.setattr(search, "PRUNE_MIN_SCOPE_ROWS", 36)
+    assert pg.lexical_search(["cat", "zebra"], Scope("alice"), Filters(), 3)
+    assert passes == [None]  # 35 rows in scope: every match scored at once
+    passes.clear()
+    monkeypatch.setattr(search, "PRUNE_MIN_SCOPE_ROWS", 35)
+    pg.lexical_search(["cat", "zebra"], Scope("alice"), Filters(), 3)
+    assert passes == ["'zebra'"]
 
 
 def test_any_lexeme_matches_each_lexeme_exactly_as_stored(pg, postgres_schema_url):

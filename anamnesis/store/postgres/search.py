@@ -21,6 +21,9 @@ from .sql import MAX_QUERY_TERMS, filters_sql, scope_sql, tsquery_sql
 #: Lexical search scores every match in one pass when the query's lexemes occur in at
 #: most this many episodes in all (every tenant); above, it prunes (see lexical_search).
 PRUNE_MIN_POSTINGS = 20_000
+#: Nor when the scope holds fewer rows than this: its matches are few enough that one
+#: pass scoring them all costs less than two passes.
+PRUNE_MIN_SCOPE_ROWS = 50_000
 #: The first pass of a pruned lexical search takes lexemes, rarest first, until they
 #: occur in this many episodes in all: enough matches for a floor, few to score.
 FIRST_PASS_POSTINGS = 5_000
@@ -100,7 +103,11 @@ def lexical_search(
         )
         return conn.execute(sql, sql_params).fetchall()
 
-    if len(weights.lexemes) == 1 or sum(weights.documents) <= PRUNE_MIN_POSTINGS:
+    if (
+        len(weights.lexemes) == 1
+        or sum(weights.documents) <= PRUNE_MIN_POSTINGS
+        or _rows_in_scope(conn, where, params, PRUNE_MIN_SCOPE_ROWS) < PRUNE_MIN_SCOPE_ROWS
+    ):
         return _candidates(top(None))
     rarest = sorted(range(len(weights.lexemes)), key=lambda i: -weights.weights[i])
     first: list[int] = []
@@ -113,6 +120,17 @@ def lexical_search(
     if not essential_lexemes(weights, floor) <= set(first):
         rows = top(at_least(weights, floor, CONDITION_BUDGET))
     return _candidates(rows)
+
+
+def _rows_in_scope(
+    conn: psycopg.Connection[Any], where: str, params: Sequence[Any], bound: int
+) -> int:
+    """The rows matching the scope fragment ``where``, counted up to ``bound``."""
+    row = conn.execute(
+        f"SELECT count(*) FROM (SELECT 1 FROM episodes e WHERE {where} LIMIT %s) AS bounded",
+        [*params, bound],
+    ).fetchone()
+    return int(row[0]) if row else 0
 
 
 def essential_lexemes(weights: QueryWeights, floor: float) -> set[int]:
