@@ -1,10 +1,11 @@
 """Dense recall and latency of one tenant of a kept postgres_scale schema, by HNSW setting.
 
-    python docs/experiments/scripts/postgres_dense_grid.py URL SCHEMA QUERIES TENANT \
+    python docs/experiments/scripts/postgres_dense_grid.py URL SCHEMA QUERIES[:SEED] TENANT \
         relaxed_order:100:10 relaxed_order:400:100 ...
 
 Each setting is ``iterative_scan:ef_search:limit``. The query vectors are drawn as
-postgres_scale draws them (seeded, so every run and schema gets the same ones); the
+postgres_scale draws them (seeded, 1234 unless SEED is given, so every run and schema
+gets the same ones); the
 reference is the exact top 100 of the tenant (a scan of every one of its vectors),
 computed once per run. Reported per setting: recall@limit against that reference, and
 p50/p95 of the approximate query alone, with the settings applied by SET LOCAL as the
@@ -26,7 +27,8 @@ from anamnesis.store.postgres.vector import register_vector
 
 def main() -> None:
     url, schema, queries, tenant, *settings = sys.argv[1:]
-    vectors = _Corpus(1_000_000, 384).vectors(np.random.default_rng(1234), int(queries))
+    count, _, seed = queries.partition(":")
+    vectors = _Corpus(1_000_000, 384).vectors(np.random.default_rng(int(seed or 1234)), int(count))
     with psycopg.connect(url, options=f"-csearch_path={schema},public") as conn:
         register_vector(conn)
         exact = [
