@@ -180,16 +180,18 @@ def test_a_common_word_is_not_scored_when_rare_ones_fill_the_top(pg, monkeypatch
     assert hits[0].episode_id == both.id
 
 
-def test_a_scope_of_few_rows_is_scored_in_one_pass(pg, monkeypatch, passes):
+def test_a_user_of_few_rows_is_scored_in_one_pass(pg, monkeypatch, passes):
     pg.insert_episodes(
         [make_episode(f"the cat sat on mat {i}") for i in range(30)]
         + [make_episode(f"a zebra crossed at dawn {i}") for i in range(5)],
         unit_vectors(35),
     )
+    with psycopg.connect(pg.url, autocommit=True) as conn:
+        conn.execute("ANALYZE episodes")  # the planner's statistics say how many rows
     monkeypatch.setattr(search, "PRUNE_MIN_POSTINGS", 0)
     monkeypatch.setattr(search, "PRUNE_MIN_SCOPE_ROWS", 36)
     assert pg.lexical_search(["cat", "zebra"], Scope("alice"), Filters(), 3)
-    assert passes == [None]  # 35 rows in scope: every match scored at once
+    assert passes == [None]  # alice has 35 rows: every match scored at once
     passes.clear()
     monkeypatch.setattr(search, "PRUNE_MIN_SCOPE_ROWS", 35)
     pg.lexical_search(["cat", "zebra"], Scope("alice"), Filters(), 3)

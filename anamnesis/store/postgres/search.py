@@ -21,8 +21,8 @@ from .sql import MAX_QUERY_TERMS, filters_sql, scope_sql, tsquery_sql
 #: Lexical search scores every match in one pass when the query's lexemes occur in at
 #: most this many episodes in all (every tenant); above, it prunes (see lexical_search).
 PRUNE_MIN_POSTINGS = 20_000
-#: Nor when the scope holds fewer rows than this: its matches are few enough that one
-#: pass scoring them all costs less than two passes.
+#: Nor when the scope's user holds fewer rows than this by the planner's statistics:
+#: the matches are few enough that one pass scoring them all costs less than two.
 PRUNE_MIN_SCOPE_ROWS = 50_000
 #: The first pass of a pruned lexical search takes lexemes, rarest first, until they
 #: occur in this many episodes in all: enough matches for a floor, few to score.
@@ -65,7 +65,8 @@ def lexical_search(
     two stemmers agree; see ``postgres.lexical`` for what still differs (Snowball
     English stemming and stopwords instead of Porter).
 
-    When the query's lexemes are common, not every match is scored: a first pass
+    When the query's lexemes are common and the scope is large (``PRUNE_MIN_POSTINGS``,
+    ``PRUNE_MIN_SCOPE_ROWS``), not every match is scored: a first pass
     scores the episodes holding the rarest lexemes, and its ``limit``-th score is a
     floor that the final top ``limit`` reaches. A lexeme adds less than
     ``QueryWeights.bound`` to any score, so an episode whose lexemes' bounds sum below
@@ -106,7 +107,7 @@ def lexical_search(
     if (
         len(weights.lexemes) == 1
         or sum(weights.documents) <= PRUNE_MIN_POSTINGS
-        or _rows_in_scope(conn, where, params, PRUNE_MIN_SCOPE_ROWS) < PRUNE_MIN_SCOPE_ROWS
+        or _user_rows(conn, scope.user_id) < PRUNE_MIN_SCOPE_ROWS
     ):
         return _candidates(top(None))
     rarest = sorted(range(len(weights.lexemes)), key=lambda i: -weights.weights[i])
@@ -122,15 +123,20 @@ def lexical_search(
     return _candidates(rows)
 
 
-def _rows_in_scope(
-    conn: psycopg.Connection[Any], where: str, params: Sequence[Any], bound: int
-) -> int:
-    """The rows matching the scope fragment ``where``, counted up to ``bound``."""
+def _user_rows(conn: psycopg.Connection[Any], user_id: str) -> float:
+    """The planner's estimate of the user's episodes: their share among the most
+    common values of ``user_id`` (ANALYZE's statistics) times the table's rows; 0 for a
+    user not among them, which only a small share of the table can be."""
     row = conn.execute(
-        f"SELECT count(*) FROM (SELECT 1 FROM episodes e WHERE {where} LIMIT %s) AS bounded",
-        [*params, bound],
+        """SELECT s.most_common_freqs[array_position(s.most_common_vals::text::text[], %s)]
+                  * greatest(c.reltuples, 0)
+           FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+           JOIN pg_stats s ON s.schemaname = n.nspname AND s.tablename = c.relname
+                          AND s.attname = 'user_id'
+           WHERE c.oid = 'episodes'::regclass""",
+        [user_id],
     ).fetchone()
-    return int(row[0]) if row else 0
+    return float(row[0]) if row and row[0] is not None else 0.0
 
 
 def essential_lexemes(weights: QueryWeights, floor: float) -> set[int]:
