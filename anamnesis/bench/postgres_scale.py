@@ -4,17 +4,22 @@
 
 The store is measured in isolation from the embedder: vectors are synthetic (random
 unit vectors around ``CLUSTERS`` random centres, so that nearest neighbours exist as
-they do for real embeddings), and text is drawn from the BERT vocabulary with a Zipf
-distribution. Rows are spread over tenants the way a multi-tenant service sees them,
-interleaved in time: one large tenant owns ``LARGE_TENANT_SHARE`` of the rows and
-``SMALL_TENANTS`` tenants own 1% each. Everything goes into a fresh schema
-(``bench_<rows>``) that is dropped unless ``--keep`` is given.
+they do for real embeddings). Text is drawn from the BERT vocabulary with a Zipf
+distribution and queried with three mid-frequency words; or, with ``--text DIR``, each
+episode is a distinct sentence of the dev data sets in ``DIR`` (``scale_text``) and each
+query is the lexical terms of one of their questions, as ``Memory.search`` derives them
+(schema ``bench_<rows>_text``). Rows are spread over tenants the way a multi-tenant
+service sees them, interleaved in time: one large tenant owns ``LARGE_TENANT_SHARE``
+of the rows and ``SMALL_TENANTS`` tenants own 1% each. Everything goes into a fresh
+schema (``bench_<rows>``) that is dropped unless ``--keep`` is given.
 
 Reported per scenario: p50/p95/mean latency of dense search, lexical search and a full
 store round (lexical + dense + fetching the top 10 + their neighbours, i.e. what
 ``Memory.search`` asks of the store, minus embedding the query), single client, warm
-cache; and recall@10 of dense search against exact search. ``run_postgres_bench`` is
-the entry point for the benchmark harness.
+cache; recall@10 and recall@100 of dense search (limit 10, limit 100) against an exact
+search of the same tenant; and, per scenario, how many of lexical search's top 10 and
+top ``CANDIDATES`` are those of BM25 scored over every matching row of the tenant.
+``run_postgres_bench`` is the entry point for the benchmark harness.
 """
 
 from __future__ import annotations
@@ -30,11 +35,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from importlib import resources
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 import numpy as np
 
+from ..errors import InvalidInputError
 from ..store.base import Filters
 from ..store.postgres import PostgresStore
 from ..types import Episode, Scope
@@ -66,6 +73,9 @@ class BenchResult:
     table_bytes: int
     searches: dict[str, dict[str, float]] = field(default_factory=dict)
     recall_at_10: dict[str, float] = field(default_factory=dict)
+    recall_at_100: dict[str, float] = field(default_factory=dict)
+    lexical_agreement: dict[str, dict[str, float]] = field(default_factory=dict)
+    text: str = "synthetic (Zipf over the BERT vocabulary)"
     server: str = ""
 
 
@@ -77,8 +87,17 @@ def _vocabulary() -> list[str]:
 class _Corpus:
     """Deterministic synthetic episodes: text, vectors and tenants."""
 
-    def __init__(self, rows: int, dim: int, seed: int = 7) -> None:
+    def __init__(
+        self,
+        rows: int,
+        dim: int,
+        seed: int = 7,
+        texts: list[str] | None = None,
+        questions: list[list[str]] | None = None,
+    ) -> None:
         self.rows, self.dim = rows, dim
+        #: Real texts (one per row) and the lexical terms of real questions, if given.
+        self.texts, self.questions = texts, questions
         rng = np.random.default_rng(seed)
         self.words = np.array(_vocabulary())
         ranks = np.arange(1, len(self.words) + 1)
@@ -110,6 +129,8 @@ class _Corpus:
             text = " ".join(self.words[words[offset : offset + lengths[i]]])
             offset += lengths[i]
             row = start + i
+            if self.texts is not None:
+                text = self.texts[row]
             when = self.t0 + timedelta(seconds=row)
             user = tenants[owner[i]]
             episodes.append(
@@ -132,8 +153,28 @@ class _Corpus:
         return episodes, self.vectors(rng, n)
 
     def query_terms(self, rng: np.random.Generator) -> list[str]:
+        if self.questions is not None:
+            return self.questions[int(rng.integers(0, len(self.questions)))]
         # Mid-frequency words, as content words of a question are.
         return [str(w) for w in self.words[rng.integers(50, 3000, 3)]]
+
+
+def _real_text(data_dir: Path, rows: int) -> tuple[list[str], list[list[str]], str]:
+    """``rows`` distinct sentences of the data sets in ``data_dir``, the lexical terms
+    of their questions, and a description of both."""
+    from ..retrieve.query import search_terms
+    from . import scale_text
+
+    files = scale_text.default_files(data_dir)
+    if not files:
+        raise InvalidInputError(
+            f"no data set of {[f for _, f in scale_text.SOURCES]} in {data_dir}: "
+            "point --text at the shared data folder"
+        )
+    source = scale_text.distinct_sentences(files, need=rows)
+    questions = [t for t in map(search_terms, source.questions) if t]
+    texts = [t.content for t in source.texts[:rows]]
+    return texts, questions, f"{source.describe()}; {len(questions):,} questions"
 
 
 def _percentiles(samples: list[float]) -> dict[str, float]:
@@ -174,6 +215,69 @@ def _store_round(store: PostgresStore, scope: Scope, vector: np.ndarray, terms: 
     found += store.dense_search(vector, scope, Filters(), CANDIDATES)
     top = list(dict.fromkeys(c.episode_id for c in found))[:10]
     store.neighbours(store.get_episodes(top, scope), 1)
+
+
+@contextlib.contextmanager
+def _every_match_scored() -> Any:
+    """Within: lexical search scores every match in scope (no pruning), as before."""
+    from ..store.postgres import search as postgres_search
+
+    saved = postgres_search.PRUNE_MIN_POSTINGS
+    postgres_search.PRUNE_MIN_POSTINGS = 2**62
+    try:
+        yield
+    finally:
+        postgres_search.PRUNE_MIN_POSTINGS = saved
+
+
+def _lexical_against_every_match(store: PostgresStore, plan: list[Any]) -> dict[str, float]:
+    """Lexical search against BM25 scored over every match, query by query, in turn
+    first and second: latency of each and agreement of their top 10 and top ``CANDIDATES``."""
+    pruned: list[float] = []
+    every: list[float] = []
+    shared = {10: 0, CANDIDATES: 0}
+    expected_count = {10: 0, CANDIDATES: 0}
+    identical = total = 0
+    for i, (scope, _, terms) in enumerate(plan):
+        found = {}
+        for prune in (True, False) if i % 2 else (False, True):
+            with contextlib.nullcontext() if prune else _every_match_scored():
+                start = time.perf_counter()
+                found[prune] = store.lexical_search(terms, scope, Filters(), CANDIDATES)
+                (pruned if prune else every).append(time.perf_counter() - start)
+        got = [(c.episode_id, c.score) for c in found[True]]
+        expected = [(c.episode_id, c.score) for c in found[False]]
+        identical += got == expected
+        for k in shared:
+            shared[k] += len({e for e, _ in got[:k]} & {e for e, _ in expected[:k]})
+            expected_count[k] += len(expected[:k])
+        total += 1
+    return {
+        "pruned_p50_ms": _percentiles(pruned)["p50_ms"],
+        "pruned_p95_ms": _percentiles(pruned)["p95_ms"],
+        "every_match_p50_ms": _percentiles(every)["p50_ms"],
+        "every_match_p95_ms": _percentiles(every)["p95_ms"],
+        "identical_lists": identical / max(total, 1),
+        **{f"overlap_at_{k}": shared[k] / max(expected_count[k], 1) for k in shared},
+    }
+
+
+def _dense_recall(store: PostgresStore, plan: list[Any], k: int, rows: int) -> float:
+    """Share of the exact top ``k`` of the query's tenant that dense search returns."""
+    from ..store.postgres import search as postgres_search
+
+    hits = total = 0
+    saved = postgres_search.EXACT_SCAN_MAX_ROWS
+    for scope, vector, _ in plan:
+        approx = store.dense_search(vector, scope, Filters(), k)
+        postgres_search.EXACT_SCAN_MAX_ROWS = rows + 1  # every tenant scanned exactly
+        try:
+            exact = store.dense_search(vector, scope, Filters(), k)
+        finally:
+            postgres_search.EXACT_SCAN_MAX_ROWS = saved
+        hits += len({c.episode_id for c in approx} & {c.episode_id for c in exact})
+        total += len(exact)
+    return hits / total
 
 
 def _ingest(
@@ -232,6 +336,7 @@ def run_postgres_bench(
     keep: bool = False,
     bulk: bool = False,
     reuse: bool = False,
+    text: Path | None = None,
     log: Callable[[str], None] = print,
 ) -> BenchResult:
     """Load ``rows`` synthetic episodes into a fresh schema and measure ingest and search.
@@ -239,13 +344,17 @@ def run_postgres_bench(
     With ``bulk=True`` the load runs inside ``PostgresStore.bulk_load`` (HNSW index
     built once at the end, included in the ingest time); otherwise every row goes
     into the live index, as ``Memory.add`` does. With ``reuse=True`` a schema kept
-    by an earlier run (``keep=True``) is searched again without reloading it.
+    by an earlier run (``keep=True``) is searched again without reloading it. With
+    ``text`` (the folder of the dev data sets) episodes and queries are real text.
     """
     import psycopg
 
-    from ..store.postgres import search as postgres_search
-
-    schema = f"bench_{rows}"
+    schema = f"bench_{rows}" if text is None else f"bench_{rows}_text"
+    texts = questions = None
+    described = BenchResult.text
+    if text is not None:
+        texts, questions, described = _real_text(text, rows)
+        log(f"text: {described}")
     with psycopg.connect(url, autocommit=True) as conn:
         reusing = (
             reuse
@@ -262,7 +371,7 @@ def run_postgres_bench(
     options = quote(f"-csearch_path={schema},public", safe="")
     schema_url = f"{url}{'&' if '?' in url else '?'}options={options}"
     store = PostgresStore(schema_url, dim=dim, max_connections=writers + 2)
-    corpus = _Corpus(rows, dim)
+    corpus = _Corpus(rows, dim, texts=texts, questions=questions)
     try:
         ingest = index_build = maintenance = float("nan")
         if not reusing:
@@ -279,6 +388,7 @@ def run_postgres_bench(
             index_build_seconds=index_build,
             analyze_vacuum_seconds=maintenance,
             table_bytes=store.stats(None)["table_bytes"],
+            text=described,
             server=server,
         )
 
@@ -304,19 +414,13 @@ def run_postgres_bench(
                 result.searches[f"{name}: {label}"] = _percentiles(samples)
                 log(f"  {name} {label}: {result.searches[f'{name}: {label}']}")
 
-            hits = total = 0
-            saved = postgres_search.EXACT_SCAN_MAX_ROWS
-            for scope, vector, _ in plan[:50]:
-                approx = store.dense_search(vector, scope, Filters(), 10)
-                postgres_search.EXACT_SCAN_MAX_ROWS = rows + 1
-                try:
-                    exact = store.dense_search(vector, scope, Filters(), 10)
-                finally:
-                    postgres_search.EXACT_SCAN_MAX_ROWS = saved
-                hits += len({c.episode_id for c in approx} & {c.episode_id for c in exact})
-                total += len(exact)
-            result.recall_at_10[name] = hits / total
-            log(f"  {name} dense recall@10 vs exact: {hits / total:.3f}")
+            agreement = _lexical_against_every_match(store, plan)
+            result.lexical_agreement[name] = agreement
+            log(f"  {name} lexical, pruned vs every match scored: {agreement}")
+            for k in (10, 100):
+                recall = _dense_recall(store, plan[:50], k, rows)
+                getattr(result, f"recall_at_{k}")[name] = recall
+                log(f"  {name} dense recall@{k} vs exact: {recall:.3f}")
         return result
     finally:
         store.close()
@@ -336,6 +440,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--keep", action="store_true", help="keep the bench schema")
     parser.add_argument("--bulk", action="store_true", help="load inside bulk_load()")
     parser.add_argument("--reuse", action="store_true", help="search a kept schema again")
+    parser.add_argument(
+        "--text",
+        type=Path,
+        metavar="DIR",
+        help="real text: sentences and questions of the data sets in DIR (../shared/data)",
+    )
     args = parser.parse_args(argv)
     result = run_postgres_bench(
         args.url,
@@ -346,6 +456,7 @@ def main(argv: list[str] | None = None) -> None:
         keep=args.keep,
         bulk=args.bulk,
         reuse=args.reuse,
+        text=args.text,
     )
     print(json.dumps(asdict(result)))
 

@@ -172,6 +172,31 @@ def test_bulk_load_rebuilds_the_index_and_search_works_meanwhile(pg):
     assert "episodes_embedding" in names
 
 
+def _index_definition(url: str) -> str:
+    with psycopg.connect(url) as conn:
+        row = conn.execute(
+            "SELECT indexdef FROM pg_indexes WHERE indexname = 'episodes_embedding' "
+            "AND schemaname = current_schema()"
+        ).fetchone()
+    assert row is not None
+    return row[0]
+
+
+def test_the_vector_index_is_built_with_ef_construction_128_and_bulk_load_upgrades_it(pg):
+    assert "ef_construction='128'" in _index_definition(pg.url)
+    # A store whose index was built with pgvector's default (64), as before.
+    with psycopg.connect(pg.url) as conn:
+        conn.execute("DROP INDEX episodes_embedding")
+        conn.execute(
+            "CREATE INDEX episodes_embedding ON episodes USING hnsw "
+            "(embedding vector_cosine_ops) WITH (m = 16, ef_construction = 64)"
+        )
+    assert "ef_construction='64'" in _index_definition(pg.url)
+    with pg.bulk_load():
+        pass
+    assert "ef_construction='128'" in _index_definition(pg.url)
+
+
 def test_reembedding_with_another_dimension_switches_the_column(pg, postgres_schema_url):
     episodes = [make_episode(f"e{i}") for i in range(5)]
     pg.insert_episodes(episodes, unit_vectors(5))

@@ -22,8 +22,8 @@ from store_fixtures import (  # noqa: F401  (fixtures are found by their registe
 
 from anamnesis.retrieve.query import search_terms
 from anamnesis.store.base import Filters, Selection
-from anamnesis.store.postgres import PostgresStore
-from anamnesis.store.postgres.lexical import token_count
+from anamnesis.store.postgres import PostgresStore, lexical, search
+from anamnesis.store.postgres.lexical import any_lexeme, token_count
 from anamnesis.store.postgres.schema import MIGRATIONS
 from anamnesis.store.sqlite import SQLiteStore
 from anamnesis.types import Scope
@@ -106,6 +106,146 @@ def test_rare_terms_outrank_common_ones_and_short_episodes_outrank_long(pg):
     hits = pg.lexical_search(["weather", "tornado"], Scope("alice"), Filters(), 5)
     assert [h.episode_id for h in hits[:2]] == [rare.id, long.id]
     assert hits[0].score > hits[1].score > hits[2].score > 0
+
+
+@pytest.fixture
+def passes(monkeypatch):
+    """The lexemes each BM25 pass of the test's searches was confined to (None: every
+    match scored)."""
+    seen: list[str | None] = []
+    original = lexical.bm25_query
+
+    def spy(weights, candidates, params, limit):
+        confined = "%s::tsquery" in candidates
+        position = candidates[: candidates.find("%s::tsquery")].count("%s")
+        seen.append(params[position] if confined else None)
+        return original(weights, candidates, params, limit)
+
+    monkeypatch.setattr(search, "bm25_query", spy)
+    return seen
+
+
+def _every_match(pg, terms, scope, filters, limit):
+    """BM25 scored over every match, as lexical_search does below its pruning threshold."""
+    saved = search.PRUNE_MIN_POSTINGS
+    search.PRUNE_MIN_POSTINGS = 10**12
+    try:
+        return pg.lexical_search(terms, scope, filters, limit)
+    finally:
+        search.PRUNE_MIN_POSTINGS = saved
+
+
+def test_pruned_search_returns_the_top_of_scoring_every_match(pg, monkeypatch, passes):
+    episodes, queries = _corpus()
+    # Equal texts tie on score: the pruned search must break ties as the full one does.
+    episodes += [
+        make_episode(f"{word} tornado camera", scope=CONVERSATION)
+        for word in ("caught", "caught", "caught", "saw", "saw")
+    ]
+    pg.insert_episodes(episodes, unit_vectors(len(episodes)))
+    queries += [["tornado", "caught", "camera"], ["caught", "camera"]]
+    monkeypatch.setattr(search, "PRUNE_MIN_POSTINGS", 0)
+    monkeypatch.setattr(search, "PRUNE_MIN_SCOPE_ROWS", 0)
+    monkeypatch.setattr(search, "FIRST_PASS_POSTINGS", 1)
+    middle = sorted(e.event_time for e in episodes)[len(episodes) // 2]
+    compared = confined = 0
+    for terms in queries:
+        for scope in (CONVERSATION, OTHER_TENANT):
+            for filters in (Filters(), Filters(event_before=middle)):
+                for limit in (1, 3, 10):
+                    passes.clear()
+                    got = pg.lexical_search(terms, scope, filters, limit)
+                    confined += bool(passes) and passes[-1] is not None
+                    expected = _every_match(pg, terms, scope, filters, limit)
+                    assert [(c.episode_id, c.score) for c in got] == [
+                        (c.episode_id, c.score) for c in expected
+                    ], terms
+                    compared += bool(expected)
+    assert compared > 300
+    assert confined > 50  # the final pass skipped episodes holding only weak lexemes
+
+
+def test_a_common_word_is_not_scored_when_rare_ones_fill_the_top(pg, monkeypatch, passes):
+    common = [make_episode(f"the cat sat on mat {i}") for i in range(60)]
+    rare = [make_episode(f"a zebra crossed at dawn {i}") for i in range(5)]
+    both = make_episode("the cat watched a zebra")
+    pg.insert_episodes([*common, *rare, both], unit_vectors(66))
+    monkeypatch.setattr(search, "PRUNE_MIN_POSTINGS", 0)
+    monkeypatch.setattr(search, "PRUNE_MIN_SCOPE_ROWS", 0)
+    hits = pg.lexical_search(["cat", "zebra"], Scope("alice"), Filters(), 3)
+    assert passes == ["'zebra'"]  # one pass: episodes without "zebra" were never scored
+    assert [h.episode_id for h in hits] == [
+        c.episode_id for c in _every_match(pg, ["cat", "zebra"], Scope("alice"), Filters(), 3)
+    ]
+    assert hits[0].episode_id == both.id
+
+
+def test_a_user_of_few_rows_is_scored_in_one_pass(pg, monkeypatch, passes):
+    pg.insert_episodes(
+        [make_episode(f"the cat sat on mat {i}") for i in range(30)]
+        + [make_episode(f"a zebra crossed at dawn {i}") for i in range(5)],
+        unit_vectors(35),
+    )
+    with psycopg.connect(pg.url, autocommit=True) as conn:
+        conn.execute("ANALYZE episodes")  # the planner's statistics say how many rows
+    monkeypatch.setattr(search, "PRUNE_MIN_POSTINGS", 0)
+    monkeypatch.setattr(search, "PRUNE_MIN_SCOPE_ROWS", 36)
+    assert pg.lexical_search(["cat", "zebra"], Scope("alice"), Filters(), 3)
+    assert passes == [None]  # alice has 35 rows: every match scored at once
+    passes.clear()
+    monkeypatch.setattr(search, "PRUNE_MIN_SCOPE_ROWS", 35)
+    pg.lexical_search(["cat", "zebra"], Scope("alice"), Filters(), 3)
+    assert passes == ["'zebra'"]
+
+
+def test_any_lexeme_matches_each_lexeme_exactly_as_stored(pg, postgres_schema_url):
+    lexemes = ["it's", "back\\slash", "a:b", "two words", "star*", "'quoted'", "c&d|e"]
+    with psycopg.connect(postgres_schema_url) as conn:
+        for lexeme in lexemes:
+            query = any_lexeme([lexeme])
+            matches = [
+                conn.execute(
+                    "SELECT array_to_tsvector(%s::text[]) @@ %s::tsquery", ([other], query)
+                ).fetchone()[0]
+                for other in lexemes
+            ]
+            assert matches == [other == lexeme for other in lexemes], lexeme
+        both = any_lexeme(lexemes[:2])
+        for lexeme in lexemes:
+            found = conn.execute(
+                "SELECT array_to_tsvector(%s::text[]) @@ %s::tsquery", ([lexeme], both)
+            ).fetchone()[0]
+            assert found == (lexeme in lexemes[:2])
+
+
+def test_the_floor_condition_keeps_every_episode_that_could_reach_the_floor(
+    postgres_schema_url,
+):
+    weights = lexical.QueryWeights(
+        lexemes=["ant", "bee", "cat", "dog", "eel", "fox"],
+        weights=[5.0, 3.0, 2.5, 1.0, 0.5, 0.25],
+        mean_length=10.0,
+    )
+    bounds = dict(zip(weights.lexemes, map(weights.bound, range(6)), strict=True))
+    subsets = [
+        [lexeme for bit, lexeme in enumerate(weights.lexemes) if mask >> bit & 1]
+        for mask in range(1, 64)
+    ]
+    with psycopg.connect(postgres_schema_url) as conn:
+        for floor in (0.5, 2.0, 5.5, 7.0, 11.0, 13.6, 26.0):
+            for budget in (64, 4, 1):
+                condition = lexical.at_least(weights, floor, budget)
+                assert condition is not None
+                for subset in subsets:
+                    kept = conn.execute(
+                        "SELECT array_to_tsvector(%s::text[]) @@ %s::tsquery",
+                        (subset, condition),
+                    ).fetchone()[0]
+                    reaches = sum(bounds[lexeme] for lexeme in subset) >= floor
+                    if reaches or budget == 64:  # exact when the tree fits the budget
+                        assert kept == reaches, (floor, budget, subset)
+        assert lexical.at_least(weights, 0.0, 64) is None
+        assert lexical.at_least(weights, 100.0, 64) is None  # beyond every bound: no test
 
 
 def _statistics(url: str) -> tuple[tuple[int, int], dict[str, int]]:

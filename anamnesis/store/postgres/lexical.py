@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
@@ -184,6 +184,18 @@ class QueryWeights:
     weights: list[float]
     #: The mean episode length, len(d) averaged over the whole table.
     mean_length: float
+    #: Per lexeme, n(t): the episodes of the whole table that contain it.
+    documents: list[int] = field(default_factory=list)
+    #: Whether some term yields several lexemes (a term matches only with all of them).
+    phrases: bool = False
+
+    def bound(self, index: int) -> float:
+        """More than lexeme ``index`` can add to any episode's score.
+
+        Its term in the sum is weight * tf * (k1 + 1) / (tf + k1 * (1 - b + b * ...)),
+        and tf / (tf + x) < 1 for every x > 0, which k1 * (1 - b) > 0 ensures.
+        """
+        return self.weights[index] * (BM25_K1 + 1)
 
 
 def query_weights(conn: psycopg.Connection[Any], terms: Sequence[str]) -> QueryWeights:
@@ -192,10 +204,13 @@ def query_weights(conn: psycopg.Connection[Any], terms: Sequence[str]) -> QueryW
         f"""SELECT q.lexeme,
                    count(*) * greatest(ln((max(c.documents) - COALESCE(max(t.documents), 0) + 0.5)
                                           / (COALESCE(max(t.documents), 0) + 0.5)), %s),
-                   max(c.tokens)::float8 / greatest(max(c.documents), 1)
+                   max(c.tokens)::float8 / greatest(max(c.documents), 1),
+                   COALESCE(max(t.documents), 0),
+                   bool_or(cardinality(v.lexemes) > 1)
             FROM unnest(%s::text[]) AS terms(term)
-            CROSS JOIN LATERAL unnest(tsvector_to_array(
-                to_tsvector('{TEXT_SEARCH_CONFIG}'::regconfig, terms.term))) AS q(lexeme)
+            CROSS JOIN LATERAL (SELECT tsvector_to_array(
+                to_tsvector('{TEXT_SEARCH_CONFIG}'::regconfig, terms.term))) AS v(lexemes)
+            CROSS JOIN LATERAL unnest(v.lexemes) AS q(lexeme)
             CROSS JOIN text_corpus c
             LEFT JOIN text_lexemes t ON t.lexeme = q.lexeme
             GROUP BY q.lexeme ORDER BY q.lexeme""",
@@ -205,7 +220,15 @@ def query_weights(conn: psycopg.Connection[Any], terms: Sequence[str]) -> QueryW
         lexemes=[r[0] for r in rows],
         weights=[float(r[1]) for r in rows],
         mean_length=float(rows[0][2]) if rows else 1.0,
+        documents=[int(r[3]) for r in rows],
+        phrases=any(r[4] for r in rows),
     )
+
+
+def any_lexeme(lexemes: Sequence[str]) -> str:
+    """The text of a tsquery matching an episode holding any of ``lexemes`` as they are
+    (already normalised: cast with ``::tsquery``, which stems nothing)."""
+    return " | ".join(map(_quoted, lexemes))
 
 
 def bm25_query(
@@ -241,3 +264,73 @@ def bm25_query(
         limit,
     ]
     return sql, params
+
+
+def at_least(weights: QueryWeights, floor: float, budget: int) -> str | None:
+    """The text of a tsquery matching every episode that could score ``floor`` or more.
+
+    An episode holding the set S of the query's lexemes scores less than the sum of
+    their bounds (``QueryWeights.bound``), so only the sets whose bounds reach
+    ``floor`` need matching: the query is that condition, written as nested AND/OR
+    over the lexemes, strongest first. None when no episode can be ruled out
+    (``floor`` <= 0, or no set reaches it, which a floor taken from real scores
+    rules out). The condition is a tree and can grow quickly with the number of
+    lexemes: when it would hold more than ``budget`` lexeme tests, the two weakest
+    lexemes are merged into one "either" test counting the sum of their bounds,
+    which matches more episodes but never fewer, and the tree is built again.
+    """
+    need = floor * (1 - BOUND_MARGIN)
+    if need <= 0:
+        return None
+    groups = [(_quoted(lexeme), weights.bound(i)) for i, lexeme in enumerate(weights.lexemes)]
+    while True:
+        groups.sort(key=lambda group: -group[1])
+        try:
+            return _threshold(groups, need, budget) or None
+        except _TooLarge:
+            (weaker, low), (weakest, lowest) = groups[-2], groups[-1]
+            groups[-2:] = [(f"{weaker} | {weakest}", low + lowest)]
+
+
+#: Relative margin under which a sum of lexeme bounds counts as reaching a score, so
+#: that float rounding cannot rule out an episode that ties the floor.
+BOUND_MARGIN = 1e-9
+
+
+class _TooLarge(Exception):
+    """The condition being built exceeds its budget of lexeme tests."""
+
+
+def _quoted(lexeme: str) -> str:
+    return "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
+def _threshold(groups: list[tuple[str, float]], need: float, budget: int) -> str:
+    """tsquery text: some subset of ``groups`` (strongest first) matched whose bounds
+    sum to ``need``; "" when no subset can."""
+    reach = [0.0] * (len(groups) + 1)
+    for k in range(len(groups) - 1, -1, -1):
+        reach[k] = reach[k + 1] + groups[k][1]
+    tests = 0
+
+    def build(k: int, need: float) -> str | None:
+        """The condition over groups k.., or None for "always true"; "" for never."""
+        nonlocal tests
+        if need <= 0:
+            return None
+        if reach[k] < need:
+            return ""
+        tests += 1
+        if tests > budget:
+            raise _TooLarge
+        test, bound = groups[k]
+        test = f"({test})" if " | " in test else test
+        rest = build(k + 1, need - bound)
+        taken = test if rest is None else (f"{test} & ({rest})" if rest else "")
+        skipped = build(k + 1, need)
+        if skipped is None:
+            return None
+        return " | ".join(f"({part})" for part in (taken, skipped) if part)
+
+    found = build(0, need)
+    return "" if found is None else found

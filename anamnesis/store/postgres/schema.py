@@ -75,11 +75,12 @@ MIGRATION_LOCK = -6841801958607195316
 #: embeddings are searched by exact scan only.
 HNSW_MAX_DIM = 2000
 
-#: HNSW build parameters: pgvector's defaults (m=16, ef_construction=64), which its
-#: authors tuned on ANN-benchmarks; recall at our ef_search is measured by
-#: anamnesis.bench.postgres_scale.
+#: HNSW build parameters: pgvector's default m, and twice its default ef_construction
+#: (64): with 64, some rows of a large store were reachable by no search, whatever
+#: ef_search, which capped a large tenant's recall (study "PostgreSQL at 1M"). An
+#: index built with other values keeps them until rebuilt (``bulk_load`` rebuilds).
 HNSW_M = 16
-HNSW_EF_CONSTRUCTION = 64
+HNSW_EF_CONSTRUCTION = 128
 
 
 def embedding_index(dim: int) -> list[str]:

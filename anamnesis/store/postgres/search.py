@@ -15,17 +15,29 @@ import psycopg
 from ...types import Scope
 from ..base import TURN_COLUMNS, Candidate, Filters
 from ..episode_times import TimeRange
-from .lexical import bm25_query, query_weights
+from .lexical import BOUND_MARGIN, QueryWeights, any_lexeme, at_least, bm25_query, query_weights
 from .sql import MAX_QUERY_TERMS, filters_sql, scope_sql, tsquery_sql
 
+#: Lexical search scores every match in one pass when the query's lexemes occur in at
+#: most this many episodes in all (every tenant); above, it prunes (see lexical_search).
+PRUNE_MIN_POSTINGS = 20_000
+#: Nor when the scope's user holds fewer rows than this by the planner's statistics:
+#: the matches are few enough that one pass scoring them all costs less than two.
+PRUNE_MIN_SCOPE_ROWS = 50_000
+#: The first pass of a pruned lexical search takes lexemes, rarest first, until they
+#: occur in this many episodes in all: enough matches for a floor, few to score.
+FIRST_PASS_POSTINGS = 5_000
+#: At most this many lexeme tests in the condition of a pruned pass (see
+#: ``lexical.at_least``): a larger tree costs more to test per indexed episode.
+CONDITION_BUDGET = 256
 #: When at most this many rows are in scope (after filters), dense search scans them
 #: exactly instead of walking the HNSW graph: exact recall, and fast enough at this
 #: size (timings: study "Per dataset", "Figures from the code's comments").
 EXACT_SCAN_MAX_ROWS = 20_000
 #: hnsw.ef_search for approximate search (pgvector's default is 40); raised to the
-#: requested limit when that is larger. Measured recall@10 vs exact search is in
-#: the benchmark report.
-HNSW_EF_SEARCH = 100
+#: requested limit when that is larger. Recall@10 against exact search within a large
+#: tenant is measured by the benchmark (study "PostgreSQL at 1M").
+HNSW_EF_SEARCH = 200
 #: hnsw.max_scan_tuples: how far an iterative scan may walk to satisfy a filter before
 #: giving up (pgvector's default). A scan that comes back short falls back to exact.
 HNSW_MAX_SCAN_TUPLES = 20_000
@@ -51,9 +63,18 @@ def lexical_search(
     outweighs a common one and long episodes are normalised against the mean
     length. Scores are positive, larger is better, and equal SQLite's wherever the
     two stemmers agree; see ``postgres.lexical`` for what still differs (Snowball
-    English stemming and stopwords instead of Porter). Every matching row in scope
-    is scored before the top ``limit`` are taken, so the cost grows with the
-    number of matches in scope.
+    English stemming and stopwords instead of Porter).
+
+    When the query's lexemes are common and the scope is large (``PRUNE_MIN_POSTINGS``,
+    ``PRUNE_MIN_SCOPE_ROWS``), not every match is scored: a first pass
+    scores the episodes holding the rarest lexemes, and its ``limit``-th score is a
+    floor that the final top ``limit`` reaches. A lexeme adds less than
+    ``QueryWeights.bound`` to any score, so an episode whose lexemes' bounds sum below
+    that floor cannot enter the top. If every episode the first pass left out is such
+    an episode, its result stands (MaxScore); otherwise the second pass scores only
+    the episodes that could reach the floor, found in the GIN index by a tsquery that
+    tests for the combinations of lexemes whose bounds do (``lexical.at_least``). The
+    result is the one scoring every match would give, ties included.
     """
     if not terms or limit <= 0:
         return []
@@ -64,13 +85,67 @@ def lexical_search(
     query, terms_params = tsquery_sql(kept)
     where, params = scope_sql(scope)
     extra, extra_params = filters_sql(filters)
-    sql, sql_params = bm25_query(
-        weights,
-        f"e.content_tsv @@ {query} AND {where} AND {extra}",
-        [*terms_params, *params, *extra_params],
-        limit,
-    )
-    return _candidates(conn.execute(sql, sql_params).fetchall())
+
+    def top(condition: str | None) -> list[tuple[Any, ...]]:
+        """The best ``limit`` matches, among those matching the tsquery ``condition``
+        if given (which, without phrases, implies matching the query)."""
+        match, match_params = f"e.content_tsv @@ {query}", list(terms_params)
+        if condition is not None:
+            match = "e.content_tsv @@ %s::tsquery"
+            match_params = [condition]
+            if weights.phrases:
+                match += f" AND e.content_tsv @@ {query}"
+                match_params += terms_params
+        sql, sql_params = bm25_query(
+            weights,
+            f"{match} AND {where} AND {extra}",
+            [*match_params, *params, *extra_params],
+            limit,
+        )
+        return conn.execute(sql, sql_params).fetchall()
+
+    if (
+        len(weights.lexemes) == 1
+        or sum(weights.documents) <= PRUNE_MIN_POSTINGS
+        or _user_rows(conn, scope.user_id) < PRUNE_MIN_SCOPE_ROWS
+    ):
+        return _candidates(top(None))
+    rarest = sorted(range(len(weights.lexemes)), key=lambda i: -weights.weights[i])
+    first: list[int] = []
+    for index in rarest[:-1]:
+        first.append(index)
+        if sum(weights.documents[i] for i in first) >= FIRST_PASS_POSTINGS:
+            break
+    rows = top(any_lexeme([weights.lexemes[i] for i in first]))
+    floor = float(rows[-1][1]) if len(rows) == limit and rows[-1][1] is not None else 0.0
+    if not essential_lexemes(weights, floor) <= set(first):
+        rows = top(at_least(weights, floor, CONDITION_BUDGET))
+    return _candidates(rows)
+
+
+def _user_rows(conn: psycopg.Connection[Any], user_id: str) -> float:
+    """The planner's estimate of the user's episodes (from ANALYZE's statistics: exact
+    enough for a user among the most common values, small for any other)."""
+    plan = conn.execute(
+        "EXPLAIN (FORMAT JSON) SELECT 1 FROM episodes e WHERE e.user_id = %s", [user_id]
+    ).fetchone()
+    return float(plan[0][0]["Plan"]["Plan Rows"]) if plan else 0.0
+
+
+def essential_lexemes(weights: QueryWeights, floor: float) -> set[int]:
+    """The lexemes (indexes) of which an episode must hold one to score ``floor``.
+
+    The weakest lexemes whose bounds sum below ``floor`` (less a margin for rounding)
+    cannot reach it on their own; every other lexeme is essential.
+    """
+    total = 0.0
+    needed = set(range(len(weights.lexemes)))
+    for index in sorted(needed, key=weights.bound):
+        total += weights.bound(index)
+        if total >= floor * (1 - BOUND_MARGIN):
+            break
+        needed.discard(index)
+    return needed
 
 
 def dense_search(
