@@ -246,6 +246,15 @@ class CaseOutput:
     full_context_qa: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
+def dense_searches(memory: Memory) -> dict[str, int]:
+    """How many dense searches the store has answered through its approximate graph
+    and by the exact scan (empty for a store without an in-process dense index)."""
+    dense = getattr(memory.store, "_dense", None)
+    if dense is None:
+        return {}
+    return {"graph": dense.graph_searches, "exact": dense.exact_searches}
+
+
 def run_case(
     dataset: Dataset,
     case: Case,
@@ -277,6 +286,10 @@ def run_case(
         start = time.perf_counter()
         facts = memory.consolidate(user_id=user_id).added
         consolidate_seconds = time.perf_counter() - start
+    # Build the store's indexes now (the approximate graph, when the store reaches its
+    # threshold, and the BM25 postings): every question is then searched the same way,
+    # not exactly while a background build is still running.
+    memory.store.warm_up()
     path = Path(getattr(memory.store, "path", ""))
     speed = CaseSpeed(
         case.id,
@@ -315,9 +328,11 @@ def run_case(
             filters = Filters(event_before=question.asked_at)
         now = question.asked_at or conversation_end
         for name, retriever in retrievers.items():
+            before = dense_searches(memory)
             start = time.perf_counter()
             hits = retriever.search(question.text, scope, filters, options.depth, True, now)
             latency = time.perf_counter() - start
+            after = dense_searches(memory)
             keys, sessions, tokens, rows = _hit_rows(hits, key, counter)
             metrics = score(
                 dataset.name,
@@ -344,6 +359,7 @@ def run_case(
                 "evidence": list(question.evidence),
                 "evidence_sessions": list(question.evidence_sessions),
                 "latency_ms": latency * 1000,
+                "dense_searches": {way: after[way] - before[way] for way in after},
                 "returned": len(hits),
                 "signals": hit_signals(hits),
                 "retrieved": rows,

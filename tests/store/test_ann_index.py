@@ -94,6 +94,19 @@ def test_below_the_threshold_search_is_the_exact_scan(path, monkeypatch):
     store.close()
 
 
+def test_the_dense_index_counts_searches_through_the_graph_and_exact_scans(path):
+    store = _open(path)
+    _fill(store)
+    _fill(store, rows=10, scope=BOB, seed=1)
+    store.warm_up()
+    query = unit_vectors(1, seed=4)[0]
+    store.dense_search(query, ALICE, NO_FILTERS, 10)
+    store.dense_search(query, ALICE, NO_FILTERS, 10)
+    store.dense_search(query, BOB, NO_FILTERS, 10)  # a small scope: scanned exactly
+    assert (store._dense.graph_searches, store._dense.exact_searches) == (2, 1)
+    store.close()
+
+
 def _refuse(*args, **kwargs):
     raise AssertionError("the graph was consulted")
 

@@ -130,6 +130,10 @@ class DenseIndex:
         self.ann: AnnIndex | None = None
         #: Rowids whose vectors changed since the graph took them: scored exactly.
         self.ann_stale: set[int] = set()
+        #: Searches answered so far through the graph, and by the exact scan: how a
+        #: benchmark checks that a forced graph was in use.
+        self.graph_searches = 0
+        self.exact_searches = 0
         self.clear()
 
     def clear(self) -> None:
@@ -486,7 +490,9 @@ class DenseIndex:
         ):
             found = self._graph_search(query, rows, limit)
             if found is not None:
+                self.graph_searches += 1
                 return found
+        self.exact_searches += 1
         if rows.size == self._size:  # the whole index is in scope: no gather needed
             scores = _cosines(self._matrix[: self._size], query)
         elif rows.size < _SUBSET_FRACTION * self._size:
