@@ -110,6 +110,24 @@ def test_with_the_graph_forced_on_every_question_is_searched_through_it(tmp_path
     assert all(r["dense_searches"] == {"graph": 1, "exact": 0} for r in _records(tmp_path))
 
 
+def test_reopened_stores_search_from_their_files_with_the_same_results(tmp_path, monkeypatch):
+    # Vectors, postings and graph saved beside each store even at this size, and the
+    # questions asked of the store opened again: what a fresh process reads.
+    monkeypatch.setenv("ANAMNESIS_ANN_THRESHOLD", "1")
+    monkeypatch.setenv("ANAMNESIS_INDEX_FILES_THRESHOLD", "1")
+    data = FIXTURES / "locomo_smoke.json.gz"
+    kept = BenchOptions(configs=("hybrid",), embedder="minilm")
+    reopened = BenchOptions(configs=("hybrid",), embedder="minilm", reopen=True)
+    run_benchmark("locomo", data, options=kept, out_dir=tmp_path / "kept")
+    run_benchmark("locomo", data, options=reopened, out_dir=tmp_path / "reopened")
+    case = json.loads((tmp_path / "reopened" / "cases.jsonl").read_text())
+    assert "vectors mapped from beside the store" in case["searched_from"]
+    assert "postings, mapped from beside the store" in case["searched_from"]
+    before, after = _records(tmp_path / "kept"), _records(tmp_path / "reopened")
+    assert [r["retrieved"] for r in after] == [r["retrieved"] for r in before]
+    assert all(r["dense_searches"] == {"graph": 1, "exact": 0} for r in after)
+
+
 def test_cli_runs_and_prints_summary(tmp_path):
     result = CliRunner().invoke(
         bench,

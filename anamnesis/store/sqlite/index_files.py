@@ -18,6 +18,12 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
+from ...errors import InvalidInputError
+
+#: Environment variable that overrides the rows from which a store's vectors and
+#: postings are saved beside it (``save_threshold``).
+THRESHOLD_ENV = "ANAMNESIS_INDEX_FILES_THRESHOLD"
+
 _HASH_CHUNK = 1 << 24
 
 
@@ -171,6 +177,20 @@ def digest_check(
         return False
 
     return check
+
+
+def save_threshold(default: int) -> int:
+    """``default``, or ``$ANAMNESIS_INDEX_FILES_THRESHOLD`` when set (for benchmarks
+    that force the saved and mapped copies on for small stores)."""
+    raw = os.environ.get(THRESHOLD_ENV)
+    if not raw:
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise InvalidInputError(
+            f"{THRESHOLD_ENV}={raw!r} is not a number of rows; unset it or give an integer"
+        ) from None
 
 
 def save_wanted(
