@@ -94,6 +94,26 @@ def test_below_the_threshold_search_is_the_exact_scan(path, monkeypatch):
     store.close()
 
 
+def test_tied_scores_rank_in_row_order_through_the_graph_as_in_the_exact_scan(path):
+    # Repeated texts ("Take care, bye!") have the same vector: their order must not
+    # depend on which rows were scored (the graph's candidates or the whole scope).
+    store = _open(path)
+    vectors = unit_vectors(ROWS, seed=2)
+    repeated = unit_vectors(1, seed=99)[0]
+    vectors[::200] = repeated
+    episodes = [make_episode(f"turn {i}", scope=ALICE) for i in range(ROWS)]
+    store.insert_episodes(episodes, vectors)
+    store.warm_up()
+    expected = [e.id for e in episodes[::200]]
+    assert _ids(store.dense_search(repeated, ALICE, NO_FILTERS, 40))[:10] == expected
+    assert store._dense.graph_searches == 1
+    with store._lock:
+        exact = store._dense.search(repeated, user_id="alice", limit=40, exact=True)
+        ids = store._in_scope([rowid for rowid, _ in exact], ALICE)
+    assert [ids[rowid][0] for rowid, _ in exact][:10] == expected
+    store.close()
+
+
 def test_the_dense_index_counts_searches_through_the_graph_and_exact_scans(path):
     store = _open(path)
     _fill(store)
