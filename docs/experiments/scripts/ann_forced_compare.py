@@ -46,7 +46,7 @@ def keys(record: dict, k: int) -> list[str]:
 
 def main(baseline: str, candidate: str, metrics: list[str]) -> None:
     base, cand = records(baseline), records(candidate)
-    dataset = json.loads(Path(baseline, "summary.json").read_text())["dataset"]
+    dataset = json.loads(Path(baseline, "run.json").read_text())["dataset"]
     if not metrics:
         metrics = list(dict.fromkeys([HEADLINE[dataset][0], "recall@10", "mrr"]))
     common = sorted(set(base) & set(cand))
