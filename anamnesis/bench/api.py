@@ -210,6 +210,7 @@ def _read_folder(source: Path, result: RunResult, case_lines: list[str]) -> bool
                     case["store_bytes"],
                     case.get("consolidate_seconds", 0.0),
                     case.get("facts", 0),
+                    case.get("searched_from", ""),
                 )
             )
             result.full_context_tokens[case["case"]] = case["full_tokens"]

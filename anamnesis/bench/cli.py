@@ -167,6 +167,12 @@ def dataset_command(name: str, help_text: str) -> click.Command:
     )
     @click.option("--keep-stores", is_flag=True, help="Keep each case's SQLite store.")
     @click.option(
+        "--reopen",
+        is_flag=True,
+        help="Close and reopen each store after ingest, so questions are searched from "
+        "what is saved beside it (mapped vectors and postings, a persisted graph).",
+    )
+    @click.option(
         "--speaker-prefix",
         is_flag=True,
         help="Ablation: store each message as '<speaker or role>: <text>'.",
@@ -216,6 +222,7 @@ def dataset_command(name: str, help_text: str) -> click.Command:
         embedding_cache: bool,
         embedding_cache_dir: Path | None,
         keep_stores: bool,
+        reopen: bool,
         speaker_prefix: bool,
         qa: bool,
         qa_configs: str | None,
@@ -238,6 +245,7 @@ def dataset_command(name: str, help_text: str) -> click.Command:
             cache_embeddings=embedding_cache,
             embedding_cache_dir=embedding_cache_dir,
             keep_stores=keep_stores,
+            reopen=reopen,
             speaker_prefix=speaker_prefix,
             qa=qa,
             qa_configs=_configs(qa_configs) if qa_configs else (),

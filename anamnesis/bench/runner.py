@@ -18,7 +18,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -69,6 +69,8 @@ class BenchOptions:
     qa_full_context: bool = False
     qa_workers: int = 4
     speaker_prefix: bool = False
+    #: Close and reopen each store after ingest: questions are searched from its files.
+    reopen: bool = False
 
     def search_configs(self) -> dict[str, SearchConfig]:
         """The named presets, with the candidate depth overridden when asked."""
@@ -102,6 +104,8 @@ class CaseSpeed:
     #: Seconds spent in Memory.consolidate (only when a config reads the fact layer).
     consolidate_seconds: float = 0.0
     facts: int = 0
+    #: What answered the questions' searches: the store's vector and lexical backends.
+    searched_from: str = ""
 
 
 @dataclass(slots=True)
@@ -246,6 +250,29 @@ class CaseOutput:
     full_context_qa: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
+@contextmanager
+def reopened(memory: Memory) -> Iterator[Memory]:
+    """``memory`` closed and its file opened again (closed afterwards): searches then
+    read what a fresh process reads, the vectors and postings saved beside the store
+    and mapped, and a persisted approximate graph."""
+    path = Path(memory.store.path)  # type: ignore[attr-defined]
+    memory.close()
+    again = Memory(path=path, embedder=memory.embedder, config=memory.config, warm=False)
+    try:
+        yield again
+    finally:
+        again.close()
+
+
+def dense_searches(memory: Memory) -> dict[str, int]:
+    """How many dense searches the store has answered through its approximate graph
+    and by the exact scan (empty for a store without an in-process dense index)."""
+    dense = getattr(memory.store, "_dense", None)
+    if dense is None:
+        return {}
+    return {"graph": dense.graph_searches, "exact": dense.exact_searches}
+
+
 def run_case(
     dataset: Dataset,
     case: Case,
@@ -262,104 +289,118 @@ def run_case(
     Each question is asked at its own date when the dataset gives one, else just after
     the case's last message. ``resources`` (models and caches of post-fusion stages)
     may be shared across cases."""
-    user_id = "bench"
-    resources = resources if resources is not None else StageResources()
+    with ExitStack() as stack:
+        user_id = "bench"
+        resources = resources if resources is not None else StageResources()
 
-    def ingested(done: int) -> None:
-        if progress is not None:
-            progress("ingested", case=case.id, done=done, total=len(case.messages))
+        def ingested(done: int) -> None:
+            if progress is not None:
+                progress("ingested", case=case.id, done=done, total=len(case.messages))
 
-    start = time.perf_counter()
-    memory.add_many(case.messages, user_id=user_id, progress=ingested)
-    ingest_seconds = time.perf_counter() - start
-    consolidate_seconds, facts = 0.0, 0
-    if any(c.uses_facts or c.uses_summaries for c in options.search_configs().values()):
         start = time.perf_counter()
-        facts = memory.consolidate(user_id=user_id).added
-        consolidate_seconds = time.perf_counter() - start
-    path = Path(getattr(memory.store, "path", ""))
-    speed = CaseSpeed(
-        case.id,
-        len(case.messages),
-        ingest_seconds,
-        store_bytes(path) if path.name else 0,
-        consolidate_seconds,
-        facts,
-    )
-
-    key = dataset.evidence_key
-    session_of = {m["metadata"][key]: m["session_id"] for m in case.messages}
-    corpus = CorpusStats(
-        size=len(case.messages),
-        session_of=session_of,
-        session_sizes=Counter(m["session_id"] for m in case.messages),
-    )
-    full_tokens = sum(counter.count([m["content"] for m in case.messages]))
-    ks = LONGMEMEVAL_KS if dataset.name == "longmemeval" else DEFAULT_KS
-    scope = Scope(user_id=user_id)
-    retrievers = {
-        name: Retriever(memory.store, memory.embedder, config, resources)
-        for name, config in options.search_configs().items()
-    }
-    for retriever in retrievers.values():
-        # The first search loads the dense matrix; keep that out of warm latencies.
-        retriever.search("warm up", scope, Filters(), 1, False)
-
-    records = []
-    qa_names = set(options.qa_configs or retrievers)
-    qa_jobs: list[tuple[dict[str, Any], Any, str]] = []
-    conversation_end = case_end(case)
-    for question in case.questions:
-        filters = Filters()
-        if options.as_of and question.asked_at is not None:
-            filters = Filters(event_before=question.asked_at)
-        now = question.asked_at or conversation_end
-        for name, retriever in retrievers.items():
+        memory.add_many(case.messages, user_id=user_id, progress=ingested)
+        ingest_seconds = time.perf_counter() - start
+        consolidate_seconds, facts = 0.0, 0
+        if any(c.uses_facts or c.uses_summaries for c in options.search_configs().values()):
             start = time.perf_counter()
-            hits = retriever.search(question.text, scope, filters, options.depth, True, now)
-            latency = time.perf_counter() - start
-            keys, sessions, tokens, rows = _hit_rows(hits, key, counter)
-            metrics = score(
-                dataset.name,
-                keys,
-                sessions,
-                tokens,
-                question.evidence,
-                question.evidence_sessions,
-                corpus,
-                ks=ks,
-                budgets=options.budgets,
-            )
-            metrics.update(
-                context_metrics(question.text, hits, question.evidence, key, counter, now, options)
-            )
-            record = {
-                "case": case.id,
-                "question_id": question.id,
-                "category": question.category,
-                "abstention": question.abstention,
-                "config": name,
-                "question": question.text,
-                "answer": question.answer,
-                "evidence": list(question.evidence),
-                "evidence_sessions": list(question.evidence_sessions),
-                "latency_ms": latency * 1000,
-                "returned": len(hits),
-                "signals": hit_signals(hits),
-                "retrieved": rows,
-                "metrics": metrics,
-            }
-            records.append(record)
-            if grader is not None and name in qa_names:
-                context = build_context([h.episode for h in hits], tokens, options.qa_budget)
-                qa_jobs.append((record, question, context))
-        if progress is not None:
-            progress("question", case=case.id, question=question.id)
-    output = CaseOutput(speed, records, full_tokens)
-    if grader is not None:
-        _grade_all(grader, qa_jobs, case, options, output, progress)
-    counter.clear()
-    return output
+            facts = memory.consolidate(user_id=user_id).added
+            consolidate_seconds = time.perf_counter() - start
+        # Build the store's indexes now (the approximate graph, when the store reaches its
+        # threshold, and the BM25 postings): every question is then searched the same way,
+        # not exactly while a background build is still running.
+        memory.store.warm_up()
+        if options.reopen:
+            memory = stack.enter_context(reopened(memory))
+            memory.store.warm_up()
+        path = Path(getattr(memory.store, "path", ""))
+        speed = CaseSpeed(
+            case.id,
+            len(case.messages),
+            ingest_seconds,
+            store_bytes(path) if path.name else 0,
+            consolidate_seconds,
+            facts,
+            f"{memory.store.vector_backend}; {memory.store.lexical_backend}",
+        )
+
+        key = dataset.evidence_key
+        session_of = {m["metadata"][key]: m["session_id"] for m in case.messages}
+        corpus = CorpusStats(
+            size=len(case.messages),
+            session_of=session_of,
+            session_sizes=Counter(m["session_id"] for m in case.messages),
+        )
+        full_tokens = sum(counter.count([m["content"] for m in case.messages]))
+        ks = LONGMEMEVAL_KS if dataset.name == "longmemeval" else DEFAULT_KS
+        scope = Scope(user_id=user_id)
+        retrievers = {
+            name: Retriever(memory.store, memory.embedder, config, resources)
+            for name, config in options.search_configs().items()
+        }
+        for retriever in retrievers.values():
+            # The first search loads the dense matrix; keep that out of warm latencies.
+            retriever.search("warm up", scope, Filters(), 1, False)
+
+        records = []
+        qa_names = set(options.qa_configs or retrievers)
+        qa_jobs: list[tuple[dict[str, Any], Any, str]] = []
+        conversation_end = case_end(case)
+        for question in case.questions:
+            filters = Filters()
+            if options.as_of and question.asked_at is not None:
+                filters = Filters(event_before=question.asked_at)
+            now = question.asked_at or conversation_end
+            for name, retriever in retrievers.items():
+                before = dense_searches(memory)
+                start = time.perf_counter()
+                hits = retriever.search(question.text, scope, filters, options.depth, True, now)
+                latency = time.perf_counter() - start
+                after = dense_searches(memory)
+                keys, sessions, tokens, rows = _hit_rows(hits, key, counter)
+                metrics = score(
+                    dataset.name,
+                    keys,
+                    sessions,
+                    tokens,
+                    question.evidence,
+                    question.evidence_sessions,
+                    corpus,
+                    ks=ks,
+                    budgets=options.budgets,
+                )
+                metrics.update(
+                    context_metrics(
+                        question.text, hits, question.evidence, key, counter, now, options
+                    )
+                )
+                record = {
+                    "case": case.id,
+                    "question_id": question.id,
+                    "category": question.category,
+                    "abstention": question.abstention,
+                    "config": name,
+                    "question": question.text,
+                    "answer": question.answer,
+                    "evidence": list(question.evidence),
+                    "evidence_sessions": list(question.evidence_sessions),
+                    "latency_ms": latency * 1000,
+                    "dense_searches": {way: after[way] - before[way] for way in after},
+                    "returned": len(hits),
+                    "signals": hit_signals(hits),
+                    "retrieved": rows,
+                    "metrics": metrics,
+                }
+                records.append(record)
+                if grader is not None and name in qa_names:
+                    context = build_context([h.episode for h in hits], tokens, options.qa_budget)
+                    qa_jobs.append((record, question, context))
+            if progress is not None:
+                progress("question", case=case.id, question=question.id)
+        output = CaseOutput(speed, records, full_tokens)
+        if grader is not None:
+            _grade_all(grader, qa_jobs, case, options, output, progress)
+        counter.clear()
+        return output
 
 
 @dataclass(slots=True)

@@ -166,6 +166,12 @@ def _speed(result: RunResult) -> dict[str, Any]:
         "run_seconds": result.seconds,
         "consolidate_seconds": sum(s.consolidate_seconds for s in result.ingest),
         "facts": sum(s.facts for s in result.ingest),
+        # How the questions' dense searches were answered: through the approximate
+        # graph or by the exact scan.
+        "dense_searches": {
+            way: sum(r.get("dense_searches", {}).get(way, 0) for r in result.records)
+            for way in ("graph", "exact")
+        },
     }
 
 

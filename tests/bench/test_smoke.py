@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from click.testing import CliRunner
 from anamnesis.bench.api import run_benchmark
 from anamnesis.bench.cli import bench
 from anamnesis.bench.runner import BenchOptions
+from anamnesis.store.sqlite.ann import SQLiteAnn
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "bench"
 CONFIGS = ("bm25", "dense", "hybrid")
@@ -87,6 +89,43 @@ def test_beam_smoke(tmp_path, options):
     assert summary["notes"]["evidence_dangling"] == 2
     abstention = [r for r in _records(tmp_path) if r["abstention"]]
     assert abstention and all(math.isnan(r["metrics"]["recall@10"] or math.nan) for r in abstention)
+
+
+def test_with_the_graph_forced_on_every_question_is_searched_through_it(tmp_path, monkeypatch):
+    # The store's indexes are built before the questions, so none of them is scanned
+    # exactly while the graph is still being built in the background (made slow here).
+    monkeypatch.setenv("ANAMNESIS_ANN_THRESHOLD", "1")
+    build = SQLiteAnn._work
+
+    def slow_build(self, *args):
+        time.sleep(1.0)
+        build(self, *args)
+
+    monkeypatch.setattr(SQLiteAnn, "_work", slow_build)
+    options = BenchOptions(configs=("dense",), embedder="minilm")
+    summary = run_benchmark(
+        "locomo", FIXTURES / "locomo_smoke.json.gz", options=options, out_dir=tmp_path
+    ).summary
+    assert summary["speed"]["dense_searches"] == {"graph": 55, "exact": 0}
+    assert all(r["dense_searches"] == {"graph": 1, "exact": 0} for r in _records(tmp_path))
+
+
+def test_reopened_stores_search_from_their_files_with_the_same_results(tmp_path, monkeypatch):
+    # Vectors, postings and graph saved beside each store even at this size, and the
+    # questions asked of the store opened again: what a fresh process reads.
+    monkeypatch.setenv("ANAMNESIS_ANN_THRESHOLD", "1")
+    monkeypatch.setenv("ANAMNESIS_INDEX_FILES_THRESHOLD", "1")
+    data = FIXTURES / "locomo_smoke.json.gz"
+    kept = BenchOptions(configs=("hybrid",), embedder="minilm")
+    reopened = BenchOptions(configs=("hybrid",), embedder="minilm", reopen=True)
+    run_benchmark("locomo", data, options=kept, out_dir=tmp_path / "kept")
+    run_benchmark("locomo", data, options=reopened, out_dir=tmp_path / "reopened")
+    case = json.loads((tmp_path / "reopened" / "cases.jsonl").read_text())
+    assert "vectors mapped from beside the store" in case["searched_from"]
+    assert "postings, mapped from beside the store" in case["searched_from"]
+    before, after = _records(tmp_path / "kept"), _records(tmp_path / "reopened")
+    assert [r["retrieved"] for r in after] == [r["retrieved"] for r in before]
+    assert all(r["dense_searches"] == {"graph": 1, "exact": 0} for r in after)
 
 
 def test_cli_runs_and_prints_summary(tmp_path):

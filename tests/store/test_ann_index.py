@@ -94,6 +94,39 @@ def test_below_the_threshold_search_is_the_exact_scan(path, monkeypatch):
     store.close()
 
 
+def test_tied_scores_rank_in_row_order_through_the_graph_as_in_the_exact_scan(path):
+    # Repeated texts ("Take care, bye!") have the same vector: their order must not
+    # depend on which rows were scored (the graph's candidates or the whole scope).
+    store = _open(path)
+    vectors = unit_vectors(ROWS, seed=2)
+    repeated = unit_vectors(1, seed=99)[0]
+    vectors[::200] = repeated
+    episodes = [make_episode(f"turn {i}", scope=ALICE) for i in range(ROWS)]
+    store.insert_episodes(episodes, vectors)
+    store.warm_up()
+    expected = [e.id for e in episodes[::200]]
+    assert _ids(store.dense_search(repeated, ALICE, NO_FILTERS, 40))[:10] == expected
+    assert store._dense.graph_searches == 1
+    with store._lock:
+        exact = store._dense.search(repeated, user_id="alice", limit=40, exact=True)
+        ids = store._in_scope([rowid for rowid, _ in exact], ALICE)
+    assert [ids[rowid][0] for rowid, _ in exact][:10] == expected
+    store.close()
+
+
+def test_the_dense_index_counts_searches_through_the_graph_and_exact_scans(path):
+    store = _open(path)
+    _fill(store)
+    _fill(store, rows=10, scope=BOB, seed=1)
+    store.warm_up()
+    query = unit_vectors(1, seed=4)[0]
+    store.dense_search(query, ALICE, NO_FILTERS, 10)
+    store.dense_search(query, ALICE, NO_FILTERS, 10)
+    store.dense_search(query, BOB, NO_FILTERS, 10)  # a small scope: scanned exactly
+    assert (store._dense.graph_searches, store._dense.exact_searches) == (2, 1)
+    store.close()
+
+
 def _refuse(*args, **kwargs):
     raise AssertionError("the graph was consulted")
 

@@ -125,6 +125,26 @@ def test_a_copy_is_written_by_one_writer_while_the_others_leave_it_to_them(path)
     store.close()
 
 
+def test_the_rows_from_which_both_are_saved_can_be_set_from_the_environment(path, monkeypatch):
+    from anamnesis.errors import InvalidInputError
+    from anamnesis.store.sqlite.index_files import THRESHOLD_ENV
+
+    monkeypatch.setenv(THRESHOLD_ENV, str(ROWS + 1))
+    store = _open(path)
+    _fill(store)
+    store.warm_up()
+    assert _saved(path, "dense") == _saved(path, "lexical") == []  # below it: not saved
+    store.close()
+    monkeypatch.setenv(THRESHOLD_ENV, "1")
+    store = _open(path)
+    store.warm_up()
+    assert _saved(path, "dense") and _saved(path, "lexical")
+    store.close()
+    monkeypatch.setenv(THRESHOLD_ENV, "few")
+    with pytest.raises(InvalidInputError, match=THRESHOLD_ENV):
+        _open(path)
+
+
 def test_a_fresh_store_maps_both_without_reading_the_rows(path, monkeypatch):
     store = _open(path)
     _fill(store)

@@ -133,6 +133,10 @@ class DenseIndex:
         self.ann: AnnIndex | None = None
         #: Rowids whose vectors changed since the graph took them: scored exactly.
         self.ann_stale: set[int] = set()
+        #: Searches answered so far through the graph, and by the exact scan: how a
+        #: benchmark checks that a forced graph was in use.
+        self.graph_searches = 0
+        self.exact_searches = 0
         self.clear()
 
     def clear(self) -> None:
@@ -435,14 +439,10 @@ class DenseIndex:
         if rows.size == 0 or limit <= 0:
             return [[] for _ in range(len(queries))]
         matrix = self._matrix[: self._size] if rows.size == self._size else self._matrix[rows]
-        k = min(limit, rows.size)
-        out = []
+        out: list[list[tuple[int, float]]] = []
         for start in range(0, len(queries), _QUERY_BLOCK):
             scores = matrix @ queries[start : start + _QUERY_BLOCK].T
-            for column in scores.T:
-                top = np.argpartition(-column, k - 1)[:k] if k < rows.size else np.arange(k)
-                top = top[np.argsort(-column[top], kind="stable")]
-                out.append([(int(self._rowids[rows[i]]), float(column[i])) for i in top])
+            out.extend(self._top(rows, column, limit) for column in scores.T)
         return out
 
     def search(
@@ -485,7 +485,9 @@ class DenseIndex:
         ):
             found = self._graph_search(query, rows, limit)
             if found is not None:
+                self.graph_searches += 1
                 return found
+        self.exact_searches += 1
         if rows.size == self._size:  # the whole index is in scope: no gather needed
             scores = _cosines(self._matrix[: self._size], query)
         elif rows.size < _SUBSET_FRACTION * self._size:
@@ -495,11 +497,15 @@ class DenseIndex:
         return self._top(rows, scores, limit)
 
     def _top(self, rows: np.ndarray, scores: np.ndarray, limit: int) -> list[tuple[int, float]]:
-        """The ``limit`` best of ``rows`` by ``scores``, best first (ties: row order)."""
-        k = min(limit, rows.size)
-        top = np.argpartition(-scores, k - 1)[:k] if k < rows.size else np.arange(rows.size)
-        top = top[np.argsort(-scores[top], kind="stable")]
-        return [(int(self._rowids[rows[i]]), float(scores[i])) for i in top]
+        """The ``limit`` best of ``rows`` by ``scores``, best first, ties in row order
+        (whichever rows were scored: the graph's candidates rank as the full scan's)."""
+        top = np.arange(rows.size)
+        if limit < rows.size:
+            # Keep every row tied with the limit-th score, then order them all.
+            threshold = np.partition(scores, rows.size - limit)[rows.size - limit]
+            top = np.flatnonzero(scores >= threshold)
+        order = np.lexsort((rows[top], -scores[top]))[:limit]
+        return [(int(self._rowids[rows[i]]), float(scores[i])) for i in top[order]]
 
     def _graph_search(
         self, query: np.ndarray, rows: np.ndarray, limit: int

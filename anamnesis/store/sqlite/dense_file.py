@@ -102,6 +102,8 @@ class DenseFile:
         self.unsaved = 0
         #: False for a store that cannot be written here: nothing is saved beside it.
         self.persist = True
+        #: Rows from which the index is saved (``MIN_ROWS`` unless the environment says).
+        self.min_rows = index_files.save_threshold(MIN_ROWS)
 
     def load(self, dense: DenseIndex, conn: sqlite3.Connection, epoch: str) -> bool:
         """Attach the saved matrix to ``dense`` if it matches the store at ``epoch``;
@@ -168,7 +170,7 @@ class DenseFile:
     def wanted(self, dense: DenseIndex) -> bool:
         """Whether ``save`` would write: a large index with rows the files lack."""
         return index_files.save_wanted(
-            self.persist, dense.size, MIN_ROWS, self.unsaved, RESAVE_ROWS, self._path, KIND
+            self.persist, dense.size, self.min_rows, self.unsaved, RESAVE_ROWS, self._path, KIND
         )
 
     def save(

@@ -19,10 +19,16 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
+from ...errors import InvalidInputError
+
 try:
     import fcntl
 except ImportError:  # not POSIX: writers in one process are still kept apart
     fcntl = None  # type: ignore[assignment]
+
+#: Environment variable that overrides the rows from which a store's vectors and
+#: postings are saved beside it (``save_threshold``).
+THRESHOLD_ENV = "ANAMNESIS_INDEX_FILES_THRESHOLD"
 
 _HASH_CHUNK = 1 << 24
 #: Writers of one kind of copy inside this process, for platforms without ``flock``.
@@ -218,6 +224,20 @@ def digest_check(
         return False
 
     return check
+
+
+def save_threshold(default: int) -> int:
+    """``default``, or ``$ANAMNESIS_INDEX_FILES_THRESHOLD`` when set (for benchmarks
+    that force the saved and mapped copies on for small stores)."""
+    raw = os.environ.get(THRESHOLD_ENV)
+    if not raw:
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise InvalidInputError(
+            f"{THRESHOLD_ENV}={raw!r} is not a number of rows; unset it or give an integer"
+        ) from None
 
 
 def save_wanted(

@@ -66,6 +66,8 @@ class LexicalFile:
         self.unsaved = 0
         #: False for a store that cannot be written here: nothing is saved beside it.
         self.persist = True
+        #: Rows from which the index is saved (``MIN_ROWS`` unless the environment says).
+        self.min_rows = index_files.save_threshold(MIN_ROWS)
         #: Whether the index in use was loaded from the files (not built).
         self.mapped = False
 
@@ -139,7 +141,13 @@ class LexicalFile:
     def wanted(self, index: LexicalIndex) -> bool:
         """Whether ``save`` would write: a large index with rows the files lack."""
         return index_files.save_wanted(
-            self.persist, index.documents, MIN_ROWS, self.unsaved, RESAVE_ROWS, self._path, KIND
+            self.persist,
+            index.documents,
+            self.min_rows,
+            self.unsaved,
+            RESAVE_ROWS,
+            self._path,
+            KIND,
         )
 
     def save(
