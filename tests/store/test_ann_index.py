@@ -367,3 +367,17 @@ def test_an_exact_scan_in_blocks_scores_as_one_product():
         query = rng.standard_normal(32).astype(np.float32)
         expected = np.array([float(np.dot(row, query)) for row in matrix], dtype=np.float32)
         np.testing.assert_allclose(_cosines(matrix, query), expected, rtol=1e-5, atol=1e-6)
+
+
+def test_small_graphs_are_built_on_one_thread_large_ones_on_every_core():
+    # A parallel build now and then leaves rows no search reaches; small graphs (only
+    # forced ones are that small) are built on one thread, where every row is found.
+    AnnIndex, rows = ann_module.AnnIndex, ann_module.PARALLEL_BUILD_ROWS
+    assert AnnIndex.build_threads(rows - 1) == 1
+    assert AnnIndex.build_threads(rows) == 0
+    rng = np.random.default_rng(3)
+    vectors = rng.normal(size=(512, 32)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    graph = AnnIndex(32)
+    graph.add(np.arange(1, 513), vectors, threads=AnnIndex.build_threads(512))
+    assert all(graph.search(v, 1)[0] == i for i, v in enumerate(vectors, start=1))

@@ -165,7 +165,11 @@ class SQLiteAnn:
     def _build(self, dense: DenseIndex, epoch: str) -> None:
         """Build a graph of every row of ``dense`` (the caller holds the lock)."""
         graph = AnnIndex(dense.dim)
-        graph.add(dense.rowids_from(0), dense.vectors_at(slice(0, dense.size)), threads=0)
+        graph.add(
+            dense.rowids_from(0),
+            dense.vectors_at(slice(0, dense.size)),
+            threads=AnnIndex.build_threads(dense.size),
+        )
         self._install(graph, epoch)
 
     def _install(self, graph: AnnIndex, epoch: str) -> None:
@@ -206,7 +210,7 @@ class SQLiteAnn:
                 # Rows below ``size`` are never written again (appends go past them,
                 # a reload replaces the arrays), so these views stay valid unlocked.
                 fresh = AnnIndex(dense.dim)
-                fresh.add(rowids, vectors, threads=0)
+                fresh.add(rowids, vectors, threads=AnnIndex.build_threads(len(rowids)))
                 with self._lock:
                     if self._closed or self._graph is not None or self._seen != epoch:
                         return
