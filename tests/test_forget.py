@@ -349,13 +349,17 @@ def test_a_store_erased_in_place_is_refused_by_an_older_sqlite(tmp_path, monkeyp
 def test_a_forget_does_not_wait_for_the_lexical_index_build(tmp_path, monkeypatch) -> None:
     """Truncating the log waits for every open read; the store's own background build
     of the in-memory lexical index holds one for as long as it reads the postings. A
-    forget interrupts it (the next search builds again) instead of waiting."""
+    forget stops it (the next search builds again) instead of waiting, even when it
+    comes between two of the build's statements."""
     from anamnesis.store.sqlite import lexical
 
     reading = threading.Event()
 
     def slow_postings(conn, vocab):  # type: ignore[no-untyped-def]
-        reading.set()  # a read that takes far longer than the test allows, unless stopped
+        reading.set()
+        # The forget lands before the statement starts (an interrupt alone misses it),
+        # then a read that takes far longer than the test allows, unless stopped.
+        time.sleep(1.0)
         conn.execute(
             "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c "
             "WHERE x < 400000000) SELECT count(*) FROM c"

@@ -314,6 +314,9 @@ class SQLiteLexical:
                 check_same_thread=False,
             )
             private_connection(conn, self._durability)
+            # A stop or a close aborts the build's statement within a few thousand steps,
+            # even one that starts just after it (an interrupt misses those).
+            conn.set_progress_handler(lambda: int(self._stopped or self._closed), 1000)
             with self._lock:
                 if self._closed:
                     conn.close()
