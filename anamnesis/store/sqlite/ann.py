@@ -33,7 +33,7 @@ import numpy as np
 from ..index.ann import AnnIndex, AnnState, remove_files, vector_fingerprint
 from ..index.dense import AnnSettings, DenseIndex
 from .driver import sqlite3
-from .index_files import sole_writer
+from .index_files import one_writer
 
 #: Appended rows added to the graph inside a search; more are added in the background.
 SYNC_ROWS = 64
@@ -274,10 +274,9 @@ class SQLiteAnn:
             return  # the file itself, or (with changes pending) not in step
         if dense.rows_upto(graph.max_rowid) != len(graph):
             return
-        with sole_writer(self._path, "ann") as sole:
-            if sole:
-                self._write(graph, dense, epoch)
+        self._write(graph, dense, epoch)
 
+    @one_writer("ann")
     def _write(self, graph: AnnIndex, dense: DenseIndex, epoch: str) -> None:
         try:
             if self._file_epoch() != epoch:

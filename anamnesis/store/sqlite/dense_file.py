@@ -173,6 +173,7 @@ class DenseFile:
             self.persist, dense.size, self.min_rows, self.unsaved, RESAVE_ROWS, self._path, KIND
         )
 
+    @index_files.one_writer(KIND)
     def save(
         self, dense: DenseIndex, epoch: str, file_epoch: Callable[[], str | None], lock: Any
     ) -> None:
@@ -180,14 +181,7 @@ class DenseFile:
         ``wanted``: its rows are taken under ``lock`` (the store's), written outside it.
         ``file_epoch()`` is the store's epoch now, checked before and after writing (a
         change meanwhile may have erased rows: the files are then removed). Nothing is
-        written while another thread or process writes a copy (``sole_writer``)."""
-        with index_files.sole_writer(self._path, KIND) as sole:
-            if sole:
-                self._save(dense, epoch, file_epoch, lock)
-
-    def _save(
-        self, dense: DenseIndex, epoch: str, file_epoch: Callable[[], str | None], lock: Any
-    ) -> None:
+        written while another thread or process writes a copy (``one_writer``)."""
         with lock:
             if not self.wanted(dense):
                 return

@@ -7,6 +7,7 @@ is never trusted. All are private to their owner (0600), next to the store.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -15,7 +16,7 @@ import uuid
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Concatenate, ParamSpec
 
 import numpy as np
 
@@ -82,6 +83,27 @@ def sole_writer(store_path: Path, kind: str) -> Iterator[bool]:
         yield True
     finally:
         os.close(descriptor)  # releases the lock
+
+
+_P = ParamSpec("_P")
+_Write = Callable[Concatenate[Any, _P], None]
+
+
+def one_writer(kind: str) -> Callable[[_Write[_P]], _Write[_P]]:
+    """Decorates a method that writes the store's ``kind`` copy (its object's ``_path``
+    is the store's): the method runs as the sole writer (``sole_writer``), or not at
+    all while another writes that copy."""
+
+    def decorate(write: _Write[_P]) -> _Write[_P]:
+        @functools.wraps(write)
+        def guarded(self: Any, *args: _P.args, **kwargs: _P.kwargs) -> None:
+            with sole_writer(self._path, kind) as sole:
+                if sole:
+                    write(self, *args, **kwargs)
+
+        return guarded
+
+    return decorate
 
 
 def new_generation() -> str:

@@ -150,6 +150,7 @@ class LexicalFile:
             KIND,
         )
 
+    @index_files.one_writer(KIND)
     def save(
         self,
         index: LexicalIndex,
@@ -164,20 +165,7 @@ class LexicalFile:
         epoch checked before and after (a change meanwhile removes the files).
         ``content_hash(rowid)`` reads a row's hash from the store (the samples checked
         on load). Nothing is written while another thread or process writes a copy
-        (``index_files.sole_writer``)."""
-        with index_files.sole_writer(self._path, KIND) as sole:
-            if sole:
-                self._save(index, epoch, tokenize, file_epoch, content_hash, lock)
-
-    def _save(
-        self,
-        index: LexicalIndex,
-        epoch: str,
-        tokenize: str,
-        file_epoch: Callable[[], str | None],
-        content_hash: Callable[[int], str | None],
-        lock: Any,
-    ) -> None:
+        (``index_files.one_writer``)."""
         with lock:
             if not self.wanted(index) or self._unverified is not None:
                 return
