@@ -134,6 +134,7 @@ class SearchConfig:
 #: (``retrieve.currency``; study "An agent's life"). The speaker and role channels
 #: filter the first stage's rankings searched twice as deep as the channels, not four
 #: times: the same recall, less cost (study "A default bounded by its first stage").
+#: Feedback (``prf``) reorders those rankings rather than searching the scope again.
 DEFAULT = SearchConfig(
     channels=(
         "lexical",
@@ -171,6 +172,7 @@ DEFAULT = SearchConfig(
         "time_match": {"exact": 3.0},
         "question_prior": {"factor": 0.6},
         "learned_rerank": {"chats": ("speakers",)},
+        "prf": {"over": "rankings"},
     },
     query=("speakers", "tense", "subject", "subject-speaker"),
     seed_channels=(

@@ -59,7 +59,8 @@ def test_the_public_presets_are_the_measured_ones_under_plain_names() -> None:
     # later statement first acts after the guards, so that it reorders what they pin.
     # The learned ranker reorders chats between named people (after fusion and the
     # priors; the guards act after it). Since issue 34 the speaker and role channels
-    # filter rankings twice, not four times, as deep as the channels.
+    # filter rankings twice, not four times, as deep as the channels, and feedback
+    # reorders those rankings instead of searching the scope again.
     assert PRESETS["default"] == BENCH_PRESETS["previous-default"].with_(
         stages=(
             "time_match",
@@ -72,6 +73,7 @@ def test_the_public_presets_are_the_measured_ones_under_plain_names() -> None:
         stage_options={
             **BENCH_PRESETS["previous-default"].stage_options,
             "learned_rerank": {"chats": ("speakers",)},
+            "prf": {"over": "rankings"},
         },
         query=("speakers", "tense", "subject", "subject-speaker"),
         notes_channels=("lexical", "dense", "prf", "temporal", "summaries"),

@@ -539,6 +539,37 @@ def test_prf_expands_the_query_with_terms_from_the_best_lexical_hits(open_memory
     assert expanded and {c.episode_id for c in expanded} != {c.episode_id for c in lexical}
 
 
+def test_prf_over_the_rankings_reorders_them_without_searching_the_scope_again(
+    open_memory, monkeypatch
+):
+    question = "What did Melanie paint?"
+    over_scope = BENCH_PRESETS["full"].with_(pool=2, candidates=10)
+    over_rankings = over_scope.with_options("prf", over="rankings")
+    _, whole = _request(open_memory, over_scope, question)
+    _, request = _request(open_memory, over_rankings, question)
+    pooled = {c.episode_id for name in ("lexical", "dense") for c in _pools(request, name, 10)}
+    searches = []
+    monkeypatch.setattr(open_memory.store, "lexical_search", lambda *a: searches.append(a) or [])
+    reordered = request.channel("prf", 10)
+    assert searches == []
+    # The same expanded query, ranked among the pools' episodes: the whole scope's
+    # ranking with every episode outside them left out.
+    monkeypatch.undo()
+    everything = whole.channel("prf", 10_000)
+    expected = [c.episode_id for c in everything if c.episode_id in pooled][:10]
+    assert [c.episode_id for c in reordered] == expected
+    assert {c.episode_id for c in everything[:10]} - pooled  # it did leave some out
+    with pytest.raises(InvalidInputError, match="prf over"):
+        _request(open_memory, over_scope.with_options("prf", over="all"), question)[1].channel(
+            "prf", 10
+        )
+
+
+def _pools(request, name: str, limit: int):
+    request.channel(name, limit)
+    return request.memo[("pool", name)]
+
+
 def test_entity_channel_matches_non_speaker_names_only(open_memory):
     _, request = _request(
         open_memory, BENCH_PRESETS["full"], "When did Caroline go to the LGBTQ support group?"

@@ -278,13 +278,18 @@ BENCH_PRESETS["default-next"] = BENCH_PRESETS["full-refit-guards"]
 PREVIOUS_DEFAULT = PRESETS["default"].with_(
     stages=("time_match", "question_prior", "place_prior", "exact_match"),
     stage_options={
-        k: v for k, v in PRESETS["default"].stage_options.items() if k != "learned_rerank"
+        k: v
+        for k, v in PRESETS["default"].stage_options.items()
+        if k not in ("learned_rerank", "prf")
     },
     query=("speakers",),
     notes_channels=None,
     pool=4,
 )
 BENCH_PRESETS["previous-default"] = PREVIOUS_DEFAULT
+#: The default with feedback searching the whole scope again, as before it read the
+#: first stage's rankings (study "A default bounded by its first stage").
+BENCH_PRESETS["default-prf-scope"] = PRESETS["default"].with_options("prf", over="scope")
 
 #: The default with one stage switched off: the leave-one-out rows of the stage table
 #: (``bench.lodo``). A channel left out seeds nothing either

@@ -290,9 +290,22 @@ def entity(request: SearchRequest, limit: int) -> list[Candidate]:
     )
 
 
+#: Where ``prf`` ranks (``stage_options["prf"]["over"]``): every episode of the scope,
+#: or only those of the first stage's lexical and dense rankings.
+PRF_OVER = ("scope", "rankings")
+
+
 def prf(request: SearchRequest, limit: int) -> list[Candidate]:
-    """BM25 over the question's terms plus feedback terms from the best lexical hits."""
+    """BM25 over the question's terms plus feedback terms from the best lexical hits.
+
+    With ``stage_options["prf"]["over"] = "rankings"`` it ranks only the episodes of the
+    lexical and dense channels' deep rankings: a reordering of what the first stage
+    found, whose cost does not grow with the scope (the feedback terms are common
+    words, whose postings do); default ``"scope"``: a search of the whole scope."""
     config = request.config
+    over = request.options("prf").get("over", "scope")
+    if over not in PRF_OVER:
+        raise InvalidInputError(f"prf over must be one of {PRF_OVER}, got {over!r}")
     terms = _terms(request, request.analysis.text)
     if not terms:
         return []
@@ -304,7 +317,12 @@ def prf(request: SearchRequest, limit: int) -> list[Candidate]:
     extra = feedback_terms(
         terms, [e.content for e in episodes.values()], config.prf_terms, exclude=speaker_words
     )
-    return request.store.lexical_search([*terms, *extra], request.scope, request.filters, limit)
+    if over == "scope":
+        return request.store.lexical_search([*terms, *extra], request.scope, request.filters, limit)
+    ranked = [c.episode_id for c in [*_pool(request, "lexical"), *dense_pool(request)]]
+    return request.store.lexical_rank(
+        [*terms, *extra], list(dict.fromkeys(ranked)), request.scope, limit
+    )
 
 
 #: Weight of the feedback centroid against the question's own vector in ``dense_prf``.

@@ -514,6 +514,14 @@ class Store(Protocol):
         """BM25-style ranking of episodes matching any of ``terms``, best first."""
         ...
 
+    def lexical_rank(
+        self, terms: Sequence[str], episode_ids: Sequence[str], scope: Scope, limit: int
+    ) -> list[Candidate]:
+        """``lexical_search`` among ``episode_ids`` only (those in ``scope``; the caller
+        has applied its filters): each scores what ``lexical_search`` would give it, and
+        the cost follows how many ids are given, not how many episodes hold the terms."""
+        ...
+
     def dense_search(
         self, vector: np.ndarray, scope: Scope, filters: Filters, limit: int
     ) -> list[Candidate]:

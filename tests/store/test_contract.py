@@ -443,6 +443,30 @@ def test_lexical_search_ranks_more_matching_terms_first_and_respects_scope(store
     assert len(store.lexical_search(["caroline"], ALICE, Filters(), 1)) == 1
 
 
+def test_lexical_rank_scores_the_given_episodes_as_lexical_search_does(store):
+    words = ["kite", "blue", "harbour", "sister", "winter", "garden"]
+    rng = np.random.default_rng(7)
+    episodes = [
+        make_episode(" ".join(rng.choice(words, size=int(rng.integers(1, 6)))), id=f"ep_{i}")
+        for i in range(40)
+    ] + [make_episode("blue kite in the harbour", id="ep_bob", scope=BOB)]
+    add(store, episodes)
+    terms = ["blue", "kite", "harbour"]
+    everything = store.lexical_search(terms, ALICE, Filters(), 100)
+    given = [f"ep_{i}" for i in range(0, 40, 3)] + ["ep_bob", "ep_missing"]
+    ranked = store.lexical_rank(terms, given, ALICE, 5)
+    # The given episodes of the scope that match, in the whole search's order and with
+    # its scores; another scope's and unknown ids are left out.
+    expected = [c for c in everything if c.episode_id in given][:5]
+    assert [(c.episode_id, round(c.score, 9)) for c in ranked] == [
+        (c.episode_id, round(c.score, 9)) for c in expected
+    ]
+    assert len(ranked) == 5
+    assert store.lexical_rank(terms, [], ALICE, 5) == []
+    assert store.lexical_rank([], given, ALICE, 5) == []
+    assert store.lexical_rank(terms, ["ep_bob"], ALICE, 5) == []
+
+
 def test_lexical_search_stems_and_survives_odd_terms(store):
     add(store, [make_episode("She was running marathons", id="ep_run")])
     assert ids(store.lexical_search(["runs"], ALICE, Filters(), 5)) == ["ep_run"]

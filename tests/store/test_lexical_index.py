@@ -95,6 +95,28 @@ def test_ranking_and_scores_equal_fts5_bm25_in_every_scope(store, monkeypatch):
     assert _compare(store, queries, scopes, monkeypatch) > 150
 
 
+def test_ranking_given_episodes_scores_them_as_the_whole_search_does(store, monkeypatch):
+    queries = _fill(store)
+    scopes = (CONVERSATION, Scope("conv-26"))
+    compared = 0
+    for n, terms in enumerate(queries):
+        for scope in scopes:
+            everything = store.fts5_lexical_search(terms, scope, NO_FILTERS, 1000)
+            given = [c.episode_id for c in everything[n % 3 :: 3]]
+            expected = [c for c in everything if c.episode_id in given][:10]
+            with monkeypatch.context() as patch:
+                _in_memory_only(store, patch)
+                if n % 2:  # the sums of a start of the terms are remembered, and reused
+                    store.lexical_search(terms[: (len(terms) + 1) // 2], scope, NO_FILTERS, 10)
+                _assert_same_ranking(store.lexical_rank(terms, given, scope, 10), expected)
+            # While the in-memory index is not current, FTS5 scores the same episodes.
+            with monkeypatch.context() as patch:
+                patch.setattr(store._lexical, "rank", lambda *args: None)
+                _assert_same_ranking(store.lexical_rank(terms, given, scope, 10), expected)
+            compared += bool(expected)
+    assert compared > 100
+
+
 def test_filters_narrow_the_in_memory_ranking_as_they_narrow_fts5(store, monkeypatch):
     queries = _fill(store)
     filters = Filters(event_after=make_episode().event_time.replace(year=2023))

@@ -174,6 +174,18 @@ class _Scored:
     values: np.ndarray | None = None
     matched: dict[tuple[str, ...], tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
 
+    def at(self, slots: np.ndarray) -> np.ndarray:
+        """The scores of ``slots`` (ascending), 0 where none matches, in a new array."""
+        if self.scores is not None:
+            return self.scores[slots]
+        assert self.slots is not None and self.values is not None
+        found = np.zeros(slots.size, dtype=np.float64)
+        if self.slots.size:
+            at = np.minimum(np.searchsorted(self.slots, slots), self.slots.size - 1)
+            hit = self.slots[at] == slots
+            found[hit] = self.values[at[hit]]
+        return found
+
 
 def _merged(segments: Sequence[_Segment]) -> _Segment:
     term_ids = np.concatenate([s.term_ids for s in segments])
@@ -710,14 +722,16 @@ class LexicalIndex:
         return held
 
     def _scoped_matches(
-        self, terms: Sequence[str], scope: np.ndarray
+        self, terms: Sequence[str], scope: np.ndarray, sums: np.ndarray | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
         """The slots of ``scope`` (ascending live slots) that hold any of ``terms``,
         and their BM25: the scores ``_scores`` gives them (each token's contribution
         computed by the same formula, added per slot in query order), computed for
-        these rows only. Each token's postings are looked up for the scope's rows, or
-        the scope's rows for its postings, whichever are fewer, by binary search."""
-        sums = np.zeros(scope.size, dtype=np.float64)
+        these rows only; ``sums``, when given, are the scope's sums of the tokens before
+        ``terms``. Each token's postings are looked up for the scope's rows, or the
+        scope's rows for its postings, whichever are fewer, by binary search."""
+        if sums is None:
+            sums = np.zeros(scope.size, dtype=np.float64)
         for term in terms:
             term_id = self._terms.get(term)
             if term_id is None:
@@ -805,6 +819,30 @@ class LexicalIndex:
             threshold = np.partition(values, candidates.size - limit)[candidates.size - limit]
             keep = values >= threshold
             candidates, values = candidates[keep], values[keep]
+        order = np.lexsort((self._rowids[candidates], -values))[:limit]
+        return [(int(self._rowids[candidates[i]]), float(values[i])) for i in order]
+
+    def rank_rows(
+        self, terms: Sequence[str], rowids: Sequence[int] | np.ndarray, limit: int
+    ) -> list[tuple[int, float]]:
+        """``search`` among the live rows of ``rowids`` only (the caller has checked
+        their scope): the same scores, computed for those rows alone, so the cost
+        follows how many rows are given, not how many hold the terms."""
+        if self.documents == 0 or limit <= 0:
+            return []
+        indexed = self._rowids[: self._size]
+        wanted = np.unique(np.asarray(rowids, dtype=np.int64))
+        # Rowids are appended in ascending order, so a slot is found by binary search.
+        at = np.minimum(np.searchsorted(indexed, wanted), max(self._size - 1, 0))
+        slots = at[(indexed[at] == wanted) & self._live[at]] if self._size else at[:0]
+        # The sums of the longest remembered start of ``terms`` (the question's own
+        # tokens, when feedback tokens follow them), then the rest added in order: the
+        # same floating-point numbers as from scratch (``_scores``).
+        key, start, sums = tuple(terms), 0, None
+        for known, scored in self._scored.items():
+            if start < len(known) <= len(key) and key[: len(known)] == known:
+                start, sums = len(known), scored.at(slots)
+        candidates, values = self._scoped_matches(key[start:], slots, sums)
         order = np.lexsort((self._rowids[candidates], -values))[:limit]
         return [(int(self._rowids[candidates[i]]), float(values[i])) for i in order]
 

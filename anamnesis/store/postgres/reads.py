@@ -169,6 +169,12 @@ class PostgresReads:
         with self._transaction() as conn:
             return search.lexical_search(conn, terms, scope, filters, limit)
 
+    def lexical_rank(
+        self, terms: Sequence[str], episode_ids: Sequence[str], scope: Scope, limit: int
+    ) -> list[Candidate]:
+        with self._transaction() as conn:
+            return search.lexical_rank(conn, terms, episode_ids, scope, limit)
+
     def dense_search(
         self, vector: np.ndarray, scope: Scope, filters: Filters, limit: int
     ) -> list[Candidate]:

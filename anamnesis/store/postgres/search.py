@@ -123,6 +123,32 @@ def lexical_search(
     return _candidates(rows)
 
 
+def lexical_rank(
+    conn: psycopg.Connection[Any],
+    terms: Sequence[str],
+    episode_ids: Sequence[str],
+    scope: Scope,
+    limit: int,
+) -> list[Candidate]:
+    """``lexical_search`` among ``episode_ids`` only: the same BM25, the rows found by
+    their ids (the primary key), not through the terms' postings."""
+    if not terms or not episode_ids or limit <= 0:
+        return []
+    kept = terms[:MAX_QUERY_TERMS]
+    weights = query_weights(conn, kept)
+    if not weights.lexemes:  # only stopwords or punctuation
+        return []
+    query, terms_params = tsquery_sql(kept)
+    where, params = scope_sql(scope)
+    sql, sql_params = bm25_query(
+        weights,
+        f"e.id = ANY(%s) AND e.content_tsv @@ {query} AND {where}",
+        [list(dict.fromkeys(episode_ids)), *terms_params, *params],
+        limit,
+    )
+    return _candidates(conn.execute(sql, sql_params).fetchall())
+
+
 def _user_rows(conn: psycopg.Connection[Any], user_id: str) -> float:
     """The planner's estimate of the user's episodes (from ANALYZE's statistics: exact
     enough for a user among the most common values, small for any other)."""

@@ -279,6 +279,29 @@ class SQLiteLexical:
         is called only when the index answers and has not remembered them under
         ``allowed_key`` (scope and filters that name the same rows while the file's
         rows do not change: ``LexicalIndex.search``)."""
+        index = self._current(conn)
+        tokens = self._tokens(conn, [*terms, *scope_tokens]) if index is not None else []
+        if index is None or any(len(t) != 1 for t in tokens):
+            return None
+        query = [t[0] for t in tokens[: len(terms)]]
+        scope = [t[0] for t in tokens[len(terms) :]]
+        key = None if allowed_key is None else (self._epoch, allowed_key)
+        return index.search(query, scope, limit, allowed_rowids, key)
+
+    def rank(
+        self, conn: sqlite3.Connection, terms: Sequence[str], rowids: Sequence[int], limit: int
+    ) -> list[tuple[int, float]] | None:
+        """``search`` among ``rowids`` only (``LexicalIndex.rank_rows``), or None when
+        FTS5 must answer it (as for ``search``)."""
+        index = self._current(conn)
+        tokens = self._tokens(conn, terms) if index is not None else []
+        if index is None or any(len(t) != 1 for t in tokens):
+            return None
+        return index.rank_rows([t[0] for t in tokens], rowids, limit)
+
+    def _current(self, conn: sqlite3.Connection) -> LexicalIndex | None:
+        """The index, caught up with the file when little is missing; None while it is
+        not current (a background build then catches it up, and FTS5 answers)."""
         if not self._prepare(conn):
             return None
         self._load(conn)
@@ -295,14 +318,7 @@ class SQLiteLexical:
                 self._build_lock.release()
             if self._plan(conn):
                 return None
-        tokens = self._tokens(conn, [*terms, *scope_tokens])
-        if any(len(t) != 1 for t in tokens):
-            return None
-        assert self._index is not None
-        query = [t[0] for t in tokens[: len(terms)]]
-        scope = [t[0] for t in tokens[len(terms) :]]
-        key = None if allowed_key is None else (self._epoch, allowed_key)
-        return self._index.search(query, scope, limit, allowed_rowids, key)
+        return self._index
 
     def warm_up(self) -> None:
         """Build or catch up the index now, on a connection of its own."""

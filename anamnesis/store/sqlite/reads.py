@@ -38,6 +38,12 @@ from .sql import (
 )
 
 
+def _chunks(values: Sequence[Any], size: int = 500) -> Iterator[list[Any]]:
+    """``values`` in lists of at most ``size`` (one statement's parameters each)."""
+    for start in range(0, len(values), size):
+        yield list(values[start : start + size])
+
+
 def _rows_key(scope: Scope, filters: Filters) -> tuple | None:
     """What names the rows ``scope`` and ``filters`` let through while the file's rows do
     not change (their scope and filter columns never change in place), or None when
@@ -68,6 +74,8 @@ class SQLiteReads:
     #: ``_in_scope``'s rows: rowid -> (id, user, agent, turn info), and the epoch read with them.
     _row_places: dict[int, tuple[str, str, str | None, TurnInfo]] | None = None
     _row_places_epoch: str | None = None
+    #: The same rows by id: id -> rowid.
+    _id_rows: dict[str, int] | None = None
 
     path: Path
     dim: int
@@ -239,6 +247,32 @@ class SQLiteReads:
                 raise operational_error(exc, self.path, "lexical search") from exc
         return self.fts5_lexical_search(terms, scope, filters, limit)
 
+    def lexical_rank(
+        self, terms: Sequence[str], episode_ids: Sequence[str], scope: Scope, limit: int
+    ) -> list[Candidate]:
+        if not terms or not episode_ids or limit <= 0:
+            return []
+        with self._lock:
+            try:
+                rowids = self._rowids_in_scope(episode_ids, scope)
+                ranked = self._lexical.rank(self._conn, terms, rowids, limit)
+                if ranked is not None:
+                    return self._candidates(ranked, scope)
+            except sqlite3.OperationalError as exc:
+                raise operational_error(exc, self.path, "lexical search") from exc
+        if not rowids:
+            return []
+        # FTS5's own bm25() over the same rows, while the in-memory index is not current.
+        scores: list[tuple[int, float]] = []
+        for chunk in _chunks(rowids):
+            scores += self._read(
+                f"""SELECT rowid, -bm25(episodes_fts, 1.0, 0.0) FROM episodes_fts
+                    WHERE episodes_fts MATCH ? AND rowid IN ({",".join("?" * len(chunk))})""",
+                [fts_query(terms, scope), *chunk],
+            )
+        scores.sort(key=lambda pair: (-pair[1], pair[0]))
+        return self._candidates(scores[:limit], scope)
+
     def fts5_lexical_search(
         self, terms: Sequence[str], scope: Scope, filters: Filters, limit: int
     ) -> list[Candidate]:
@@ -350,12 +384,7 @@ class SQLiteReads:
         """
         if not rowids:
             return {}
-        row = self._conn.execute("SELECT value FROM meta WHERE key = 'vector_epoch'").fetchone()
-        epoch = row[0] if row else "0"
-        cache = self._row_places
-        if cache is None or epoch != self._row_places_epoch or len(cache) > ROW_CACHE:
-            cache = self._row_places = {}
-            self._row_places_epoch = epoch
+        cache, id_rows = self._places()
         missing = [r for r in dict.fromkeys(rowids) if r not in cache]
         if missing:
             marks = ",".join("?" * len(missing))
@@ -365,6 +394,7 @@ class SQLiteReads:
                 missing,
             ):
                 cache[found[0]] = (found[1], found[2], found[3], found[4:8])
+                id_rows[found[1]] = found[0]
         places: dict[int, tuple[str, TurnInfo]] = {}
         for rowid in rowids:
             place = cache.get(rowid)
@@ -376,6 +406,36 @@ class SQLiteReads:
             ):
                 places[rowid] = (place[0], place[3])
         return places
+
+    def _places(self) -> tuple[dict[int, tuple[str, str, str | None, TurnInfo]], dict[str, int]]:
+        """``_in_scope``'s remembered rows, by rowid and by id; emptied when the file's
+        ``vector_epoch`` has moved (a delete) or they grew past ``ROW_CACHE``."""
+        row = self._conn.execute("SELECT value FROM meta WHERE key = 'vector_epoch'").fetchone()
+        epoch = row[0] if row else "0"
+        cache, id_rows = self._row_places, self._id_rows
+        if (
+            cache is None
+            or id_rows is None
+            or epoch != self._row_places_epoch
+            or len(cache) > ROW_CACHE
+        ):
+            cache, id_rows = self._row_places, self._id_rows = {}, {}
+            self._row_places_epoch = epoch
+        return cache, id_rows
+
+    def _rowids_in_scope(self, episode_ids: Sequence[str], scope: Scope) -> list[int]:
+        """The rowids of those of ``episode_ids`` that are in ``scope``: those
+        ``_in_scope`` has placed are known, the others read by id."""
+        _, id_rows = self._places()
+        wanted = list(dict.fromkeys(episode_ids))
+        missing = [i for i in wanted if i not in id_rows]
+        for chunk in _chunks(missing):
+            marks = ",".join("?" * len(chunk))
+            for rowid, episode_id in self._conn.execute(
+                f"SELECT e.rowid, e.id FROM episodes e WHERE e.id IN ({marks})", chunk
+            ):
+                id_rows[episode_id] = rowid
+        return list(self._in_scope([id_rows[i] for i in wanted if i in id_rows], scope))
 
     def _refresh_dense(self) -> None:
         """Bring the numpy matrix, and the approximate graph above its threshold, up to
