@@ -28,7 +28,7 @@ from anamnesis.types import Scope
 CONFIGS = ("hybrid", "default")
 
 
-def main(size: int, queries: int, data: str) -> None:
+def main(size: int, queries: int, data: str, configs: tuple[str, ...] = CONFIGS) -> None:
     dataset = datasets.load("longmemeval", data)
     seen: set[tuple[str, str]] = set()
     messages = []
@@ -46,24 +46,31 @@ def main(size: int, queries: int, data: str) -> None:
         memory.consolidate(user_id="u")
         scope = Scope("u")
         retrievers = {
-            name: Retriever(memory.store, memory.embedder, BENCH_PRESETS[name]) for name in CONFIGS
+            name: Retriever(memory.store, memory.embedder, BENCH_PRESETS[name]) for name in configs
         }
         for retriever in retrievers.values():
             retriever.search("warm up", scope, Filters(), 1, False)
-        times: dict[str, list[float]] = {name: [] for name in CONFIGS}
+        times: dict[str, list[float]] = {name: [] for name in configs}
+        cpu: dict[str, list[float]] = {name: [] for name in configs}
         for case in dataset.cases[:queries]:
             for name, retriever in retrievers.items():
-                start = time.perf_counter()
+                start, start_cpu = time.perf_counter(), time.thread_time()
                 retriever.search(case.questions[0].text, scope, Filters(), 50, True)
                 times[name].append(time.perf_counter() - start)
+                cpu[name].append(time.thread_time() - start_cpu)
         memory.close()
     p50 = {name: statistics.median(t) * 1e3 for name, t in times.items()}
+    cpu50 = {name: statistics.median(t) * 1e3 for name, t in cpu.items()}
+    first = configs[0]
     print(
-        f"{size} episodes: "
-        + ", ".join(f"{name} {ms:.1f} ms" for name, ms in p50.items())
-        + f"; ratio {p50['default'] / p50['hybrid']:.2f}"
+        f"{size} episodes, p50 ms wall (CPU), ÷ {first}: "
+        + ", ".join(
+            f"{name} {p50[name]:.1f} ({cpu50[name]:.1f}) {cpu50[name] / cpu50[first]:.2f}×"
+            for name in configs
+        )
     )
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3])
+    names = tuple(sys.argv[4].split(",")) if len(sys.argv) > 4 else CONFIGS
+    main(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], names)
