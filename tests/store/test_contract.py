@@ -392,6 +392,28 @@ def test_turn_info_and_adjacent_turns_stay_in_scope_and_filters(store):
     assert store.adjacent_turns([s1[2].id], ALICE, Filters(), 0) == {}
 
 
+def test_turn_info_after_a_search_stays_in_scope_and_forgets_deleted_turns(store):
+    # A search may remember where its hits sit; turn_info must still answer per scope
+    # and drop a turn once it is deleted.
+    agent = Scope("alice", "helper", "s1")
+    turns = [
+        make_episode(f"the red kite {i}", scope=agent, turn_index=i, speaker="Ann")
+        for i in range(3)
+    ]
+    vectors = add(store, turns)
+    every = [t.id for t in turns]
+    store.lexical_search(["red", "kite"], ALICE, Filters(), 10)
+    store.dense_search(vectors[0], ALICE, Filters(), 10)
+    assert store.turn_info(every, ALICE) == {
+        t.id: ("s1", i, "Ann", "user") for i, t in enumerate(turns)
+    }
+    assert store.turn_info(every, BOB) == {}
+    assert store.turn_info(every, Scope("alice", "other")) == {}
+    assert store.turn_info(every, Scope("alice", None, "s2")) == {}
+    store.delete_episode(turns[1].id, ALICE)
+    assert set(store.turn_info(every, ALICE)) == {turns[0].id, turns[2].id}
+
+
 def test_searches_place_each_hit_as_turn_info_does(store):
     # Channels that reason about speakers and roles read where each hit sits from the
     # search itself instead of looking every hit up again.

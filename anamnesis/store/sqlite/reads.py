@@ -187,12 +187,17 @@ class SQLiteReads:
         return rows
 
     def turn_info(self, episode_ids: Sequence[str], scope: Scope) -> dict[str, TurnInfo]:
-        rows = self._by_id(
-            f"e.id, {TURN_COLUMNS} FROM episodes e",
-            episode_ids,
-            scope,
-        )
-        return {r[0]: (r[1], r[2], r[3], r[4]) for r in rows}
+        # The rows a search has placed (``_in_scope``) are known; the rest read by id.
+        with self._lock:
+            places, id_rows = self._places()
+            placed = {r: places.get(r) for r in map(id_rows.get, episode_ids) if r is not None}
+            known = self._in_scope([r for r, place in placed.items() if place], scope)
+        found = {episode_id: turn for episode_id, turn in known.values()}
+        missing = [i for i in episode_ids if i not in found]
+        if missing:
+            rows = self._by_id(f"e.id, {TURN_COLUMNS} FROM episodes e", missing, scope)
+            found.update((r[0], (r[1], r[2], r[3], r[4])) for r in rows)
+        return found
 
     def episode_vectors(self, episode_ids: Sequence[str], scope: Scope) -> dict[str, np.ndarray]:
         rows = self._by_id(
