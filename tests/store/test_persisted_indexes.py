@@ -9,12 +9,14 @@ from __future__ import annotations
 import shutil
 import stat
 import warnings
+from datetime import timedelta
 
 import numpy as np
 import pytest
-from store_fixtures import DIM, make_episode, unit_vectors
+from store_fixtures import DIM, T0, make_episode, unit_vectors
 
 from anamnesis.store.base import Filters, Selection
+from anamnesis.store.index import dense as dense_index
 from anamnesis.store.index.dense import AnnSettings
 from anamnesis.store.sqlite import SQLiteStore, dense_file, health, lexical_file
 from anamnesis.store.sqlite import lexical as sqlite_lexical
@@ -162,6 +164,97 @@ def test_a_fresh_store_maps_both_without_reading_the_rows(path, monkeypatch):
     assert "mapped from beside the store" in reopened.lexical_backend
     assert "mapped from beside the store" in reopened.vector_backend
     reopened.close()
+
+
+def _filtered(store: SQLiteStore) -> list:
+    vector = unit_vectors(ROWS, seed=0)[3]
+    return [
+        [c.episode_id for c in store.dense_search(vector, ALICE, filters, 8)]
+        for filters in (
+            Filters(role="assistant"),
+            Filters(not_role="assistant"),
+            Filters(speaker="Ann"),
+            Filters(event_before=T0 + timedelta(hours=300)),
+            Filters(recorded_before=T0 + timedelta(hours=200), modality="text"),
+        )
+    ]
+
+
+def _fill_with_columns(store: SQLiteStore) -> None:
+    episodes = [
+        make_episode(
+            _text(i),
+            scope=ALICE,
+            role="assistant" if i % 3 else "user",
+            speaker="Ann" if i % 5 == 0 else None,
+            event_time=T0 + timedelta(hours=i),
+            recorded_at=T0 + timedelta(hours=i),
+        )
+        for i in range(ROWS)
+    ]
+    store.insert_episodes(episodes, unit_vectors(ROWS, seed=0))
+
+
+def _refuse_column_reads(monkeypatch) -> None:
+    def refuse(self):
+        if self._dense.columns_loaded != self._dense.size:
+            raise AssertionError("read the filter columns from the store's rows")
+
+    monkeypatch.setattr(sqlite_reads.SQLiteReads, "_load_dense_columns", refuse)
+
+
+def test_filter_columns_are_saved_with_the_matrix_and_not_read_again(path, monkeypatch):
+    store = _open(path)
+    _fill_with_columns(store)
+    store.warm_up()
+    before = _filtered(store)
+    store.close()
+    assert all(before) and len({tuple(ids) for ids in before}) == len(before)
+
+    with monkeypatch.context() as patch:
+        _refuse_column_reads(patch)
+        reopened = _open(path)
+        assert _filtered(reopened) == before
+        assert reopened._dense.mapped
+        reopened.close()
+
+
+def test_a_saved_matrix_without_filter_columns_reads_them_once_and_saves_them(path, monkeypatch):
+    # Files written before the columns were saved hold none: the first filtered search
+    # reads them from the rows, and the next save writes them beside the matrix.
+    store = _open(path)
+    _fill_with_columns(store)
+    with monkeypatch.context() as patch:
+        patch.setattr(
+            dense_index.DenseIndex,
+            "export",
+            lambda self, grouped=True, _e=dense_index.DenseIndex.export: _without_columns(
+                _e(self, grouped=grouped)
+            ),
+        )
+        store.warm_up()
+        before = _filtered(store)
+        store.close()
+    reopened = _open(path)
+    reopened.dense_search(unit_vectors(1, seed=5)[0], ALICE, NO_FILTERS, 1)
+    assert reopened._dense.mapped and reopened._dense.columns_loaded == 0
+    assert _filtered(reopened) == before
+    reopened.close()
+    with monkeypatch.context() as patch:
+        _refuse_column_reads(patch)
+        again = _open(path)
+        assert _filtered(again) == before
+        again.close()
+
+
+def _without_columns(exported):
+    matrix, columns, tables = exported
+    named = {"roles", "speakers", "modalities", "event_times", "recorded"}
+    return (
+        matrix,
+        {k: v for k, v in columns.items() if k not in named},
+        {k: v for k, v in tables.items() if k not in named},
+    )
 
 
 def test_sessions_and_agents_of_a_mapped_matrix_are_the_same_scopes(path):
@@ -431,8 +524,9 @@ def test_a_state_file_of_another_layout_is_rebuilt(path):
 _WORKER = r"""
 import random, sys
 sys.path.insert(0, sys.argv[3])
-from store_fixtures import DIM, make_episode, unit_vectors
+from store_fixtures import DIM, T0, make_episode, unit_vectors
 from anamnesis.store.base import Filters, Selection
+from anamnesis.store.index import dense as dense_index
 from anamnesis.store.index.dense import AnnSettings
 from anamnesis.store.sqlite import SQLiteStore, dense_file, lexical_file
 from anamnesis.types import Scope

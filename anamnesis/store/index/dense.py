@@ -19,6 +19,7 @@ import math
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -100,11 +101,25 @@ class _Codes:
         return codes
 
 
-#: A row as ``DenseIndex.append`` takes it: rowid, user, agent, session, float32 blob.
-Row = tuple[int, str, str | None, str | None, bytes]
+#: A row as ``DenseIndex.append`` takes it: rowid, user, agent, session, float32 blob,
+#: optionally followed by its filter columns (``Columns``).
+Row = tuple[Any, ...]
 #: A row's filter columns as ``DenseIndex.add_columns`` takes them: role, speaker,
 #: modality, event time and recording time (epoch seconds).
 Columns = tuple[str | None, str | None, str | None, float, float]
+#: The filter columns as ``export`` gives them, and the code tables behind the first three.
+_COLUMN_ARRAYS = {
+    "roles": "_roles",
+    "speakers": "_speakers",
+    "modalities": "_modalities",
+    "event_times": "_event_times",
+    "recorded": "_recorded",
+}
+_COLUMN_CODES = {
+    "roles": "_role_codes",
+    "speakers": "_speaker_codes",
+    "modalities": "_modality_codes",
+}
 
 
 #: ``DenseIndex``'s arrays with one entry per row.
@@ -208,11 +223,15 @@ class DenseIndex:
         self._recorded = grown(self._recorded)
 
     def append(self, rows: Iterable[Row]) -> None:
-        """Add rows (see ``Row``) in rowid order."""
+        """Add rows (see ``Row``) in rowid order. Rows that carry their filter columns
+        keep the columns complete, if they were; otherwise ``add_columns`` fills them
+        when a filtered search first needs them."""
         rows = list(rows)
         if not rows:
             return
         self._grow(len(rows))
+        if len(rows[0]) > 5 and self._columns_size == self._size:
+            self._set_columns(self._size, [row[5:10] for row in rows])
         start, end = self._size, self._size + len(rows)
         blob = b"".join(row[4] for row in rows)
         self._matrix[start:end] = np.frombuffer(blob, dtype=np.float32).reshape(-1, self.dim)
@@ -284,13 +303,17 @@ class DenseIndex:
     def add_columns(self, rows: Iterable[Columns]) -> None:
         """Set the filter columns of the next rows that lack them, in append order.
 
-        Loaded on first use rather than with the vectors: at 100k rows they would
-        double the time to open the index, and only filtered searches read them.
+        Rows read from the store bring their columns (``append``) and a saved matrix
+        holds them (``export``); only rows attached from a file saved without them get
+        them here, when a filtered search first needs them.
         """
         rows = list(rows)
-        start, end = self._columns_size, self._columns_size + len(rows)
-        if end > self._size:
+        if self._columns_size + len(rows) > self._size:
             raise ValueError("more filter columns than rows")
+        self._set_columns(self._columns_size, rows)
+
+    def _set_columns(self, start: int, rows: list[Columns]) -> None:
+        end = start + len(rows)
         self._roles[start:end] = [self._role_codes.code(row[0]) for row in rows]
         self._speakers[start:end] = [self._speaker_codes.code(row[1]) for row in rows]
         self._modalities[start:end] = [self._modality_codes.code(row[2]) for row in rows]
@@ -352,6 +375,9 @@ class DenseIndex:
             "agents": self._agent_codes.values(),
             "sessions": [list(pair) for pair in self._session_codes.values()],
         }
+        if self._columns_size == size:  # the filter columns, when every row has them
+            columns.update({name: getattr(self, a)[:size] for name, a in _COLUMN_ARRAYS.items()})
+            tables.update({name: getattr(self, a).values() for name, a in _COLUMN_CODES.items()})
         if grouped:
             columns.update(grouping(columns, tables))
         return self._matrix[:size], columns, tables
@@ -378,11 +404,16 @@ class DenseIndex:
         self._users = padded(columns["users"], np.int32)
         self._agents = padded(columns["agents"], np.int32)
         self._sessions = padded(columns["sessions"], np.int32)
-        self._roles = padded(None, np.int32)
-        self._speakers = padded(None, np.int32)
-        self._modalities = padded(None, np.int32)
-        self._event_times = padded(None, np.float64)
-        self._recorded = padded(None, np.float64)
+        # The filter columns, when the file holds them (else ``add_columns`` fills them).
+        held = all(name in columns for name in _COLUMN_ARRAYS)
+        self._roles = padded(columns.get("roles") if held else None, np.int32)
+        self._speakers = padded(columns.get("speakers") if held else None, np.int32)
+        self._modalities = padded(columns.get("modalities") if held else None, np.int32)
+        self._event_times = padded(columns.get("event_times") if held else None, np.float64)
+        self._recorded = padded(columns.get("recorded") if held else None, np.float64)
+        if held:
+            for name, attribute in _COLUMN_CODES.items():
+                setattr(self, attribute, _Codes.of(tables[name]))
         self._user_codes = _Codes.of(tables["users"])
         self._agent_codes = _Codes.of(tables["agents"])
         self._session_codes = _Codes.of(tuple(pair) for pair in tables["sessions"])
@@ -391,6 +422,7 @@ class DenseIndex:
         # Files saved before the users' grouping was kept lack it: made when first needed.
         self._user_groups = _Groups.read(columns, "user") if "user_order" in columns else None
         self._size = count
+        self._columns_size = count if held else 0
 
     def rowids_where(
         self, user_id: str, agent_id: str | None, session_id: str | None, where: Filters

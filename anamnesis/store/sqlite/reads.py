@@ -471,8 +471,10 @@ class SQLiteReads:
             self._dense_loaded, self._dense_epoch = True, epoch
             return
         self._dense.reserve(pending)
+        # The filter columns come along (``DenseIndex.append`` keeps them if complete).
         cursor = self._conn.execute(
-            """SELECT e.rowid, e.user_id, e.agent_id, e.session_id, v.embedding
+            """SELECT e.rowid, e.user_id, e.agent_id, e.session_id, v.embedding,
+                      e.role, e.speaker, e.modality, e.event_time, e.recorded_at
                FROM vectors v JOIN episodes e ON e.rowid = v.episode_rowid
                WHERE v.episode_rowid > ? ORDER BY v.episode_rowid""",
             (self._dense.max_rowid,),
@@ -504,6 +506,8 @@ class SQLiteReads:
             ).fetchall()
             if len(rows) == size - loaded:
                 self._dense.add_columns(rows)
+                # The saved copy lacked them: the next save writes them beside the rest.
+                self._dense_file.unsaved += len(rows)
                 return
             self._dense.clear()
             self._dense_loaded = False
