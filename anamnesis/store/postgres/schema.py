@@ -23,6 +23,7 @@ from datetime import datetime
 from typing import Any
 
 import psycopg
+from psycopg import errors as pg_errors
 
 from ..episode_times import mentions_of
 from . import lexical
@@ -325,6 +326,60 @@ def _v7(dim: int) -> list[str]:
     ]
 
 
+def _v8(dim: int) -> list[str]:
+    # Per-lexeme bounds of tf and tf / len(d), which let pruned lexical search rule out
+    # more episodes (see postgres.lexical), filled from the stored episodes.
+    return lexical.bounds_migration()
+
+
+#: The extension that gives GIN a text operator class, so that one GIN index can hold
+#: both the tenant and the lexemes (``SCOPED_TEXT_INDEX``). In contrib, and trusted:
+#: any role that may create objects in the database may install it.
+SCOPED_TEXT_EXTENSION = "btree_gin"
+#: The GIN index on ``(user_id, content_tsv)``: a lexical search's index scan returns
+#: only the tenant's matching episodes, where ``episodes_fts`` returns every tenant's
+#: and the heap visit filters them. It replaces ``episodes_fts``.
+SCOPED_TEXT_INDEX = "episodes_user_fts"
+
+
+def scoped_text_index(conn: psycopg.Connection[Any]) -> str | None:
+    """Make ``SCOPED_TEXT_INDEX`` the episodes' full-text index, if it is not yet.
+
+    Returns None when it is, or why it cannot be (the extension is neither installed
+    nor installable by this role); ``episodes_fts`` then stays, and search is the same,
+    only slower for a tenant among larger ones. Safe to call at every open: once an
+    administrator installs the extension, the next open builds the index.
+    """
+    present = conn.execute(
+        "SELECT 1 FROM pg_indexes WHERE schemaname = current_schema() AND indexname = %s",
+        (SCOPED_TEXT_INDEX,),
+    ).fetchone()
+    if present:
+        return None
+    installed = conn.execute(
+        "SELECT 1 FROM pg_extension WHERE extname = %s", (SCOPED_TEXT_EXTENSION,)
+    ).fetchone()
+    if not installed:
+        try:
+            with conn.transaction():
+                conn.execute(f"CREATE EXTENSION IF NOT EXISTS {SCOPED_TEXT_EXTENSION}")
+        except (
+            pg_errors.InsufficientPrivilege,
+            pg_errors.FeatureNotSupported,
+            pg_errors.UndefinedFile,
+        ) as exc:
+            return (
+                f"the {SCOPED_TEXT_EXTENSION} extension is not installed and this role "
+                f"cannot install it ({exc.diag.message_primary})"
+            )
+    conn.execute(
+        f"CREATE INDEX IF NOT EXISTS {SCOPED_TEXT_INDEX} ON episodes "
+        "USING gin (user_id, content_tsv)"
+    )
+    conn.execute("DROP INDEX IF EXISTS episodes_fts")
+    return None
+
+
 MIGRATIONS: dict[int, Callable[[int], Sequence[Step]]] = {
     1: _v1,
     2: _v2,
@@ -333,6 +388,7 @@ MIGRATIONS: dict[int, Callable[[int], Sequence[Step]]] = {
     5: _v5,
     6: _v6,
     7: _v7,
+    8: _v8,
 }
 
 LATEST = max(MIGRATIONS)
