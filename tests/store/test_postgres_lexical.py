@@ -276,6 +276,21 @@ def test_a_common_word_is_not_scored_when_rare_ones_fill_the_top(pg, monkeypatch
     assert hits[0].episode_id == both.id
 
 
+def test_a_tie_between_the_two_passes_goes_to_the_earlier_episode(pg, monkeypatch, passes):
+    # "zebra" and "yak" are equally rare, so the two episodes score the same; the
+    # first pass takes "yak" (the first of equals), the second finds "zebra".
+    earlier = make_episode("a zebra note")
+    later = make_episode("a yak note")
+    pg.insert_episodes([earlier, later, make_episode("nothing")], unit_vectors(3))
+    monkeypatch.setattr(search, "PRUNE_MIN_POSTINGS", 0)
+    monkeypatch.setattr(search, "PRUNE_MIN_SCOPE_ROWS", 0)
+    monkeypatch.setattr(search, "FIRST_PASS_POSTINGS", 1)
+    hits = pg.lexical_search(["yak", "zebra"], Scope("alice"), Filters(), 1)
+    assert passes[0] == "'yak'" and passes[1].endswith(" & !('yak')")  # not scored twice
+    assert [h.episode_id for h in hits] == [earlier.id]
+    assert hits == _every_match(pg, ["yak", "zebra"], Scope("alice"), Filters(), 1)
+
+
 def test_a_user_of_few_rows_is_scored_in_one_pass(pg, monkeypatch, passes):
     pg.insert_episodes(
         [make_episode(f"the cat sat on mat {i}") for i in range(30)]

@@ -283,8 +283,8 @@ def any_lexeme(lexemes: Sequence[str]) -> str:
 def bm25_query(
     weights: QueryWeights, candidates: str, candidate_params: list[Any], limit: int
 ) -> tuple[str, list[Any]]:
-    """The SELECT of ``(id, score, session_id, turn_index, speaker, role)`` for the best
-    ``limit`` rows of ``candidates``.
+    """The SELECT of ``(id, score, session_id, turn_index, speaker, role, rowid)`` for
+    the best ``limit`` rows of ``candidates`` (rowid breaks ties).
 
     ``candidates`` is a WHERE fragment over ``episodes e`` (match, scope, filters).
     A candidate's term frequencies are the position counts of the query's lexemes in
@@ -296,7 +296,7 @@ def bm25_query(
             SELECT sum((%s::float8[])[array_position(%s::text[], m.lexeme)] * {tf} * %s
                        / ({tf} + %s * (1 - %s + %s * {DOCUMENT_LENGTH} / %s)))
             FROM unnest(ts_filter(setweight(e.content_tsv, 'A', %s::text[]), '{{a}}')) AS m
-        ) AS score, {TURN_COLUMNS}
+        ) AS score, {TURN_COLUMNS}, e.rowid
         FROM episodes e
         WHERE {candidates}
         ORDER BY score DESC NULLS LAST, e.rowid LIMIT %s"""
