@@ -528,7 +528,7 @@ def test_without_btree_gin_the_store_warns_searches_the_same_and_upgrades_later(
     episodes = [make_episode(f"the cat sat on mat {i}") for i in range(8)]
     episodes += [make_episode("a cat and a zebra", scope=OTHER_TENANT)]
     monkeypatch.setattr(schema, "SCOPED_TEXT_EXTENSION", "btree_gin_not_installed")
-    with pytest.warns(RuntimeWarning, match="CREATE EXTENSION btree_gin"):
+    with pytest.warns(RuntimeWarning, match="run CREATE EXTENSION btree_gin_not_installed"):
         store = PostgresStore(postgres_schema_url, dim=DIM)
     try:
         assert "GIN on content_tsv only" in store.lexical_backend
@@ -548,3 +548,21 @@ def test_without_btree_gin_the_store_warns_searches_the_same_and_upgrades_later(
         assert len(after) == 5
     finally:
         store.close()
+
+
+def test_a_role_that_cannot_build_the_index_opens_the_store_and_says_why(postgres_schema_url):
+    PostgresStore(postgres_schema_url, dim=DIM).close()
+    with psycopg.connect(postgres_schema_url) as conn:  # as a primary not yet upgraded
+        conn.execute("DROP INDEX episodes_user_fts")
+        conn.execute("CREATE INDEX episodes_fts ON episodes USING gin (content_tsv)")
+    read_only = postgres_schema_url.replace(
+        "options=", "options=-cdefault_transaction_read_only%3Don%20"
+    )
+    with pytest.warns(RuntimeWarning, match="open the store once as the tables' owner"):
+        replica = PostgresStore(read_only, dim=DIM)
+    try:
+        assert "read-only transaction" in replica.lexical_backend
+        assert replica.lexical_search(["cat"], Scope("alice"), Filters(), 5) == []
+    finally:
+        replica.close()
+    assert "episodes_fts" in _indexes(postgres_schema_url)

@@ -195,7 +195,9 @@ def count_documents(conn: psycopg.Connection[Any], source: str, params: list[Any
             ON CONFLICT (lexeme) DO UPDATE SET
               documents = t.documents + excluded.documents,
               max_tf = greatest(t.max_tf, excluded.max_tf),
-              max_density = greatest(t.max_density, excluded.max_density)""",
+              max_density = greatest(t.max_density, excluded.max_density)
+            WHERE excluded.documents <> 0 OR t.max_tf IS NULL OR t.max_density IS NULL
+              OR excluded.max_tf > t.max_tf OR excluded.max_density > t.max_density""",
         params,
     )
     conn.execute(

@@ -345,10 +345,12 @@ SCOPED_TEXT_INDEX = "episodes_user_fts"
 def scoped_text_index(conn: psycopg.Connection[Any]) -> str | None:
     """Make ``SCOPED_TEXT_INDEX`` the episodes' full-text index, if it is not yet.
 
-    Returns None when it is, or why it cannot be (the extension is neither installed
-    nor installable by this role); ``episodes_fts`` then stays, and search is the same,
-    only slower for a tenant among larger ones. Safe to call at every open: once an
-    administrator installs the extension, the next open builds the index.
+    Returns None when it is, or why it cannot be: the extension is neither installed
+    nor installable by this role, or the role may not build the index (not the
+    tables' owner, or a read-only replica). ``episodes_fts`` then stays, and search is
+    the same, only slower for a tenant among larger ones. Safe to call at every open:
+    once an administrator installs the extension, the next open by the owner builds
+    the index (holding off writes to the episodes while it builds).
     """
     present = conn.execute(
         "SELECT 1 FROM pg_indexes WHERE schemaname = current_schema() AND indexname = %s",
@@ -359,24 +361,33 @@ def scoped_text_index(conn: psycopg.Connection[Any]) -> str | None:
     installed = conn.execute(
         "SELECT 1 FROM pg_extension WHERE extname = %s", (SCOPED_TEXT_EXTENSION,)
     ).fetchone()
-    if not installed:
-        try:
-            with conn.transaction():
+    try:
+        with conn.transaction():
+            if not installed:
                 conn.execute(f"CREATE EXTENSION IF NOT EXISTS {SCOPED_TEXT_EXTENSION}")
-        except (
-            pg_errors.InsufficientPrivilege,
-            pg_errors.FeatureNotSupported,
-            pg_errors.UndefinedFile,
-        ) as exc:
-            return (
-                f"the {SCOPED_TEXT_EXTENSION} extension is not installed and this role "
-                f"cannot install it ({exc.diag.message_primary})"
+                installed = (1,)
+            conn.execute(
+                f"CREATE INDEX IF NOT EXISTS {SCOPED_TEXT_INDEX} ON episodes "
+                "USING gin (user_id, content_tsv)"
             )
-    conn.execute(
-        f"CREATE INDEX IF NOT EXISTS {SCOPED_TEXT_INDEX} ON episodes "
-        "USING gin (user_id, content_tsv)"
-    )
-    conn.execute("DROP INDEX IF EXISTS episodes_fts")
+            conn.execute("DROP INDEX IF EXISTS episodes_fts")
+    except (
+        pg_errors.InsufficientPrivilege,
+        pg_errors.FeatureNotSupported,
+        pg_errors.UndefinedFile,
+        pg_errors.ReadOnlySqlTransaction,
+    ) as exc:
+        if installed:
+            return (
+                f"this role cannot build the {SCOPED_TEXT_INDEX} index "
+                f"({exc.diag.message_primary}); open the store once as the tables' owner "
+                "on the primary"
+            )
+        return (
+            f"the {SCOPED_TEXT_EXTENSION} extension is not installed and this role cannot "
+            f"install it ({exc.diag.message_primary}); as a superuser run CREATE EXTENSION "
+            f"{SCOPED_TEXT_EXTENSION}, and the next open builds the index"
+        )
     return None
 
 

@@ -51,7 +51,6 @@ from .schema import (
     LATEST,
     MIGRATION_LOCK,
     MIGRATIONS,
-    SCOPED_TEXT_EXTENSION,
     embedding_index,
     insert_times,
     pending,
@@ -119,10 +118,9 @@ class PostgresStore(
         self._migrate(timeout)
         if self._text_index_missing is not None:
             warnings.warn(
-                f"{redact_url(url)}: {self._text_index_missing}; lexical search gives the "
-                "same results, but a tenant's search also visits other tenants' matching "
-                f"rows. As a superuser run CREATE EXTENSION {SCOPED_TEXT_EXTENSION}; the "
-                "next open builds the index.",
+                f"{redact_url(url)}: lexical search gives the same results, but a tenant's "
+                "search also visits other tenants' matching rows: "
+                f"{self._text_index_missing}.",
                 RuntimeWarning,
                 stacklevel=2,
             )
