@@ -320,7 +320,7 @@ def bm25_query(
 def at_least(weights: QueryWeights, floor: float, budget: int) -> str | None:
     """The text of a tsquery matching every episode that could score ``floor`` or more.
 
-    An episode holding the set S of the query's lexemes scores less than the sum of
+    An episode holding the set S of the query's lexemes scores at most the sum of
     their bounds (``QueryWeights.bound``), so only the sets whose bounds reach
     ``floor`` need matching: the query is that condition, written as nested AND/OR
     over the lexemes, strongest first. None when no episode can be ruled out

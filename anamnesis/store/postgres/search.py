@@ -69,7 +69,7 @@ def lexical_search(
     When the query's lexemes are common and the scope is large (``PRUNE_MIN_POSTINGS``,
     ``PRUNE_MIN_SCOPE_ROWS``), not every match is scored: a first pass
     scores the episodes holding the rarest lexemes, and its ``limit``-th score is a
-    floor that the final top ``limit`` reaches. A lexeme adds less than
+    floor that the final top ``limit`` reaches. A lexeme adds at most
     ``QueryWeights.bound`` to any score, so an episode whose lexemes' bounds sum below
     that floor cannot enter the top. If every episode the first pass left out is such
     an episode, its result stands (MaxScore); otherwise the second pass scores only
