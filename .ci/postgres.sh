@@ -118,6 +118,9 @@ start() {
         "${psql[@]}" -d postgres -c "CREATE DATABASE $DB" >&2
     fi
     "${psql[@]}" -d "$DB" -c "CREATE EXTENSION IF NOT EXISTS vector" >&2
+    # btree_gin for the index on (user_id, content_tsv); in public, like vector, so that
+    # no test schema dropped with CASCADE takes it (and other schemas' indexes) along.
+    "${psql[@]}" -d "$DB" -c "CREATE EXTENSION IF NOT EXISTS btree_gin SCHEMA public" >&2
     local version
     version="$("${psql[@]}" -d "$DB" -tAc \
         "SELECT current_setting('server_version') || ', pgvector ' || extversion FROM pg_extension WHERE extname = 'vector'")"

@@ -1052,7 +1052,8 @@ def test_time_search_honours_recorded_before(store):
 
 def _downgrade_to_before_times(backend, store_url):
     """Make the store look as if written before time mentions (and facts, archive,
-    usage counters, gate decisions and derived items) existed."""
+    usage counters, gate decisions, derived items and, on PostgreSQL, the lexemes'
+    bounds) existed."""
     later = (
         "archived_episodes",
         "episode_usage",
@@ -1081,6 +1082,7 @@ def _downgrade_to_before_times(backend, store_url):
                 *later,
             ):
                 conn.execute(f"DROP TABLE {table}")
+            conn.execute("ALTER TABLE text_lexemes DROP COLUMN max_tf, DROP COLUMN max_density")
             conn.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
 
 

@@ -164,6 +164,102 @@ def test_pruned_search_returns_the_top_of_scoring_every_match(pg, monkeypatch, p
     assert compared > 300
     assert confined > 50  # the final pass skipped episodes holding only weak lexemes
 
+    # Writes that raise a lexeme's largest tf or tf / len(d) (a word repeated, a short
+    # text), and deletes that leave the bounds above what remains: still the same top.
+    for episode in episodes[:40:4]:
+        words = episode.content.split()
+        pg.update_episode(
+            episode.id,
+            CONVERSATION,
+            content=" ".join(words[:2] * 4) if len(words) > 1 else "tornado tornado",
+            content_hash="h",
+            metadata={},
+            vector=None,
+            changed_at=middle,
+        )
+    for episode in episodes[1:60:5]:
+        pg.delete_episode(episode.id, CONVERSATION)
+    weights = _weights(pg, ["tornado", "caught", "camera", "time"])
+    assert all(tf is not None for tf in weights.max_tf)  # the tight bounds are in use
+    for terms in queries:
+        for limit in (1, 3, 10):
+            got = pg.lexical_search(terms, CONVERSATION, Filters(), limit)
+            expected = _every_match(pg, terms, CONVERSATION, Filters(), limit)
+            assert [(c.episode_id, c.score) for c in got] == [
+                (c.episode_id, c.score) for c in expected
+            ], terms
+
+
+def _weights(pg, terms):
+    with psycopg.connect(pg.url) as conn:
+        return lexical.query_weights(conn, terms)
+
+
+def _largest_contributions(url: str) -> dict[str, float]:
+    """Per lexeme, the most it adds to any stored episode's score, as a multiple of its
+    weight: tf * (k1 + 1) / (tf + k1 * (1 - b + b * len(d) / avglen)), scored in SQL."""
+    with psycopg.connect(url) as conn:
+        return dict(
+            conn.execute(
+                f"""SELECT m.lexeme, max(cardinality(m.positions) * 2.2
+                      / (cardinality(m.positions) + 1.2 * (0.25 + 0.75 * {lexical.DOCUMENT_LENGTH}
+                         / (SELECT tokens::float8 / documents FROM text_corpus))))
+                    FROM episodes e, unnest(e.content_tsv) AS m GROUP BY m.lexeme"""
+            ).fetchall()
+        )
+
+
+def test_each_lexeme_bound_stays_above_what_it_adds_through_every_write(pg, postgres_schema_url):
+    alice = Scope("alice")
+    episodes = [
+        make_episode("apples and pears from the market", scope=alice),
+        make_episode("a basket of apples, pears and plums for the winter", scope=alice),
+        make_episode("plums", scope=alice),
+    ]
+    pg.insert_episodes(episodes, unit_vectors(3))
+
+    def check() -> dict[str, tuple[int, float]]:
+        """Every lexeme's bound holds, and is exact where no delete lowered the maximum."""
+        largest = _largest_contributions(postgres_schema_url)
+        weights = _weights(pg, list(largest))
+        for index, lexeme in enumerate(weights.lexemes):
+            bound = weights.bound(index) / weights.weights[index]
+            assert bound >= largest[lexeme] * (1 - 1e-12), lexeme
+            assert bound < 2.2
+        with psycopg.connect(postgres_schema_url) as conn:
+            return {
+                r[0]: (r[1], r[2])
+                for r in conn.execute(
+                    "SELECT lexeme, max_tf, max_density FROM text_lexemes WHERE documents > 0"
+                )
+            }
+
+    stored = check()
+    assert stored["appl"] == (1, 1 / 7)  # 6 content tokens and 1 scope token (then 11)
+    assert stored["plum"] == (1, 1 / 2)
+    # An update that repeats a word the episode already held: n(t) does not change,
+    # the largest tf does.
+    pg.update_episode(
+        episodes[0].id,
+        alice,
+        content="apples apples apples",
+        content_hash="h",
+        metadata={},
+        vector=None,
+        changed_at=T0 + timedelta(days=1),
+    )
+    stored = check()
+    assert stored["appl"] == (3, 3 / 4)
+    # Deleting the episode that set a maximum leaves the bound high, never low.
+    pg.delete_episode(episodes[0].id, alice)
+    assert check()["appl"] == (3, 3 / 4)
+    pg.forget(alice, Selection(containing="basket"))
+    assert check() == {"plum": (1, 1 / 2)}  # no episode holds "appl" any more
+    pg.insert_episodes([make_episode("apples", scope=alice)], unit_vectors(1))
+    assert check()["appl"] == (1, 1 / 2)
+    pg.rebuild_lexical_statistics()
+    assert check() == {"plum": (1, 1 / 2), "appl": (1, 1 / 2)}
+
 
 def test_a_common_word_is_not_scored_when_rare_ones_fill_the_top(pg, monkeypatch, passes):
     common = [make_episode(f"the cat sat on mat {i}") for i in range(60)]
@@ -178,6 +274,21 @@ def test_a_common_word_is_not_scored_when_rare_ones_fill_the_top(pg, monkeypatch
         c.episode_id for c in _every_match(pg, ["cat", "zebra"], Scope("alice"), Filters(), 3)
     ]
     assert hits[0].episode_id == both.id
+
+
+def test_a_tie_between_the_two_passes_goes_to_the_earlier_episode(pg, monkeypatch, passes):
+    # "zebra" and "yak" are equally rare, so the two episodes score the same; the
+    # first pass takes "yak" (the first of equals), the second finds "zebra".
+    earlier = make_episode("a zebra note")
+    later = make_episode("a yak note")
+    pg.insert_episodes([earlier, later, make_episode("nothing")], unit_vectors(3))
+    monkeypatch.setattr(search, "PRUNE_MIN_POSTINGS", 0)
+    monkeypatch.setattr(search, "PRUNE_MIN_SCOPE_ROWS", 0)
+    monkeypatch.setattr(search, "FIRST_PASS_POSTINGS", 1)
+    hits = pg.lexical_search(["yak", "zebra"], Scope("alice"), Filters(), 1)
+    assert passes[0] == "'yak'" and passes[1].endswith(" & !('yak')")  # not scored twice
+    assert [h.episode_id for h in hits] == [earlier.id]
+    assert hits == _every_match(pg, ["yak", "zebra"], Scope("alice"), Filters(), 1)
 
 
 def test_a_user_of_few_rows_is_scored_in_one_pass(pg, monkeypatch, passes):
@@ -368,6 +479,11 @@ def test_a_version_1_store_gets_its_statistics_on_open(postgres_schema_url):
         corpus, lexemes = _statistics(postgres_schema_url)
         assert corpus == (3, (4 + 1) + (4 + 1) + (2 + 1))
         assert lexemes == {"river": 1, "cold": 2, "morn": 1, "warm": 1, "sun": 1}
+        with psycopg.connect(postgres_schema_url) as conn:
+            bounds = conn.execute(
+                "SELECT max_tf, max_density FROM text_lexemes WHERE lexeme = 'cold'"
+            ).fetchone()
+        assert bounds == (2, 2 / 5)  # "a cold cold morning": 4 tokens and the user's
         hits = store.lexical_search(["cold"], Scope("alice"), Filters(), 5)
         assert [h.episode_id for h in hits] == ["old1", "old0"]
         store.insert_episodes([make_episode("cold again")], unit_vectors(1))
@@ -379,3 +495,74 @@ def test_a_version_1_store_gets_its_statistics_on_open(postgres_schema_url):
 def test_token_count_splits_as_unicode61_does():
     assert token_count("I'm 3.5 years old — well-known_fact, café!") == 10
     assert token_count("") == 0
+
+
+def _indexes(url: str) -> set[str]:
+    with psycopg.connect(url) as conn:
+        return {
+            r[0]
+            for r in conn.execute(
+                "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema() "
+                "AND tablename = 'episodes'"
+            )
+        }
+
+
+def test_a_tenants_lexical_search_is_confined_to_its_rows_by_the_index(pg, postgres_schema_url):
+    assert {"episodes_user_fts"} <= _indexes(postgres_schema_url)
+    assert "episodes_fts" not in _indexes(postgres_schema_url)  # replaced, not kept beside
+    assert "user_id, content_tsv" in pg.lexical_backend
+    with psycopg.connect(postgres_schema_url) as conn:
+        definition = conn.execute(
+            "SELECT indexdef FROM pg_indexes WHERE schemaname = current_schema() "
+            "AND indexname = 'episodes_user_fts'"
+        ).fetchone()[0]
+    assert "USING gin (user_id, content_tsv)" in definition
+
+
+def test_without_btree_gin_the_store_warns_searches_the_same_and_upgrades_later(
+    postgres_schema_url, monkeypatch
+):
+    from anamnesis.store.postgres import schema
+
+    episodes = [make_episode(f"the cat sat on mat {i}") for i in range(8)]
+    episodes += [make_episode("a cat and a zebra", scope=OTHER_TENANT)]
+    monkeypatch.setattr(schema, "SCOPED_TEXT_EXTENSION", "btree_gin_not_installed")
+    with pytest.warns(RuntimeWarning, match="run CREATE EXTENSION btree_gin_not_installed"):
+        store = PostgresStore(postgres_schema_url, dim=DIM)
+    try:
+        assert "GIN on content_tsv only" in store.lexical_backend
+        assert "btree_gin_not_installed" in store.lexical_backend  # the server's reason
+        assert "episodes_fts" in _indexes(postgres_schema_url)
+        store.insert_episodes(episodes, unit_vectors(len(episodes)))
+        before = store.lexical_search(["cat", "zebra"], Scope("alice"), Filters(), 5)
+    finally:
+        store.close()
+    monkeypatch.undo()
+    store = PostgresStore(postgres_schema_url, dim=DIM)  # the extension is there now
+    try:
+        assert "user_id, content_tsv" in store.lexical_backend
+        assert "episodes_fts" not in _indexes(postgres_schema_url)
+        after = store.lexical_search(["cat", "zebra"], Scope("alice"), Filters(), 5)
+        assert [(c.episode_id, c.score) for c in after] == [(c.episode_id, c.score) for c in before]
+        assert len(after) == 5
+    finally:
+        store.close()
+
+
+def test_a_role_that_cannot_build_the_index_opens_the_store_and_says_why(postgres_schema_url):
+    PostgresStore(postgres_schema_url, dim=DIM).close()
+    with psycopg.connect(postgres_schema_url) as conn:  # as a primary not yet upgraded
+        conn.execute("DROP INDEX episodes_user_fts")
+        conn.execute("CREATE INDEX episodes_fts ON episodes USING gin (content_tsv)")
+    read_only = postgres_schema_url.replace(
+        "options=", "options=-cdefault_transaction_read_only%3Don%20"
+    )
+    with pytest.warns(RuntimeWarning, match="open the store once as the tables' owner"):
+        replica = PostgresStore(read_only, dim=DIM)
+    try:
+        assert "read-only transaction" in replica.lexical_backend
+        assert replica.lexical_search(["cat"], Scope("alice"), Filters(), 5) == []
+    finally:
+        replica.close()
+    assert "episodes_fts" in _indexes(postgres_schema_url)

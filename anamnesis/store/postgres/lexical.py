@@ -18,10 +18,14 @@ has.
 
 The statistics live in two small tables kept in step by the store's own writes, in
 the same transaction: ``text_corpus`` (one row: N and the total of len(d)) and
-``text_lexemes`` (n(t) per lexeme). Every write updates them with one statement
-that takes its row locks in lexeme order, then the corpus row, so concurrent writers
-wait for each other briefly but cannot deadlock. Rows written by other means (plain
-SQL) are not counted until ``PostgresStore.rebuild_lexical_statistics()`` runs.
+``text_lexemes`` (n(t) per lexeme, and two upper bounds that pruned search reads: the
+largest tf(t, d) and the largest tf(t, d) / len(d) of any episode holding t; deletes
+leave them as they are, so they may stay high, never low). Every write updates them
+with one statement that takes its row locks in lexeme order, then the corpus row, so
+concurrent writers wait for each other briefly but cannot deadlock. Rows written by
+other means (plain SQL) are not counted until
+``PostgresStore.rebuild_lexical_statistics()`` runs; until then, such a row whose tf or
+tf / len(d) exceeds its lexeme's bound can be missed by a pruned search.
 
 What still differs from SQLite: documents and queries are stemmed by PostgreSQL's
 ``english`` configuration (Snowball English, not Porter) and its stopwords are not
@@ -81,18 +85,39 @@ def migration() -> list[str]:
             lexeme    text COLLATE "C" PRIMARY KEY,
             documents bigint NOT NULL
         ) WITH (fillfactor = 70)""",
-        *_fill_statements(),
-    ]
-
-
-def _fill_statements() -> list[str]:
-    return [
         f"""INSERT INTO text_corpus (documents, tokens)
             SELECT count(*), COALESCE(sum({DOCUMENT_LENGTH}), 0) FROM episodes e""",
         """INSERT INTO text_lexemes (lexeme, documents)
            SELECT lexeme, count(*) FROM episodes e,
                   unnest(tsvector_to_array(e.content_tsv)) AS lexeme
            GROUP BY lexeme""",
+    ]
+
+
+def bounds_migration() -> list[str]:
+    """Statements that add the per-lexeme bounds of tf and tf / len(d) to the statistics
+    and fill them from the stored episodes (one pass over every tsvector)."""
+    return [
+        "ALTER TABLE text_lexemes ADD COLUMN max_tf integer, ADD COLUMN max_density float8",
+        f"""UPDATE text_lexemes t SET max_tf = s.max_tf, max_density = s.max_density
+            FROM ({_BOUNDS_BY_LEXEME}) AS s WHERE t.lexeme = s.lexeme""",
+    ]
+
+
+#: Per lexeme of the stored episodes: n(t), the largest tf and the largest tf / len(d).
+_BOUNDS_BY_LEXEME = f"""
+    SELECT m.lexeme, count(*) AS documents, max(cardinality(m.positions)) AS max_tf,
+           max(cardinality(m.positions)::float8 / greatest({DOCUMENT_LENGTH}, 1))
+             AS max_density
+    FROM episodes e, unnest(e.content_tsv) AS m GROUP BY m.lexeme"""
+
+
+def _fill_statements() -> list[str]:
+    return [
+        f"""INSERT INTO text_corpus (documents, tokens)
+            SELECT count(*), COALESCE(sum({DOCUMENT_LENGTH}), 0) FROM episodes e""",
+        f"""INSERT INTO text_lexemes (lexeme, documents, max_tf, max_density)
+            SELECT lexeme, documents, max_tf, max_density FROM ({_BOUNDS_BY_LEXEME}) AS s""",
     ]
 
 
@@ -153,15 +178,26 @@ def count_documents(conn: psycopg.Connection[Any], source: str, params: list[Any
 
     ``source`` is a SELECT of ``(tsvector, length, sign)`` rows: each adds (sign 1) or
     removes (sign -1) one document. Lexeme rows are locked in lexeme order, then the
-    corpus row, the same order in every transaction.
+    corpus row, the same order in every transaction. An added document raises its
+    lexemes' bounds of tf and tf / len(d) where it exceeds them (also when its lexeme's
+    count does not change, as when an update keeps a word but repeats it); a removed
+    one leaves them.
     """
     documents = f"({source}) AS d(tsv, length, sign)"
+    added = "FILTER (WHERE d.sign > 0)"
     conn.execute(
-        f"""INSERT INTO text_lexemes AS t (lexeme, documents)
-            SELECT lexeme, sum(d.sign) FROM {documents},
-                   unnest(tsvector_to_array(d.tsv)) AS lexeme
-            GROUP BY lexeme HAVING sum(d.sign) <> 0 ORDER BY lexeme
-            ON CONFLICT (lexeme) DO UPDATE SET documents = t.documents + excluded.documents""",
+        f"""INSERT INTO text_lexemes AS t (lexeme, documents, max_tf, max_density)
+            SELECT m.lexeme, sum(d.sign), max(cardinality(m.positions)) {added},
+                   max(cardinality(m.positions)::float8 / greatest(d.length, 1)) {added}
+            FROM {documents}, unnest(d.tsv) AS m
+            GROUP BY m.lexeme HAVING sum(d.sign) <> 0 OR bool_or(d.sign > 0)
+            ORDER BY m.lexeme
+            ON CONFLICT (lexeme) DO UPDATE SET
+              documents = t.documents + excluded.documents,
+              max_tf = greatest(t.max_tf, excluded.max_tf),
+              max_density = greatest(t.max_density, excluded.max_density)
+            WHERE excluded.documents <> 0 OR t.max_tf IS NULL OR t.max_density IS NULL
+              OR excluded.max_tf > t.max_tf OR excluded.max_density > t.max_density""",
         params,
     )
     conn.execute(
@@ -188,14 +224,27 @@ class QueryWeights:
     documents: list[int] = field(default_factory=list)
     #: Whether some term yields several lexemes (a term matches only with all of them).
     phrases: bool = False
+    #: Per lexeme, the largest tf and the largest tf / len(d) of any episode holding it
+    #: (upper bounds kept by the store's writes), or None where unknown.
+    max_tf: list[int | None] = field(default_factory=list)
+    max_density: list[float | None] = field(default_factory=list)
 
     def bound(self, index: int) -> float:
-        """More than lexeme ``index`` can add to any episode's score.
+        """At least what lexeme ``index`` can add to any episode's score.
 
-        Its term in the sum is weight * tf * (k1 + 1) / (tf + k1 * (1 - b + b * ...)),
-        and tf / (tf + x) < 1 for every x > 0, which k1 * (1 - b) > 0 ensures.
+        Its term in the sum is weight * (k1 + 1) / (1 + k1 * (1 - b) / tf
+        + k1 * b * (len(d) / tf) / avglen): it grows with tf and falls with len(d) / tf,
+        so the lexeme's largest tf and largest tf / len(d) bound it. Without them,
+        weight * (k1 + 1) does, as tf / (tf + x) < 1 for every x > 0.
         """
-        return self.weights[index] * (BM25_K1 + 1)
+        loose = self.weights[index] * (BM25_K1 + 1)
+        tf = self.max_tf[index] if index < len(self.max_tf) else None
+        density = self.max_density[index] if index < len(self.max_density) else None
+        if tf is None or density is None or tf <= 0 or density <= 0:
+            return loose
+        return loose / (
+            1 + BM25_K1 * (1 - BM25_B) / tf + BM25_K1 * BM25_B / (density * self.mean_length)
+        )
 
 
 def query_weights(conn: psycopg.Connection[Any], terms: Sequence[str]) -> QueryWeights:
@@ -206,7 +255,7 @@ def query_weights(conn: psycopg.Connection[Any], terms: Sequence[str]) -> QueryW
                                           / (COALESCE(max(t.documents), 0) + 0.5)), %s),
                    max(c.tokens)::float8 / greatest(max(c.documents), 1),
                    COALESCE(max(t.documents), 0),
-                   bool_or(cardinality(v.lexemes) > 1)
+                   bool_or(cardinality(v.lexemes) > 1), max(t.max_tf), max(t.max_density)
             FROM unnest(%s::text[]) AS terms(term)
             CROSS JOIN LATERAL (SELECT tsvector_to_array(
                 to_tsvector('{TEXT_SEARCH_CONFIG}'::regconfig, terms.term))) AS v(lexemes)
@@ -222,6 +271,8 @@ def query_weights(conn: psycopg.Connection[Any], terms: Sequence[str]) -> QueryW
         mean_length=float(rows[0][2]) if rows else 1.0,
         documents=[int(r[3]) for r in rows],
         phrases=any(r[4] for r in rows),
+        max_tf=[r[5] for r in rows],
+        max_density=[r[6] for r in rows],
     )
 
 
@@ -234,8 +285,8 @@ def any_lexeme(lexemes: Sequence[str]) -> str:
 def bm25_query(
     weights: QueryWeights, candidates: str, candidate_params: list[Any], limit: int
 ) -> tuple[str, list[Any]]:
-    """The SELECT of ``(id, score, session_id, turn_index, speaker, role)`` for the best
-    ``limit`` rows of ``candidates``.
+    """The SELECT of ``(id, score, session_id, turn_index, speaker, role, rowid)`` for
+    the best ``limit`` rows of ``candidates`` (rowid breaks ties).
 
     ``candidates`` is a WHERE fragment over ``episodes e`` (match, scope, filters).
     A candidate's term frequencies are the position counts of the query's lexemes in
@@ -247,7 +298,7 @@ def bm25_query(
             SELECT sum((%s::float8[])[array_position(%s::text[], m.lexeme)] * {tf} * %s
                        / ({tf} + %s * (1 - %s + %s * {DOCUMENT_LENGTH} / %s)))
             FROM unnest(ts_filter(setweight(e.content_tsv, 'A', %s::text[]), '{{a}}')) AS m
-        ) AS score, {TURN_COLUMNS}
+        ) AS score, {TURN_COLUMNS}, e.rowid
         FROM episodes e
         WHERE {candidates}
         ORDER BY score DESC NULLS LAST, e.rowid LIMIT %s"""
@@ -269,7 +320,7 @@ def bm25_query(
 def at_least(weights: QueryWeights, floor: float, budget: int) -> str | None:
     """The text of a tsquery matching every episode that could score ``floor`` or more.
 
-    An episode holding the set S of the query's lexemes scores less than the sum of
+    An episode holding the set S of the query's lexemes scores at most the sum of
     their bounds (``QueryWeights.bound``), so only the sets whose bounds reach
     ``floor`` need matching: the query is that condition, written as nested AND/OR
     over the lexemes, strongest first. None when no episode can be ruled out

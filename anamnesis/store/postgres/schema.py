@@ -23,6 +23,7 @@ from datetime import datetime
 from typing import Any
 
 import psycopg
+from psycopg import errors as pg_errors
 
 from ..episode_times import mentions_of
 from . import lexical
@@ -325,6 +326,71 @@ def _v7(dim: int) -> list[str]:
     ]
 
 
+def _v8(dim: int) -> list[str]:
+    # Per-lexeme bounds of tf and tf / len(d), which let pruned lexical search rule out
+    # more episodes (see postgres.lexical), filled from the stored episodes.
+    return lexical.bounds_migration()
+
+
+#: The extension that gives GIN a text operator class, so that one GIN index can hold
+#: both the tenant and the lexemes (``SCOPED_TEXT_INDEX``). In contrib, and trusted:
+#: any role that may create objects in the database may install it.
+SCOPED_TEXT_EXTENSION = "btree_gin"
+#: The GIN index on ``(user_id, content_tsv)``: a lexical search's index scan returns
+#: only the tenant's matching episodes, where ``episodes_fts`` returns every tenant's
+#: and the heap visit filters them. It replaces ``episodes_fts``.
+SCOPED_TEXT_INDEX = "episodes_user_fts"
+
+
+def scoped_text_index(conn: psycopg.Connection[Any]) -> str | None:
+    """Make ``SCOPED_TEXT_INDEX`` the episodes' full-text index, if it is not yet.
+
+    Returns None when it is, or why it cannot be: the extension is neither installed
+    nor installable by this role, or the role may not build the index (not the
+    tables' owner, or a read-only replica). ``episodes_fts`` then stays, and search is
+    the same, only slower for a tenant among larger ones. Safe to call at every open:
+    once an administrator installs the extension, the next open by the owner builds
+    the index (holding off writes to the episodes while it builds).
+    """
+    present = conn.execute(
+        "SELECT 1 FROM pg_indexes WHERE schemaname = current_schema() AND indexname = %s",
+        (SCOPED_TEXT_INDEX,),
+    ).fetchone()
+    if present:
+        return None
+    installed = conn.execute(
+        "SELECT 1 FROM pg_extension WHERE extname = %s", (SCOPED_TEXT_EXTENSION,)
+    ).fetchone()
+    try:
+        with conn.transaction():
+            if not installed:
+                conn.execute(f"CREATE EXTENSION IF NOT EXISTS {SCOPED_TEXT_EXTENSION}")
+                installed = (1,)
+            conn.execute(
+                f"CREATE INDEX IF NOT EXISTS {SCOPED_TEXT_INDEX} ON episodes "
+                "USING gin (user_id, content_tsv)"
+            )
+            conn.execute("DROP INDEX IF EXISTS episodes_fts")
+    except (
+        pg_errors.InsufficientPrivilege,
+        pg_errors.FeatureNotSupported,
+        pg_errors.UndefinedFile,
+        pg_errors.ReadOnlySqlTransaction,
+    ) as exc:
+        if installed:
+            return (
+                f"this role cannot build the {SCOPED_TEXT_INDEX} index "
+                f"({exc.diag.message_primary}); open the store once as the tables' owner "
+                "on the primary"
+            )
+        return (
+            f"the {SCOPED_TEXT_EXTENSION} extension is not installed and this role cannot "
+            f"install it ({exc.diag.message_primary}); as a superuser run CREATE EXTENSION "
+            f"{SCOPED_TEXT_EXTENSION}, and the next open builds the index"
+        )
+    return None
+
+
 MIGRATIONS: dict[int, Callable[[int], Sequence[Step]]] = {
     1: _v1,
     2: _v2,
@@ -333,6 +399,7 @@ MIGRATIONS: dict[int, Callable[[int], Sequence[Step]]] = {
     5: _v5,
     6: _v6,
     7: _v7,
+    8: _v8,
 }
 
 LATEST = max(MIGRATIONS)

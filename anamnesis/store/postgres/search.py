@@ -25,8 +25,9 @@ PRUNE_MIN_POSTINGS = 20_000
 #: the matches are few enough that one pass scoring them all costs less than two.
 PRUNE_MIN_SCOPE_ROWS = 50_000
 #: The first pass of a pruned lexical search takes lexemes, rarest first, until they
-#: occur in this many episodes in all: enough matches for a floor, few to score.
-FIRST_PASS_POSTINGS = 5_000
+#: occur in this many episodes in all: enough matches for a floor, few to score (fewer
+#: rows in all with the per-lexeme bounds: study "PostgreSQL at 1M", second part).
+FIRST_PASS_POSTINGS = 1_000
 #: At most this many lexeme tests in the condition of a pruned pass (see
 #: ``lexical.at_least``): a larger tree costs more to test per indexed episode.
 CONDITION_BUDGET = 256
@@ -68,13 +69,14 @@ def lexical_search(
     When the query's lexemes are common and the scope is large (``PRUNE_MIN_POSTINGS``,
     ``PRUNE_MIN_SCOPE_ROWS``), not every match is scored: a first pass
     scores the episodes holding the rarest lexemes, and its ``limit``-th score is a
-    floor that the final top ``limit`` reaches. A lexeme adds less than
+    floor that the final top ``limit`` reaches. A lexeme adds at most
     ``QueryWeights.bound`` to any score, so an episode whose lexemes' bounds sum below
     that floor cannot enter the top. If every episode the first pass left out is such
     an episode, its result stands (MaxScore); otherwise the second pass scores only
-    the episodes that could reach the floor, found in the GIN index by a tsquery that
-    tests for the combinations of lexemes whose bounds do (``lexical.at_least``). The
-    result is the one scoring every match would give, ties included.
+    the episodes the first did not and that could reach the floor, found in the GIN
+    index by a tsquery that tests for the combinations of lexemes whose bounds do
+    (``lexical.at_least``), and the two passes' tops are merged. The result is the one
+    scoring every match would give, ties included.
     """
     if not terms or limit <= 0:
         return []
@@ -116,10 +118,17 @@ def lexical_search(
         first.append(index)
         if sum(weights.documents[i] for i in first) >= FIRST_PASS_POSTINGS:
             break
-    rows = top(any_lexeme([weights.lexemes[i] for i in first]))
+    scored = any_lexeme([weights.lexemes[i] for i in first])
+    rows = top(scored)
     floor = float(rows[-1][1]) if len(rows) == limit and rows[-1][1] is not None else 0.0
     if not essential_lexemes(weights, floor) <= set(first):
-        rows = top(at_least(weights, floor, CONDITION_BUDGET))
+        condition = at_least(weights, floor, CONDITION_BUDGET)
+        # The episodes holding a first-pass lexeme were all scored: its top holds the
+        # best of them, so the second pass leaves them out.
+        every = any_lexeme(weights.lexemes)
+        rows += top(f"({condition or every}) & !({scored})")
+        rows.sort(key=lambda r: (r[1] is None, -(r[1] or 0.0), r[6]))
+        del rows[limit:]
     return _candidates(rows)
 
 

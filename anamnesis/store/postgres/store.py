@@ -14,6 +14,7 @@ Tables are created in the connection's current schema, so
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -54,6 +55,7 @@ from .schema import (
     insert_times,
     pending,
     scope_vector_index,
+    scoped_text_index,
     time_rows,
 )
 from .sql import (
@@ -92,7 +94,6 @@ class PostgresStore(
 
     backend = "postgres"
     vector_backend = "pgvector-hnsw"
-    lexical_backend = "tsvector-bm25"
     #: What a forget leaves on disk (RELIABILITY.md, "Forgotten text leaves the store").
     erasure = "rows deleted; the disk keeps them until VACUUM FULL and the WAL recycles"
 
@@ -112,7 +113,17 @@ class PostgresStore(
         self.dim = dim
         self.durability = durability
         self._pool: ConnectionPool | None = None
+        #: Why the episodes' full-text index is not the tenant-scoped one, or None.
+        self._text_index_missing: str | None = None
         self._migrate(timeout)
+        if self._text_index_missing is not None:
+            warnings.warn(
+                f"{redact_url(url)}: lexical search gives the same results, but a tenant's "
+                "search also visits other tenants' matching rows: "
+                f"{self._text_index_missing}.",
+                RuntimeWarning,
+                stacklevel=2,
+            )
         pool: ConnectionPool = ConnectionPool(
             url,
             min_size=min_connections,
@@ -130,6 +141,14 @@ class PostgresStore(
                 f"cannot open connections to {redact_url(url)} within {timeout:.0f}s"
             ) from exc
         self._pool = pool
+
+    @property
+    def lexical_backend(self) -> str:
+        """``tsvector-bm25``, and whether each tenant's search is confined to its rows
+        by the index (``SCOPED_TEXT_INDEX``) or why not."""
+        if self._text_index_missing is None:
+            return "tsvector-bm25 (GIN on user_id, content_tsv)"
+        return f"tsvector-bm25 (GIN on content_tsv only: {self._text_index_missing})"
 
     # -- connections and transactions ------------------------------------------------------
     def _configure(self, conn: psycopg.Connection[Any]) -> None:
@@ -194,6 +213,7 @@ class PostgresStore(
                             conn.execute(step)
                         else:
                             step(conn)
+                self._text_index_missing = scoped_text_index(conn)
                 if current < LATEST:
                     conn.execute(
                         """INSERT INTO meta (key, value) VALUES
