@@ -34,7 +34,7 @@ from ...errors import (
     StoreLockedError,
 )
 from ...types import Episode, EpisodeVersion, Scope, Session
-from ..base import replaced_at
+from ..base import PendingVector, replaced_at
 from .archive import PostgresArchive
 from .facts import PostgresFacts
 from .gate import PostgresGate
@@ -93,6 +93,9 @@ class PostgresStore(
     backend = "postgres"
     vector_backend = "pgvector-hnsw"
     lexical_backend = "tsvector-bm25"
+    #: Not built here: every episode is written with its vector (``Memory`` refuses
+    #: ``indexing="background"`` on this backend).
+    background_indexing = False
     #: What a forget leaves on disk (RELIABILITY.md, "Forgotten text leaves the store").
     erasure = "rows deleted; the disk keeps them until VACUUM FULL and the WAL recycles"
 
@@ -359,13 +362,32 @@ class PostgresStore(
                 ],
             )
 
+    def pending_vectors(self, limit: int) -> list[PendingVector]:
+        """None ever: episodes are written with their vectors."""
+        return []
+
+    def pending_count(self, scope: Scope | None) -> int:
+        """0: episodes are written with their vectors."""
+        return 0
+
+    def index_pending(self, vectors: Sequence[tuple[PendingVector, np.ndarray]]) -> int:
+        """Nothing to index: episodes are written with their vectors."""
+        if vectors:
+            raise InvalidInputError("the PostgreSQL backend has no episodes waiting for vectors")
+        return 0
+
     def insert_episodes(
         self,
         episodes: Sequence[Episode],
-        vectors: np.ndarray,
+        vectors: np.ndarray | None,
         sessions: Sequence[Session] = (),
         versions: Sequence[EpisodeVersion] = (),
     ) -> None:
+        if vectors is None:
+            raise InvalidInputError(
+                "the PostgreSQL backend stores every episode with its vector: background "
+                "indexing is built for SQLite only"
+            )
         if len(episodes) != len(vectors):
             raise ValueError("one vector per episode is required")
         with self._transaction() as conn:
