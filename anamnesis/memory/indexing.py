@@ -1,7 +1,7 @@
 """Background indexing on Memory: the indexer's lifecycle and ``wait_indexed``.
 
 With ``Memory(indexing="background")`` the write verbs store episodes without their
-vectors and notify the ``VectorIndexer`` (``anamnesis.ingest.indexer``), which writes
+vectors and notify the ``VectorIndexer`` (``anamnesis.indexer``), which writes
 them afterwards. Whatever the mode, a Memory that opens a store with episodes still
 waiting (a process killed or closed before its indexer caught up) starts an indexer
 to finish them, so no episode stays out of the dense index unnoticed.
@@ -13,7 +13,7 @@ import math
 import threading
 
 from ..errors import InvalidInputError, StoreError
-from ..ingest.indexer import VectorIndexer
+from ..indexer import VectorIndexer
 from .state import MemoryState
 from .verbs import reads
 

@@ -26,7 +26,7 @@ from ..usage import UsageLog
 if TYPE_CHECKING:
     from ..consolidate.abstractive import Summarizer
     from ..facts.worker import ConsolidationWorker
-    from ..ingest.indexer import VectorIndexer
+    from ..indexer import VectorIndexer
 
 #: Called with the number of items done so far.
 ProgressCallback = Callable[[int], None]

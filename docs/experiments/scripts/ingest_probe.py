@@ -3,6 +3,7 @@
     python docs/experiments/scripts/ingest_probe.py e2e LOCOMO [N] [sqlite|postgres] [EMBEDDER]
     python docs/experiments/scripts/ingest_probe.py ops LOCOMO [N]
     python docs/experiments/scripts/ingest_probe.py batch LOCOMO [N] [SIZES]
+    python docs/experiments/scripts/ingest_probe.py indexing LOCOMO [N] [sync|background]
 
 ``e2e``: one ``Memory.add_many`` of the first N LoCoMo turns (sessions kept apart per
 conversation); prints turns per wall second and per CPU second, the calling thread's
@@ -12,8 +13,11 @@ needs ANAMNESIS_TEST_POSTGRES_URL (a scratch schema is made and dropped). EMBEDD
 so the run measures the write alone). ``ops``: onnxruntime's own profile of the fused
 fp32 graph, time per operator type, one thread. ``batch``: texts per CPU second of the
 embedder alone (one worker, one thread) at each texts-per-run size, with the padding
-each size adds. Times are CPU seconds where the machine is shared: compare ratios
-within one run.
+each size adds. ``indexing``: one ``add_many`` of N turns into a fresh SQLite store
+with MiniLM and ``Memory(indexing=...)``: the rate until ``add_many`` returns (wall,
+per CPU second of the process and of the calling thread), then until
+``wait_indexed`` returns (every vector written: the sustained rate). Times are CPU
+seconds where the machine is shared: compare ratios within one run.
 """
 
 from __future__ import annotations
@@ -113,6 +117,40 @@ def e2e(path: str, count: int, backend: str, name: str = "minilm") -> None:
     )
 
 
+def indexing(path: str, count: int, mode: str) -> None:
+    messages = turns(path, count)
+    embedder = get_embedder("minilm")
+    embedder.embed_documents(["warm up"])
+    memory = Memory(
+        path=Path(tempfile.mkdtemp()) / "m.db", embedder=embedder, indexing=mode, warm=False
+    )
+    load = os.getloadavg()[0]
+    wall, cpu, main = time.perf_counter(), time.process_time(), time.thread_time()
+    memory.add_many(messages, user_id="u")
+    added_wall, added_cpu = time.perf_counter() - wall, time.process_time() - cpu
+    added_main = time.thread_time() - main
+    backlog = memory.capabilities["vector_backlog"]
+    assert memory.wait_indexed()
+    indexed_wall, indexed_cpu = time.perf_counter() - wall, time.process_time() - cpu
+    memory.close()
+    n = len(messages)
+    print(
+        json.dumps(
+            {
+                "indexing": mode,
+                "turns": n,
+                "added_per_wall_s": round(n / added_wall, 1),
+                "added_per_cpu_s": round(n / added_cpu, 1),
+                "added_per_calling_thread_cpu_s": round(n / added_main, 1),
+                "backlog_at_return": backlog,
+                "indexed_per_wall_s": round(n / indexed_wall, 1),
+                "indexed_per_cpu_s": round(n / indexed_cpu, 1),
+                "load": round((load + os.getloadavg()[0]) / 2, 1),
+            }
+        )
+    )
+
+
 def ops(path: str, count: int) -> None:
     import onnxruntime as ort
 
@@ -170,6 +208,8 @@ if __name__ == "__main__":
         e2e(data, n, *sys.argv[4:6])
     elif what == "ops":
         ops(data, n)
+    elif what == "indexing":
+        indexing(data, n, sys.argv[4] if len(sys.argv) > 4 else "background")
     else:
         batch(
             data,

@@ -19,11 +19,11 @@ from collections import defaultdict
 
 import numpy as np
 
-from ..embed import Embedder
-from ..errors import IndexingError, StoreLockedError
-from ..store.base import PendingVector, Store
-from ..types import Scope
-from .normalise import embedding_text
+from .embed import Embedder
+from .errors import IndexingError, StoreLockedError
+from .ingest.normalise import embedding_text
+from .store.base import PendingVector, Store
+from .types import Scope
 
 #: Episodes embedded and written per transaction. Small, so that ``close`` (which
 #: waits for the batch in flight) returns soon; larger batches embed no faster.

@@ -1,0 +1,304 @@
+"""Background indexing (``Memory(indexing="background")``): ``add`` returns once the
+text is durable, and a thread writes the vectors after.
+
+- an add returns before any vector exists, and the lexical channel finds the text at
+  once; ``explain`` and ``capabilities`` state the gap;
+- after ``wait_indexed`` the dense channel finds it, and the store checks clean;
+- a forget, delete or update that lands while the indexer holds the episode leaves
+  no vector of it (or of its old text);
+- a close leaves the backlog in the file, and the next open, in either mode,
+  indexes it; a process killed mid-backlog too, each episode exactly once;
+- the default stays synchronous; the encoding gate and PostgreSQL refuse the option.
+
+Real SQLite files in ``tmp_path``; the static edge embedder, wrapped where a test
+must hold the indexer inside an embedding.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+from store_fixtures import postgres_schema_url_fixture  # noqa: F401  (a fixture by name)
+
+from anamnesis import InvalidInputError, Memory
+from anamnesis.embed import get_embedder
+from anamnesis.indexer import INDEX_BATCH
+from anamnesis.store.sqlite.driver import sqlite3
+from anamnesis.types import Scope
+
+EDGE = get_embedder("edge")
+WAIT = 30.0
+
+
+class HeldEmbedder:
+    """The edge embedder, whose document embeddings on the indexer's thread wait until
+    ``release``: the indexer can be held with a batch in hand while the test's own
+    calls (searches, an update's embedding) run."""
+
+    def __init__(self) -> None:
+        self.name, self.dim = EDGE.name, EDGE.dim
+        self.entered = threading.Event()
+        self._released = threading.Event()
+
+    def release(self) -> None:
+        self._released.set()
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        if threading.current_thread().name == "anamnesis-index":
+            self.entered.set()
+            assert self._released.wait(WAIT), "the test never released the embedder"
+        return EDGE.embed_documents(texts)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return EDGE.embed_query(text)
+
+
+def counts(path: Path) -> dict[str, int]:
+    """Rows of the store's tables, read from the file by another connection."""
+    conn = sqlite3.connect(path)  # the store's own SQLite library: one per process
+    try:
+        return {
+            table: conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
+            for table in ("episodes", "vectors", "pending_vectors")
+        }
+    finally:
+        conn.close()
+
+
+@pytest.fixture
+def held() -> Iterator[HeldEmbedder]:
+    embedder = HeldEmbedder()
+    yield embedder
+    embedder.release()
+
+
+def test_add_returns_before_the_vector_and_the_lexical_channel_finds_the_text(
+    tmp_path: Path, held: HeldEmbedder
+) -> None:
+    with Memory(tmp_path / "m.db", embedder=held, indexing="background") as memory:  # type: ignore[arg-type]
+        [episode] = memory.add("Maren keeps the lighthouse at Skerryvore")
+        assert held.entered.wait(WAIT)  # the indexer has it, and is held
+        assert counts(tmp_path / "m.db") == {"episodes": 1, "vectors": 0, "pending_vectors": 1}
+        assert memory.capabilities["indexing"] == "background"
+        assert memory.capabilities["vector_backlog"] == 1
+
+        [hit] = memory.search("lighthouse Skerryvore", explain=True)
+        assert hit.episode.id == episode.id
+        assert "lexical" in hit.channels and "dense" not in hit.channels
+        assert hit.analysis["dense_index"] == (
+            "1 episode of this scope is not in the dense index yet: "
+            "found by the lexical channel only"
+        )
+        # Another scope has nothing pending, and its explain says nothing of it.
+        memory.add("Maren keeps the lighthouse", user_id="other")  # queued behind
+        assert memory.search("lighthouse", user_id="nobody", explain=True) == []
+
+        held.release()
+        assert memory.wait_indexed(timeout=WAIT) is True
+        [hit] = memory.search("lighthouse Skerryvore", explain=True)
+        assert "dense" in hit.channels
+        assert "dense_index" not in hit.analysis
+        assert memory.capabilities["vector_backlog"] == 0
+        assert memory.check() == []
+    assert counts(tmp_path / "m.db") == {"episodes": 2, "vectors": 2, "pending_vectors": 0}
+
+
+def test_a_filtered_search_finds_an_episode_waiting_for_its_vector(
+    tmp_path: Path, held: HeldEmbedder
+) -> None:
+    with Memory(tmp_path / "m.db", embedder=EDGE) as before:
+        before.add("an indexed note about the harbour", role="user")
+        before.search("harbour", filters={"role": "user"})
+    with Memory(tmp_path / "m.db", embedder=held, indexing="background") as memory:  # type: ignore[arg-type]
+        [episode] = memory.add("the harbour master retires in June", role="user")
+        assert held.entered.wait(WAIT)
+        for filters in ({"role": "user"}, {"event_after": "2000-01-01"}):
+            hits = memory.search("harbour master", filters=filters)
+            assert episode.id in {h.episode.id for h in hits}, filters
+        assert memory.search("harbour master", filters={"role": "assistant"}) == []
+        held.release()
+
+
+def test_the_dense_channel_finds_by_meaning_only_after_the_wait(tmp_path: Path) -> None:
+    with Memory(tmp_path / "m.db", embedder=EDGE, indexing="background") as memory:
+        memory.add_many([f"note {i} on the weather in Porto" for i in range(INDEX_BATCH * 3)])
+        memory.add("my sister adopted a small grey kitten")
+        assert memory.wait_indexed(timeout=WAIT)
+        hits = memory.search("feline pet", explain=True)
+        assert hits[0].episode.content == "my sister adopted a small grey kitten"
+        assert "dense" in hits[0].channels
+        # Each episode has its own vector, equal to a synchronous add's.
+        vectors = memory.store.episode_vectors([hits[0].episode.id], Scope(hits[0].episode.user_id))
+    expected = EDGE.embed_documents(["my sister adopted a small grey kitten"])[0]
+    np.testing.assert_allclose(vectors[hits[0].episode.id], expected, rtol=1e-6, atol=1e-6)
+
+
+def test_the_default_writes_the_vector_in_the_add(tmp_path: Path) -> None:
+    with Memory(tmp_path / "m.db", embedder=EDGE) as memory:
+        memory.add("a synchronous add")
+        assert counts(tmp_path / "m.db") == {"episodes": 1, "vectors": 1, "pending_vectors": 0}
+        assert memory.capabilities["indexing"] == "sync"
+        assert memory.capabilities["indexer"] == "off"
+        assert memory.wait_indexed(timeout=0) is True
+
+
+@pytest.mark.parametrize("how", ["forget", "delete", "delete_all"])
+def test_forgetting_an_episode_the_indexer_holds_leaves_no_vector(
+    tmp_path: Path, held: HeldEmbedder, how: str
+) -> None:
+    with Memory(tmp_path / "m.db", embedder=held, indexing="background") as memory:  # type: ignore[arg-type]
+        [episode] = memory.add("the code to the safe is 4471", user_id="ana")
+        assert held.entered.wait(WAIT)
+        if how == "forget":
+            memory.forget(episode_ids=[episode.id], user_id="ana")
+        elif how == "delete":
+            memory.delete(episode.id, user_id="ana")
+        else:
+            memory.delete_all(user_id="ana")
+        assert counts(tmp_path / "m.db") == {"episodes": 0, "vectors": 0, "pending_vectors": 0}
+        held.release()
+        assert memory.wait_indexed(timeout=WAIT)
+        assert memory.check() == []
+        assert memory.capabilities["indexer"] == "running"
+    assert counts(tmp_path / "m.db") == {"episodes": 0, "vectors": 0, "pending_vectors": 0}
+
+
+def test_an_update_while_the_indexer_embeds_the_old_text_gets_the_new_texts_vector(
+    tmp_path: Path, held: HeldEmbedder
+) -> None:
+    with Memory(tmp_path / "m.db", embedder=held, indexing="background") as memory:  # type: ignore[arg-type]
+        [episode] = memory.add("I live in Lisbon")
+        assert held.entered.wait(WAIT)  # the indexer embeds "Lisbon"
+        memory.update(episode.id, content="I live in Oslo")
+        held.release()
+        assert memory.wait_indexed(timeout=WAIT)
+        vector = memory.store.episode_vectors([episode.id], Scope(episode.user_id))[episode.id]
+        assert memory.check() == []
+    np.testing.assert_allclose(
+        vector, EDGE.embed_documents(["I live in Oslo"])[0], rtol=1e-6, atol=1e-6
+    )
+
+
+def test_close_leaves_the_backlog_in_the_file_and_the_next_open_indexes_it(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "m.db"
+    held = HeldEmbedder()
+    memory = Memory(path, embedder=held, indexing="background")  # type: ignore[arg-type]
+    memory.add_many([f"message number {i}" for i in range(INDEX_BATCH * 2)])
+    assert held.entered.wait(WAIT)
+    closing = threading.Thread(target=memory.close)
+    closing.start()
+    time.sleep(0.1)
+    held.release()  # the batch in flight ends; the close does not wait for the rest
+    closing.join(WAIT)
+    assert not closing.is_alive()
+    left = counts(path)
+    assert left["episodes"] == INDEX_BATCH * 2
+    assert left["pending_vectors"] >= INDEX_BATCH
+    assert left["vectors"] + left["pending_vectors"] == left["episodes"]
+
+    with Memory(path, embedder=EDGE) as reopened:  # synchronous, yet it resumes
+        assert reopened.capabilities["indexer"] == "running"
+        assert reopened.wait_indexed(timeout=WAIT)
+        assert reopened.check() == []
+    assert counts(path) == {
+        "episodes": INDEX_BATCH * 2,
+        "vectors": INDEX_BATCH * 2,
+        "pending_vectors": 0,
+    }
+
+
+def test_vectors_written_below_anothers_are_seen_by_a_loaded_dense_index(
+    tmp_path: Path, held: HeldEmbedder
+) -> None:
+    path = tmp_path / "m.db"
+    synchronous = Memory(path, embedder=EDGE)  # opened with no backlog: no indexer
+    with Memory(path, embedder=held, indexing="background") as background:  # type: ignore[arg-type]
+        [late] = background.add("the ferry to Tromso leaves at dawn")
+        assert held.entered.wait(WAIT)
+        synchronous.add("an unrelated note about gardening")  # a vector above it
+        synchronous.close()
+        background.search("gardening")  # the dense matrix is read up to that row
+        held.release()
+        assert background.wait_indexed(timeout=WAIT)
+        hits = background.search("boat departure early morning", explain=True)
+        found = {h.episode.id: h for h in hits}
+        assert late.id in found and "dense" in found[late.id].channels
+
+
+def test_a_process_killed_with_a_backlog_is_indexed_at_the_next_open_exactly_once(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "m.db"
+    child = textwrap.dedent(
+        f"""
+        import os, signal
+        from anamnesis import Memory
+        memory = Memory({str(path)!r}, embedder="edge", indexing="background", warm=False)
+        memory.add_many([f"turn {{i}} of a long import" for i in range(2000)])
+        print("stored", flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", child], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    assert done.stdout.strip() == "stored"
+    left = counts(path)
+    assert left["episodes"] == 2000
+    assert left["vectors"] + left["pending_vectors"] == 2000
+
+    with Memory(path, embedder=EDGE, indexing="background") as memory:
+        assert memory.wait_indexed(timeout=WAIT)
+        assert memory.check() == []
+        hits = memory.search("turn 1999 of a long import", explain=True)
+        assert "dense" in hits[0].channels
+    assert counts(path) == {"episodes": 2000, "vectors": 2000, "pending_vectors": 0}
+
+
+def test_restoring_an_episode_archived_before_its_vector_queues_it_again(
+    tmp_path: Path, held: HeldEmbedder
+) -> None:
+    with Memory(tmp_path / "m.db", embedder=held, indexing="background") as memory:  # type: ignore[arg-type]
+        [episode] = memory.add("archived before it was indexed")
+        assert held.entered.wait(WAIT)
+        memory.archive(episode_ids=[episode.id])
+        memory.restore(episode_ids=[episode.id])
+        assert counts(tmp_path / "m.db")["pending_vectors"] == 1
+        held.release()
+        assert memory.wait_indexed(timeout=WAIT)
+        assert memory.check() == []
+    assert counts(tmp_path / "m.db") == {"episodes": 1, "vectors": 1, "pending_vectors": 0}
+
+
+def test_the_encoding_gate_refuses_background_indexing(tmp_path: Path) -> None:
+    with pytest.raises(InvalidInputError, match="gate judges each episode by its vector"):
+        Memory(tmp_path / "m.db", embedder=EDGE, gate="default", indexing="background")
+
+
+def test_an_unknown_indexing_mode_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(InvalidInputError, match="indexing must be one of sync, background"):
+        Memory(tmp_path / "m.db", embedder=EDGE, indexing="later")
+
+
+@pytest.mark.parametrize("timeout", [-1, float("nan"), "soon", True])
+def test_wait_indexed_refuses_a_bad_timeout(tmp_path: Path, timeout: object) -> None:
+    with Memory(tmp_path / "m.db", embedder=EDGE) as memory:
+        with pytest.raises(InvalidInputError, match="timeout"):
+            memory.wait_indexed(timeout=timeout)  # type: ignore[arg-type]
+
+
+def test_postgresql_refuses_background_indexing(postgres_schema_url: str) -> None:
+    with pytest.raises(InvalidInputError, match="not built for the postgres backend"):
+        Memory(url=postgres_schema_url, embedder=EDGE, indexing="background")
