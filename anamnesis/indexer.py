@@ -25,9 +25,12 @@ from .ingest.normalise import embedding_text
 from .store.base import PendingVector, Store
 from .types import Scope
 
-#: Episodes embedded and written per transaction. Small, so that ``close`` (which
-#: waits for the batch in flight) returns soon; larger batches embed no faster.
-INDEX_BATCH = 64
+#: Pending episodes read, and their vectors written, per transaction (as ``add_many``'s
+#: ``WRITE_BATCH``): sorted by length across this many texts, the embedder pads less.
+INDEX_BATCH = 512
+#: Texts per embedding call; a ``close`` waits for one call at most, then the batch's
+#: vectors embedded so far are written and the rest stays pending.
+EMBED_CHUNK = 64
 #: Seconds to wait before trying again when another process holds the write lock.
 LOCKED_RETRY = 0.5
 
@@ -89,7 +92,7 @@ class VectorIndexer:
             self.notify()
 
     def stop(self) -> None:
-        """Stop after the batch in flight; what is still pending stays marked."""
+        """Stop once the batch in flight is written; what is still pending stays marked."""
         self._stopping.set()
         self._wake.set()
         self._thread.join()
@@ -126,14 +129,14 @@ class VectorIndexer:
         if not batch:
             return 0
         vectors = self._vectors(batch)
-        if self._stopping.is_set():
-            return len(batch)  # closing: the batch stays pending for the next open
-        self.written += self._store.index_pending(list(zip(batch, vectors, strict=True)))
+        ready = [(p, v) for p, v in zip(batch, vectors, strict=True) if v is not None]
+        self.written += self._store.index_pending(ready)
         return len(batch)
 
-    def _vectors(self, batch: list[PendingVector]) -> list[np.ndarray]:
+    def _vectors(self, batch: list[PendingVector]) -> list[np.ndarray | None]:
         """A vector for each pending episode: the user's stored vector of the same
-        text if there is one, else embedded (each distinct text once)."""
+        text if there is one, else embedded (each distinct text once, shortest first);
+        None for those not embedded before a ``stop``."""
         by_user: dict[str, list[str]] = defaultdict(list)
         for pending in batch:
             by_user[pending.user_id].append(pending.content_hash)
@@ -149,12 +152,16 @@ class VectorIndexer:
                 todo.setdefault(
                     pending.content_hash, embedding_text(pending.content, pending.speaker)
                 )
+        order = sorted(todo, key=lambda h: len(todo[h]))
         fresh: dict[str, np.ndarray] = {}
-        if todo:
-            embedded = self._embedder.embed_documents(list(todo.values()))
-            fresh = dict(zip(todo, embedded, strict=True))
-        out = []
+        for start in range(0, len(order), EMBED_CHUNK):
+            if start and self._stopping.is_set():
+                break
+            chunk = order[start : start + EMBED_CHUNK]
+            embedded = self._embedder.embed_documents([todo[h] for h in chunk])
+            fresh.update(zip(chunk, embedded, strict=True))
+        out: list[np.ndarray | None] = []
         for pending in batch:
             reused = known.get((pending.user_id, pending.content_hash))
-            out.append(reused if reused is not None else fresh[pending.content_hash])
+            out.append(reused if reused is not None else fresh.get(pending.content_hash))
         return out

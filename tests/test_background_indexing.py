@@ -31,7 +31,7 @@ from store_fixtures import postgres_schema_url_fixture  # noqa: F401  (a fixture
 
 from anamnesis import InvalidInputError, Memory
 from anamnesis.embed import get_embedder
-from anamnesis.indexer import INDEX_BATCH
+from anamnesis.indexer import EMBED_CHUNK, INDEX_BATCH
 from anamnesis.store.sqlite.driver import sqlite3
 from anamnesis.types import Scope
 
@@ -193,29 +193,30 @@ def test_close_leaves_the_backlog_in_the_file_and_the_next_open_indexes_it(
 ) -> None:
     path = tmp_path / "m.db"
     held = HeldEmbedder()
-    memory = Memory(path, embedder=held, indexing="background")  # type: ignore[arg-type]
-    memory.add_many([f"message number {i}" for i in range(INDEX_BATCH * 2)])
+    memory = Memory(path, embedder=held, indexing="background", warm=False)  # type: ignore[arg-type]
+    total = INDEX_BATCH * 2
+    memory.add_many([f"message number {i}" for i in range(total)])
     assert held.entered.wait(WAIT)
+    indexer = memory._indexer
+    assert indexer is not None
     closing = threading.Thread(target=memory.close)
     closing.start()
-    time.sleep(0.1)
-    held.release()  # the batch in flight ends; the close does not wait for the rest
+    while not indexer._stopping.is_set():  # the close has told the indexer to stop
+        time.sleep(0.01)
+    held.release()  # the embedding in flight is written; the close waits for no more
     closing.join(WAIT)
     assert not closing.is_alive()
-    left = counts(path)
-    assert left["episodes"] == INDEX_BATCH * 2
-    assert left["pending_vectors"] >= INDEX_BATCH
-    assert left["vectors"] + left["pending_vectors"] == left["episodes"]
+    assert counts(path) == {
+        "episodes": total,
+        "vectors": EMBED_CHUNK,
+        "pending_vectors": total - EMBED_CHUNK,
+    }
 
     with Memory(path, embedder=EDGE) as reopened:  # synchronous, yet it resumes
         assert reopened.capabilities["indexer"] == "running"
         assert reopened.wait_indexed(timeout=WAIT)
         assert reopened.check() == []
-    assert counts(path) == {
-        "episodes": INDEX_BATCH * 2,
-        "vectors": INDEX_BATCH * 2,
-        "pending_vectors": 0,
-    }
+    assert counts(path) == {"episodes": total, "vectors": total, "pending_vectors": 0}
 
 
 def test_vectors_written_below_anothers_are_seen_by_a_loaded_dense_index(
@@ -302,3 +303,25 @@ def test_wait_indexed_refuses_a_bad_timeout(tmp_path: Path, timeout: object) -> 
 def test_postgresql_refuses_background_indexing(postgres_schema_url: str) -> None:
     with pytest.raises(InvalidInputError, match="not built for the postgres backend"):
         Memory(url=postgres_schema_url, embedder=EDGE, indexing="background")
+
+
+def test_an_older_store_opened_read_only_searches_without_the_backlog_table(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from anamnesis.store.sqlite import health
+
+    path = tmp_path / "m.db"
+    with Memory(path, embedder=EDGE) as memory:
+        memory.add("the bees swarmed in May", role="user")
+    conn = sqlite3.connect(path)  # as a store written before background indexing
+    conn.execute("DROP TRIGGER pending_vectors_delete")
+    conn.execute("DROP TABLE pending_vectors")
+    conn.execute("UPDATE meta SET value = '6' WHERE key = 'schema_version'")
+    conn.commit()
+    conn.close()
+    monkeypatch.setattr(health, "read_only_reason", lambda path: "read-only file")
+    with Memory(path, embedder=EDGE, indexing="background") as memory:
+        [hit] = memory.search("bees", filters={"role": "user"}, explain=True)
+        assert "dense_index" not in hit.analysis
+        assert memory.capabilities["vector_backlog"] == 0
+        assert memory.wait_indexed(timeout=0) is True

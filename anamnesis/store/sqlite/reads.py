@@ -81,6 +81,9 @@ class SQLiteReads:
     _lexical: SQLiteLexical
     _ann: SQLiteAnn
     _dense_file: DenseFile
+    #: Whether the file has ``pending_vectors`` (not when an older store was opened
+    #: without migrating it: read-only or damaged).
+    _pending_table: bool = True
     #: The thread checking a mapped matrix's files (``_persist_dense``), if one ran.
     _dense_checker: threading.Thread | None = None
 
@@ -339,6 +342,8 @@ class SQLiteReads:
 
     def _user_has_pending(self, user_id: str) -> bool:
         """Whether some of the user's episodes wait for their vector (caller holds the lock)."""
+        if not self._pending_table:
+            return False
         return (
             self._conn.execute(
                 "SELECT 1 FROM pending_vectors WHERE user_id = ? LIMIT 1", (user_id,)

@@ -167,6 +167,7 @@ class SQLiteStore(
                 )
             elif self.read_only is None:
                 self._migrate()
+            self._pending_table = health.has_table(self._conn, "pending_vectors")
             self._secure_delete = self._prepare_erasure()
         except sqlite3.DatabaseError as exc:
             self._conn.close()
@@ -625,6 +626,8 @@ class SQLiteStore(
 
     def pending_vectors(self, limit: int) -> list[PendingVector]:
         """The oldest ``limit`` episodes still waiting for a vector, in rowid order."""
+        if not self._pending_table:
+            return []
         rows = self._read(
             """SELECT p.episode_rowid, e.user_id, e.content_hash, e.content, e.speaker
                FROM pending_vectors p JOIN episodes e ON e.rowid = p.episode_rowid
@@ -635,6 +638,8 @@ class SQLiteStore(
 
     def pending_count(self, scope: Scope | None) -> int:
         """How many episodes of ``scope`` (None: the whole store) wait for a vector."""
+        if not self._pending_table:
+            return 0
         if scope is None:
             return int(self._read("SELECT COUNT(*) FROM pending_vectors")[0][0])
         where, params = scope_sql(scope, by_key=True)

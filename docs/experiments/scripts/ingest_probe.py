@@ -118,6 +118,13 @@ def e2e(path: str, count: int, backend: str, name: str = "minilm") -> None:
 
 
 def indexing(path: str, count: int, mode: str) -> None:
+    """``mode``: ``sync``, ``background``, or ``background:B`` (B episodes per indexer
+    transaction instead of ``INDEX_BATCH``)."""
+    import anamnesis.indexer
+
+    mode, _, size = mode.partition(":")
+    if size:
+        anamnesis.indexer.INDEX_BATCH = int(size)
     messages = turns(path, count)
     embedder = get_embedder("minilm")
     embedder.embed_documents(["warm up"])
@@ -138,6 +145,7 @@ def indexing(path: str, count: int, mode: str) -> None:
         json.dumps(
             {
                 "indexing": mode,
+                "index_batch": anamnesis.indexer.INDEX_BATCH,
                 "turns": n,
                 "added_per_wall_s": round(n / added_wall, 1),
                 "added_per_cpu_s": round(n / added_cpu, 1),
