@@ -16,6 +16,7 @@ must hold the indexer inside an embedding.
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -325,3 +326,24 @@ def test_an_older_store_opened_read_only_searches_without_the_backlog_table(
         assert "dense_index" not in hit.analysis
         assert memory.capabilities["vector_backlog"] == 0
         assert memory.wait_indexed(timeout=0) is True
+
+
+def test_the_command_line_chooses_background_indexing_for_every_command(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from anamnesis.cli import main
+
+    def run(*args: str) -> str:
+        base = ["--path", str(tmp_path / "cli.db"), "--embedder", "edge"]
+        result = CliRunner().invoke(main, [*base, *args], catch_exceptions=False)
+        assert result.exit_code == 0, result.output
+        return result.output
+
+    run("--background-indexing", "add", "I keep bees on the roof", "--user", "ana")
+    stats = json.loads(run("--background-indexing", "stats", "--json"))
+    assert stats["capabilities"]["indexing"] == "background"
+    assert stats["episodes"] == 1
+    assert json.loads(run("stats", "--json"))["capabilities"]["indexing"] == "sync"
+    with Memory(tmp_path / "cli.db", embedder=EDGE) as memory:  # whatever the add left
+        assert memory.wait_indexed(timeout=WAIT)
+        assert memory.check() == []

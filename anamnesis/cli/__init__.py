@@ -106,6 +106,11 @@ LAZY_COMMANDS = {
     is_flag=True,
     help="Sync each commit to disk: survives a power loss, slower writes.",
 )
+@click.option(
+    "--background-indexing",
+    is_flag=True,
+    help="Return from writes once the text is stored; index vectors after (serve, mcp).",
+)
 @click.pass_context
 def main(
     ctx: click.Context,
@@ -116,6 +121,7 @@ def main(
     gate: str,
     ranker_model: Path | None,
     durable: bool,
+    background_indexing: bool,
 ) -> None:
     """Anamnesis: long-term memory for LLM agents, verbatim and offline."""
     ctx.ensure_object(dict)
@@ -128,6 +134,7 @@ def main(
         gate=gate,
         ranker_model=ranker_model,
         durability="full" if durable else None,
+        indexing="background" if background_indexing else None,
     )
 
 
