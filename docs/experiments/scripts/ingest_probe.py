@@ -4,6 +4,7 @@
     python docs/experiments/scripts/ingest_probe.py ops LOCOMO [N]
     python docs/experiments/scripts/ingest_probe.py batch LOCOMO [N] [SIZES]
     python docs/experiments/scripts/ingest_probe.py indexing LOCOMO [N] [sync|background]
+    python docs/experiments/scripts/ingest_probe.py adds LOCOMO [N] [sync|background]
 
 ``e2e``: one ``Memory.add_many`` of the first N LoCoMo turns (sessions kept apart per
 conversation); prints turns per wall second and per CPU second, the calling thread's
@@ -16,7 +17,9 @@ embedder alone (one worker, one thread) at each texts-per-run size, with the pad
 each size adds. ``indexing``: one ``add_many`` of N turns into a fresh SQLite store
 with MiniLM and ``Memory(indexing=...)``: the rate until ``add_many`` returns (wall,
 per CPU second of the process and of the calling thread), then until
-``wait_indexed`` returns (every vector written: the sustained rate). Times are CPU
+``wait_indexed`` returns (every vector written: the sustained rate). ``adds``: N
+single ``Memory.add`` calls one after another, each call's latency (p50, p95), then
+the wait for the backlog. Times are CPU
 seconds where the machine is shared: compare ratios within one run.
 """
 
@@ -159,6 +162,40 @@ def indexing(path: str, count: int, mode: str) -> None:
     )
 
 
+def adds(path: str, count: int, mode: str) -> None:
+    messages = turns(path, count)
+    embedder = get_embedder("minilm")
+    embedder.embed_documents(["warm up"])
+    memory = Memory(
+        path=Path(tempfile.mkdtemp()) / "m.db", embedder=embedder, indexing=mode, warm=False
+    )
+    load = os.getloadavg()[0]
+    latencies = []
+    start = time.perf_counter()
+    for message in messages:
+        before = time.perf_counter()
+        memory.add(message, user_id="u")
+        latencies.append(time.perf_counter() - before)
+    added = time.perf_counter() - start
+    assert memory.wait_indexed()
+    indexed = time.perf_counter() - start
+    memory.close()
+    latencies.sort()
+    print(
+        json.dumps(
+            {
+                "indexing": mode,
+                "adds": len(messages),
+                "p50_ms": round(1000 * latencies[len(latencies) // 2], 2),
+                "p95_ms": round(1000 * latencies[int(len(latencies) * 0.95)], 2),
+                "added_per_wall_s": round(len(messages) / added, 1),
+                "indexed_per_wall_s": round(len(messages) / indexed, 1),
+                "load": round((load + os.getloadavg()[0]) / 2, 1),
+            }
+        )
+    )
+
+
 def ops(path: str, count: int) -> None:
     import onnxruntime as ort
 
@@ -216,6 +253,8 @@ if __name__ == "__main__":
         e2e(data, n, *sys.argv[4:6])
     elif what == "ops":
         ops(data, n)
+    elif what == "adds":
+        adds(data, n, sys.argv[4] if len(sys.argv) > 4 else "background")
     elif what == "indexing":
         indexing(data, n, sys.argv[4] if len(sys.argv) > 4 else "background")
     else:
