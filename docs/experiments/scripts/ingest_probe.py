@@ -5,6 +5,7 @@
     python docs/experiments/scripts/ingest_probe.py batch LOCOMO [N] [SIZES]
     python docs/experiments/scripts/ingest_probe.py indexing LOCOMO [N] [sync|background]
     python docs/experiments/scripts/ingest_probe.py adds LOCOMO [N] [sync|background]
+    python docs/experiments/scripts/ingest_probe.py calls LOCOMO [N]
 
 ``e2e``: one ``Memory.add_many`` of the first N LoCoMo turns (sessions kept apart per
 conversation); prints turns per wall second and per CPU second, the calling thread's
@@ -19,7 +20,9 @@ with MiniLM and ``Memory(indexing=...)``: the rate until ``add_many`` returns (w
 per CPU second of the process and of the calling thread), then until
 ``wait_indexed`` returns (every vector written: the sustained rate). ``adds``: N
 single ``Memory.add`` calls one after another, each call's latency (p50, p95), then
-the wait for the backlog. Times are CPU
+the wait for the backlog. ``calls``: the embedder alone on N turns, in calls of 512
+(``add_many``'s), sorted by length across 512 then 64 per call (the indexer's), and
+unsorted calls of 64, two rounds alternating. Times are CPU
 seconds where the machine is shared: compare ratios within one run.
 """
 
@@ -196,6 +199,36 @@ def adds(path: str, count: int, mode: str) -> None:
     )
 
 
+def calls(path: str, count: int) -> None:
+    texts = [embedding_text(m["content"], m.get("speaker")) for m in turns(path, count)]
+    embedder = get_embedder("minilm")
+    embedder.embed_documents(["warm up"])
+
+    def whole() -> None:
+        for start in range(0, len(texts), 512):
+            embedder.embed_documents(texts[start : start + 512])
+
+    def sorted_chunks() -> None:
+        for start in range(0, len(texts), 512):
+            part = sorted(texts[start : start + 512], key=len)
+            for at in range(0, len(part), 64):
+                embedder.embed_documents(part[at : at + 64])
+
+    def chunks() -> None:
+        for start in range(0, len(texts), 64):
+            embedder.embed_documents(texts[start : start + 64])
+
+    for _ in range(2):
+        for name, run in (("512", whole), ("512 sorted, 64", sorted_chunks), ("64", chunks)):
+            wall, cpu = time.perf_counter(), time.process_time()
+            run()
+            wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+            print(
+                f"{name}: {len(texts) / wall:.1f} texts/s wall, {len(texts) / cpu:.1f} per CPU s,"
+                f" load {os.getloadavg()[0]:.1f}"
+            )
+
+
 def ops(path: str, count: int) -> None:
     import onnxruntime as ort
 
@@ -253,6 +286,8 @@ if __name__ == "__main__":
         e2e(data, n, *sys.argv[4:6])
     elif what == "ops":
         ops(data, n)
+    elif what == "calls":
+        calls(data, n)
     elif what == "adds":
         adds(data, n, sys.argv[4] if len(sys.argv) > 4 else "background")
     elif what == "indexing":
