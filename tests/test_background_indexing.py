@@ -347,3 +347,20 @@ def test_the_command_line_chooses_background_indexing_for_every_command(tmp_path
     with Memory(tmp_path / "cli.db", embedder=EDGE) as memory:  # whatever the add left
         assert memory.wait_indexed(timeout=WAIT)
         assert memory.check() == []
+
+
+def test_two_indexers_on_one_store_write_each_vector_once(tmp_path: Path) -> None:
+    path = tmp_path / "m.db"
+    first = Memory(path, embedder=EDGE, indexing="background", warm=False)
+    second = Memory(path, embedder=EDGE, indexing="background", warm=False)
+    try:
+        for round_ in range(3):
+            first.add_many([f"first {round_}.{i}: the tide" for i in range(400)])
+            second.add_many([f"second {round_}.{i}: the moon" for i in range(400)])
+        assert first.wait_indexed(timeout=WAIT) and second.wait_indexed(timeout=WAIT)
+        assert first.check() == []
+        assert first.capabilities["indexer"] == second.capabilities["indexer"] == "running"
+    finally:
+        first.close()
+        second.close()
+    assert counts(path) == {"episodes": 2400, "vectors": 2400, "pending_vectors": 0}
