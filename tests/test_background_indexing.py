@@ -8,10 +8,11 @@ text is durable, and a thread writes the vectors after.
   no vector of it (or of its old text);
 - a close leaves the backlog in the file, and the next open, in either mode,
   indexes it; a process killed mid-backlog too, each episode exactly once;
-- the default stays synchronous; the encoding gate and PostgreSQL refuse the option.
+- the default stays synchronous; the encoding gate refuses the option;
+- PostgreSQL keeps the same promises (its own tests at the end).
 
-Real SQLite files in ``tmp_path``; the static edge embedder, wrapped where a test
-must hold the indexer inside an embedding.
+Real SQLite files in ``tmp_path`` and scratch PostgreSQL schemas; the static edge
+embedder, wrapped where a test must hold the indexer inside an embedding.
 """
 
 from __future__ import annotations
@@ -301,9 +302,54 @@ def test_wait_indexed_refuses_a_bad_timeout(tmp_path: Path, timeout: object) -> 
             memory.wait_indexed(timeout=timeout)  # type: ignore[arg-type]
 
 
-def test_postgresql_refuses_background_indexing(postgres_schema_url: str) -> None:
-    with pytest.raises(InvalidInputError, match="not built for the postgres backend"):
-        Memory(url=postgres_schema_url, embedder=EDGE, indexing="background")
+def test_postgresql_indexes_in_the_background_too(
+    postgres_schema_url: str, held: HeldEmbedder
+) -> None:
+    url = postgres_schema_url
+    with Memory(url=url, embedder=held, indexing="background", warm=False) as memory:  # type: ignore[arg-type]
+        [kept, forgotten, changed] = memory.add(
+            ["Maren keeps the lighthouse at Skerryvore", "the code is 4471", "I live in Lisbon"]
+        )
+        assert held.entered.wait(WAIT)  # the indexer holds all three
+        assert memory.capabilities["vector_backlog"] == 3
+        [hit] = memory.search("lighthouse Skerryvore", explain=True)
+        assert hit.episode.id == kept.id and "dense" not in hit.channels
+        assert hit.analysis["dense_index"].startswith("3 episodes of this scope are not")
+        memory.delete(forgotten.id)
+        memory.update(changed.id, content="I live in Oslo")  # writes its own vector
+        assert memory.check() == []
+        held.release()
+        assert memory.wait_indexed(timeout=WAIT)
+        assert memory.check() == []
+        hit = memory.search("lighthouse Skerryvore", explain=True)[0]
+        assert hit.episode.id == kept.id
+        assert "dense" in hit.channels and "dense_index" not in hit.analysis
+        vectors = memory.store.episode_vectors([kept.id, changed.id], Scope("default"))
+    np.testing.assert_allclose(
+        vectors[changed.id], EDGE.embed_documents(["I live in Oslo"])[0], rtol=1e-5, atol=1e-5
+    )
+    assert set(vectors) == {kept.id, changed.id}
+
+
+def test_postgresql_keeps_the_backlog_across_a_close(postgres_schema_url: str) -> None:
+    url = postgres_schema_url
+    held = HeldEmbedder()
+    memory = Memory(url=url, embedder=held, indexing="background", warm=False)  # type: ignore[arg-type]
+    memory.add_many([f"message number {i}" for i in range(3 * EMBED_CHUNK)])
+    assert held.entered.wait(WAIT)
+    indexer = memory._indexer
+    assert indexer is not None
+    closing = threading.Thread(target=memory.close)
+    closing.start()
+    while not indexer._stopping.is_set():
+        time.sleep(0.01)
+    held.release()
+    closing.join(WAIT)
+    with Memory(url=url, embedder=EDGE, warm=False) as reopened:
+        assert reopened.capabilities["indexer"] == "running"  # a backlog was left
+        assert reopened.wait_indexed(timeout=WAIT)
+        assert reopened.check() == []
+        assert reopened.stats()["vectors"] == 3 * EMBED_CHUNK
 
 
 def test_an_older_store_opened_read_only_searches_without_the_backlog_table(
@@ -364,3 +410,21 @@ def test_two_indexers_on_one_store_write_each_vector_once(tmp_path: Path) -> Non
         first.close()
         second.close()
     assert counts(path) == {"episodes": 2400, "vectors": 2400, "pending_vectors": 0}
+
+
+def test_two_indexers_on_one_postgresql_store_write_each_vector_once(
+    postgres_schema_url: str,
+) -> None:
+    url = postgres_schema_url
+    first = Memory(url=url, embedder=EDGE, indexing="background", warm=False)
+    second = Memory(url=url, embedder=EDGE, indexing="background", warm=False)
+    try:
+        for round_ in range(3):
+            first.add_many([f"first {round_}.{i}: the tide" for i in range(200)])
+            second.add_many([f"second {round_}.{i}: the moon" for i in range(200)])
+        assert first.wait_indexed(timeout=WAIT) and second.wait_indexed(timeout=WAIT)
+        assert first.check() == []
+        assert first.stats()["vectors"] == 1200
+    finally:
+        first.close()
+        second.close()

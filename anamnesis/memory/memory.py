@@ -116,7 +116,7 @@ class Memory(WriteVerbs, ReadVerbs, FactVerbs, LifecycleVerbs, MaintenanceVerbs)
     transaction; ``"background"`` returns once the text is stored and lets a thread
     write the vectors after (``wait_indexed`` waits for it): until then the newest
     episodes are found by the lexical channel only, and ``explain`` says how many.
-    SQLite only; refused with an encoding gate, which judges an episode by its vector
+    Refused with an encoding gate, which judges an episode by its vector
     before storing it. Episodes left waiting (a kill, a close) are indexed at the next
     open, in either mode.
     """

@@ -1034,6 +1034,7 @@ def _downgrade_to_before_times(backend, store_url):
                 "fact_sources",
                 "consolidated_episodes",
                 "episode_times",
+                "pending_vectors",
                 *later,
             ):
                 conn.execute(f"DROP TABLE {table}")

@@ -325,6 +325,19 @@ def _v7(dim: int) -> list[str]:
     ]
 
 
+def _v8(dim: int) -> list[str]:
+    # Background indexing, as in SQLite's migration 7: the episodes stored without a
+    # vector yet (``embedding`` NULL), marked in the episode's own transaction; the
+    # mark goes with the episode.
+    return [
+        """CREATE TABLE pending_vectors (
+            episode_rowid bigint PRIMARY KEY REFERENCES episodes (rowid) ON DELETE CASCADE,
+            user_id       text NOT NULL
+        )""",
+        "CREATE INDEX pending_vectors_user ON pending_vectors (user_id)",
+    ]
+
+
 MIGRATIONS: dict[int, Callable[[int], Sequence[Step]]] = {
     1: _v1,
     2: _v2,
@@ -333,6 +346,7 @@ MIGRATIONS: dict[int, Callable[[int], Sequence[Step]]] = {
     5: _v5,
     6: _v6,
     7: _v7,
+    8: _v8,
 }
 
 LATEST = max(MIGRATIONS)
