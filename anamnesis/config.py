@@ -24,6 +24,11 @@ DURABILITY_ENV = "ANAMNESIS_DURABILITY"
 #: How hard a commit is pushed to disk (RELIABILITY.md, promise 1): ``normal`` survives a
 #: process crash; ``full`` also a power loss or an OS crash, at a cost per write.
 DURABILITY_LEVELS = ("normal", "full")
+#: When an added episode's vector is written: ``sync``, in the add's own transaction
+#: (the default: a search right after an add has its dense channel); ``background``,
+#: by an indexer thread after the add returns (searches in the gap use the lexical
+#: channel for the newest episodes, and ``explain`` says so).
+INDEXING_MODES = ("sync", "background")
 
 
 def default_path() -> Path:
@@ -42,6 +47,17 @@ def durability_level(value: str | None) -> str:
         source = "durability" if value is not None else f"${DURABILITY_ENV}"
         raise InvalidInputError(
             f"{source} must be one of {', '.join(DURABILITY_LEVELS)}, got {chosen!r}"
+        )
+    return chosen
+
+
+def indexing_mode(value: str | None) -> str:
+    """When vectors are written (``INDEXING_MODES``): ``value``, else ``sync``;
+    anything else is InvalidInputError."""
+    chosen = value if value is not None else "sync"
+    if chosen not in INDEXING_MODES:
+        raise InvalidInputError(
+            f"indexing must be one of {', '.join(INDEXING_MODES)}, got {chosen!r}"
         )
     return chosen
 

@@ -67,6 +67,11 @@ class ConsolidationError(AnamnesisError):
     """The background consolidation worker stopped on an error (``__cause__`` is it)."""
 
 
+class IndexingError(AnamnesisError):
+    """The background indexer stopped on an error (``__cause__`` is it); the episodes
+    waiting for vectors stay marked, and the next open resumes them."""
+
+
 class AuthenticationError(AnamnesisError):
     """A server asked for an API key and none, or no valid one, was given."""
 

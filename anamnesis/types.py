@@ -133,7 +133,9 @@ class Hit:
     ``channels`` and ``analysis`` are filled when ``explain=True``: for each channel
     that proposed the episode, its rank and raw score there; and how the question was
     read (``QueryAnalysis.to_dict()``: terms, reference time, temporal intents and
-    the time ranges it names), the same for every hit of one search. ``facts`` holds
+    the time ranges it names), the same for every hit of one search; with background
+    indexing, ``analysis["dense_index"]`` says how many of the scope's episodes wait
+    for their vector (found by the lexical channel only). ``facts`` holds
     the facts drawn from this episode that matched the question (when the ``facts``
     channel is on).
     """

@@ -338,6 +338,7 @@ WIRE_TYPES: dict[str, str | tuple[str, str]] = {
     "str": "str",
     "str | None": "str | None",
     "bool": "bool",
+    "float | None": "float | None",
     "datetime | str | float | None": "Time",
     "Mapping[str, Any] | None": "dict[str, Any] | None",
     "Filters | Mapping[str, Any] | None": ("BodyFilters", "QueryFilters"),

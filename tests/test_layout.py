@@ -40,7 +40,7 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("store", {"store"}),
     (
         "parts",
-        {"retrieve", "facts", "consolidate", "decay", "usage", "portable"},
+        {"retrieve", "facts", "consolidate", "decay", "usage", "portable", "indexer"},
     ),
     ("context", {"context"}),
     ("facade", {"memory"}),

@@ -89,3 +89,18 @@ def test_a_call_cut_short_must_leave_whole_batches_in_order() -> None:
     assert _partial_batches(records, stored(range(count))) == []
     assert _partial_batches(records, stored(range(WRITE_BATCH - 1)))  # half a batch
     assert _partial_batches(records, stored(range(1, WRITE_BATCH + 1)))  # not the first
+
+
+def test_the_index_check_flags_a_vector_that_is_not_its_texts(tmp_path: Path) -> None:
+    """The check behind the index kill loop: an index behind the store (a vector of
+    another text) does not pass unnoticed."""
+    import numpy as np
+
+    from anamnesis.bench.reliability import _stale_vectors
+
+    with Memory(path=tmp_path / "m.db", embedder=EMBEDDER, warm=False) as memory:
+        first, second = memory.add(["the lamp was lit", "the lamp went out"], user_id=USER)
+        assert _stale_vectors(memory) == []
+        other = memory.embedder.embed_documents(["a different text entirely"])[0]
+        memory.store.replace_vectors({second.id: np.asarray(other)})
+        assert _stale_vectors(memory) == [f"episode {second.id}'s vector is not its text's"]

@@ -328,3 +328,11 @@ def test_forget_archive_and_restore(surface: Surface) -> None:
     assert 0.0 <= strengths[kept.id] <= 1.0
     faded = surface("decay", user_id="maya", dry_run=True, now="2030-01-01", policy=policy)
     assert set(faded) == {kept.id, old.id}
+
+
+def test_wait_indexed_answers_on_every_surface(surface: Surface) -> None:
+    surface("add", "a note with its vector", user_id="maya")
+    assert surface("wait_indexed", timeout=5) is True
+    assert surface("wait_indexed") is True
+    with pytest.raises(InvalidInputError, match="timeout"):
+        surface("wait_indexed", timeout=-1)

@@ -535,7 +535,8 @@ def abstention_command(results: Path, config: str, thresholds: str, rule: str) -
     "--workloads",
     default="all",
     show_default=True,
-    help="Comma-separated: add, add_many, import, consolidate, delete, create, or all.",
+    help="Comma-separated: add, add_many, import, consolidate, delete, forget, create, index"
+    " (background indexing), or all.",
 )
 @click.option(
     "--seconds",

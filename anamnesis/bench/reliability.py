@@ -30,12 +30,14 @@ from typing import Any
 
 from ..memory.writes import WRITE_BATCH
 
-WORKLOADS = ("add", "add_many", "import", "consolidate", "delete", "forget", "create")
+WORKLOADS = ("add", "add_many", "import", "consolidate", "delete", "forget", "create", "index")
 #: Episodes in one group the ``forget`` workload writes and then forgets whole.
 FORGET_GROUP = 6
 #: The embedder the workloads use: fast to load, so a kill loop spends its time writing.
 EMBEDDER = "edge"
 USER = "reliability"
+#: Seconds ``verify`` lets the indexer catch up on the backlog a kill left.
+INDEX_WAIT = 120.0
 
 
 # -- the child ------------------------------------------------------------------------------
@@ -105,7 +107,8 @@ def work(store: Path, journal_path: Path, workload: str, seed: int) -> None:
             with Memory(path=path, embedder=EMBEDDER, warm=False) as memory:
                 (episode,) = memory.add("the first words of a new store", user_id=USER)
             journal.ack(op="add", path=str(path), id=episode.id, content=episode.content)
-    with Memory(path=store, embedder=EMBEDDER, warm=False) as memory:
+    indexing = "background" if workload == "index" else "sync"
+    with Memory(path=store, embedder=EMBEDDER, warm=False, indexing=indexing) as memory:
         print("ready", flush=True)
         n = 0
         while True:
@@ -140,6 +143,8 @@ def work(store: Path, journal_path: Path, workload: str, seed: int) -> None:
                 journal.ack(op="delete", id=episode.id)
             elif workload == "forget":
                 _forget_group(memory, journal, tag, rng)
+            elif workload == "index":
+                _index_round(memory, journal, tag, rng)
             else:
                 raise SystemExit(f"unknown workload {workload!r}")
 
@@ -163,6 +168,25 @@ def _forget_group(memory: Any, journal: Journal, tag: str, rng: random.Random) -
     memory.forget(user_id=USER, session_id=f"forget-{tag}")
     for episode_id in ids:
         journal.ack(op="delete", id=episode_id)
+
+
+def _index_round(memory: Any, journal: Journal, tag: str, rng: random.Random) -> None:
+    """Add a burst with background indexing (the indexer falls behind), then change
+    some of it while it may be in the indexer's hands: update one, delete another;
+    now and then wait for the backlog. Kills land in the indexer's batches."""
+    count = rng.choice((1, 20, 300))
+    texts = [f"pending {tag} turn {i}: the lamp was lit" for i in range(count)]
+    episodes = memory.add_many(texts, user_id=USER)
+    journal.ack_all([{"op": "add", "id": e.id, "content": e.content} for e in episodes])
+    if rng.random() < 0.3:
+        journal.ack(op="deleting", id=episodes[0].id)  # its text changes: not checked
+        memory.update(episodes[0].id, content=f"updated {tag}: the lamp went out", user_id=USER)
+    if count > 1 and rng.random() < 0.3:
+        journal.ack(op="deleting", id=episodes[-1].id)
+        memory.delete(episodes[-1].id, user_id=USER)
+        journal.ack(op="delete", id=episodes[-1].id)
+    if rng.random() < 0.1:
+        memory.wait_indexed()
 
 
 # -- the parent -----------------------------------------------------------------------------
@@ -196,8 +220,10 @@ def _child(store: Path, journal: Path, workload: str, seed: int) -> subprocess.P
     )
 
 
-def verify(store: Path, journal: Path) -> tuple[list[str], int, int]:
-    """(problems, acknowledged episodes, acknowledged deletes) for one store."""
+def verify(store: Path, journal: Path, *, vectors: bool = False) -> tuple[list[str], int, int]:
+    """(problems, acknowledged episodes, acknowledged deletes) for one store. Episodes
+    left waiting for their vector are indexed first (as any open does), and must all
+    be; ``vectors``: every vector must also be its episode's current text's."""
     import warnings
 
     from anamnesis import AnamnesisError, Memory
@@ -227,6 +253,14 @@ def verify(store: Path, journal: Path) -> tuple[list[str], int, int]:
             continue
         with memory:
             problems.extend(f"{path}: {p}" for p in memory.check())
+            if not memory.wait_indexed(timeout=INDEX_WAIT):
+                problems.append(f"{path}: the backlog was not indexed in {INDEX_WAIT} s")
+            elif memory.capabilities["vector_backlog"]:
+                problems.append(f"{path}: episodes still wait for vectors after the wait")
+            else:
+                problems.extend(f"{path}: after indexing: {p}" for p in memory.check())
+            if vectors:
+                problems.extend(f"{path}: {p}" for p in _stale_vectors(memory))
             stored = _stored_texts(memory)
             gone = {r["id"] for r in items if r["op"] == "delete"}
             going = {r["id"] for r in items if r["op"] == "deleting"}
@@ -254,6 +288,30 @@ def verify(store: Path, journal: Path) -> tuple[list[str], int, int]:
                     problems.append(f"{path}: {item.kind} {item.id} cites an episode that is gone")
             memory.consolidate(user_id=USER)
     return problems, adds, deletes
+
+
+def _stale_vectors(memory: Any) -> list[str]:
+    """Episodes whose stored vector is not their current text's (an index behind the
+    store), or that have none."""
+    import numpy as np
+
+    from anamnesis.ingest.normalise import embedding_text
+    from anamnesis.types import Scope
+
+    episodes = [e for e, _ in memory.store.iter_episodes() if e.user_id == USER]
+    problems = []
+    for start in range(0, len(episodes), 1000):
+        chunk = episodes[start : start + 1000]
+        held = memory.store.episode_vectors([e.id for e in chunk], Scope(USER))
+        expected = memory.embedder.embed_documents(
+            [embedding_text(e.content, e.speaker) for e in chunk]
+        )
+        for episode, vector in zip(chunk, expected, strict=True):
+            if episode.id not in held:
+                problems.append(f"episode {episode.id} has no vector")
+            elif not np.allclose(held[episode.id], vector, atol=1e-5):
+                problems.append(f"episode {episode.id}'s vector is not its text's")
+    return problems
 
 
 def _partial_batches(records: list[dict[str, Any]], stored: dict[str, str]) -> list[str]:
@@ -336,7 +394,9 @@ def run_kills(
         child.wait(timeout=60)
         report.kills += 1
         if (kill + 1) % verify_every == 0 or kill == kills - 1:
-            problems, report.acknowledged, report.deleted = verify(store, journal)
+            problems, report.acknowledged, report.deleted = verify(
+                store, journal, vectors=workload == "index"
+            )
             report.problems.extend(f"after kill {kill}: {p}" for p in problems)
         if progress is not None:
             progress(report)

@@ -95,16 +95,24 @@ LAZY_COMMANDS = {
     metavar="NAME",
     help=f"Gate on adds: {', '.join(GATE_PRESETS)}.  [default: off]",
 )
+# Not listed in --help, which must fit a screen: `fit-ranker --help`, the README and the
+# guide name it, beside the only preset it serves (--config ranker).
 @click.option(
     "--ranker-model",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     default=None,
+    hidden=True,
     help="A ranker from `fit-ranker` for --config ranker.",
 )
 @click.option(
     "--durable",
     is_flag=True,
     help="Sync each commit to disk: survives a power loss, slower writes.",
+)
+@click.option(
+    "--background-indexing",
+    is_flag=True,
+    help="Writes return once the text is stored; vectors follow (serve, mcp).",
 )
 @click.pass_context
 def main(
@@ -116,6 +124,7 @@ def main(
     gate: str,
     ranker_model: Path | None,
     durable: bool,
+    background_indexing: bool,
 ) -> None:
     """Anamnesis: long-term memory for LLM agents, verbatim and offline."""
     ctx.ensure_object(dict)
@@ -128,6 +137,7 @@ def main(
         gate=gate,
         ranker_model=ranker_model,
         durability="full" if durable else None,
+        indexing="background" if background_indexing else None,
     )
 
 

@@ -75,6 +75,7 @@ def open_memory(ctx: click.Context, *, create: bool = True) -> Memory:
             llm=options.get("llm"),
             gate=options.get("gate"),
             durability=options.get("durability"),
+            indexing=options.get("indexing"),
             warm=False,  # one verb per process: nothing to load ahead of it
             create=create,
         )

@@ -176,6 +176,7 @@ async def _serve(
         llm=options.get("llm"),
         gate=options.get("gate"),
         durability=options.get("durability"),
+        indexing=options.get("indexing"),
     ) as memory:
         server = build(memory, scope, budget_tokens=budget_tokens, forget_all=forget_all, keys=keys)
         if http is None:
@@ -316,6 +317,7 @@ def serve(
                 llm=ctx.obj.get("llm"),
                 gate=ctx.obj.get("gate"),
                 durability=ctx.obj.get("durability"),
+                indexing=ctx.obj.get("indexing"),
                 readers=readers,
             ) as memory:
                 limits = ServerLimits(

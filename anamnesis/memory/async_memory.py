@@ -62,6 +62,7 @@ class AsyncMemory(AsyncVerbs):
         gate: str | GateConfig | None = None,
         readers: int = DEFAULT_READERS,
         durability: str | None = None,
+        indexing: str | None = None,
     ) -> None:
         readers = check_int(readers, "readers", minimum=1, maximum=MAX_READERS)
         self._memory = Memory(
@@ -76,6 +77,7 @@ class AsyncMemory(AsyncVerbs):
             create=create,
             gate=gate,
             durability=durability,
+            indexing=indexing,
         )
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="anamnesis-writer")
         self._readers = ThreadPoolExecutor(readers, thread_name_prefix="anamnesis-reader")

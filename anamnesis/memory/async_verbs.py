@@ -178,6 +178,12 @@ class AsyncVerbs:
             session_id=session_id,
         )
 
+    # indexing: anamnesis/memory/indexing.py
+
+    async def wait_indexed(self, *, timeout: float | None = None) -> bool:
+        """``Memory.wait_indexed``, run on a reader thread."""
+        return await self._read(self._memory.wait_indexed, timeout=timeout)
+
     # reads: anamnesis/memory/reads.py
 
     async def search(

@@ -40,12 +40,14 @@ class GateVerbs(MemoryState):
         return self._store.gate_decisions(ids, self._scope(user_id, agent_id, session_id))
 
     def _write_batch(
-        self, episodes: Sequence[Episode], vectors: np.ndarray, sessions: Sequence[Session]
+        self, episodes: Sequence[Episode], vectors: np.ndarray | None, sessions: Sequence[Session]
     ) -> None:
-        """Store one batch: as it is without a gate, else judged by the gate."""
+        """Store one batch: as it is without a gate (``vectors`` None: to be indexed in
+        the background), else judged by the gate."""
         if self._gate is None or not episodes:
             self._store.insert_episodes(episodes, vectors, sessions)
             return
+        assert vectors is not None  # Memory refuses a gate with background indexing
         decisions = self._judge(episodes, vectors, self._gate)
         self._store.insert_gated(episodes, vectors, decisions, sessions)
 

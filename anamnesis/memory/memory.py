@@ -24,6 +24,7 @@ from ..config import (
     SearchConfig,
     default_path,
     durability_level,
+    indexing_mode,
 )
 from ..embed import Embedder, get_embedder
 from ..errors import AnamnesisError, EmbedderMismatchError, InvalidInputError, NotFoundError
@@ -111,6 +112,13 @@ class Memory(WriteVerbs, ReadVerbs, FactVerbs, LifecycleVerbs, MaintenanceVerbs)
     ``durability`` (default ``$ANAMNESIS_DURABILITY``, else ``"normal"``): ``"normal"``
     survives a process crash; ``"full"`` syncs each commit, so it survives a power loss
     too, at a cost per write (RELIABILITY.md says what each promises and costs).
+    ``indexing``: ``"sync"`` (the default) writes each episode's vector in the add's
+    transaction; ``"background"`` returns once the text is stored and lets a thread
+    write the vectors after (``wait_indexed`` waits for it): until then the newest
+    episodes are found by the lexical channel only, and ``explain`` says how many.
+    Refused with an encoding gate, which judges an episode by its vector
+    before storing it. Episodes left waiting (a kill, a close) are indexed at the next
+    open, in either mode.
     """
 
     def __init__(
@@ -127,9 +135,16 @@ class Memory(WriteVerbs, ReadVerbs, FactVerbs, LifecycleVerbs, MaintenanceVerbs)
         create: bool = True,
         gate: str | GateConfig | None = None,
         durability: str | None = None,
+        indexing: str | None = None,
     ) -> None:
         self._gate = gate_config(gate)
         durability = durability_level(durability)
+        self._indexing = indexing_mode(indexing)
+        if self._indexing == "background" and self._gate is not None:
+            raise InvalidInputError(
+                "the encoding gate judges each episode by its vector before storing it, "
+                "so it cannot run with indexing='background': choose one of the two"
+            )
         self.default_user = check_id(user_id, "user_id", required=True) or DEFAULT_USER
         offline.warn_if_telemetry_on()
         if isinstance(llm, str):
@@ -139,6 +154,12 @@ class Memory(WriteVerbs, ReadVerbs, FactVerbs, LifecycleVerbs, MaintenanceVerbs)
         self.llm = llm
         self._embedder = get_embedder(embedder)
         self._store = _open_store(path, url, self._embedder.dim, create, durability)
+        if self._indexing == "background" and not self._store.background_indexing:
+            self._store.close()
+            raise InvalidInputError(
+                f"indexing='background' is not built for the {self._store.backend} "
+                "backend; open it with indexing='sync' (the default)"
+            )
         self.config = config or PRESETS[DEFAULT_PRESET]
         try:
             self._retriever = Retriever(self._store, self._embedder, self.config)
@@ -154,6 +175,9 @@ class Memory(WriteVerbs, ReadVerbs, FactVerbs, LifecycleVerbs, MaintenanceVerbs)
         self._usage = UsageLog(self._store)
         self._closed = False
         self._close_lock = threading.Lock()
+        self._indexer_lock = threading.Lock()
+        if self._indexing == "background" or self._has_backlog():
+            self._start_indexer()
         self._warm_thread: threading.Thread | None = None
         _OPEN_MEMORIES.add(self)
         if warm:
@@ -191,6 +215,7 @@ class Memory(WriteVerbs, ReadVerbs, FactVerbs, LifecycleVerbs, MaintenanceVerbs)
         if self._warm_thread is not None and self._warm_thread is not threading.current_thread():
             self._warm_thread.join()
         self._stop_consolidation()
+        self._stop_indexer()
         self._usage.close()
         self._retriever.resources.close()
         self._store.close()
@@ -224,8 +249,11 @@ class Memory(WriteVerbs, ReadVerbs, FactVerbs, LifecycleVerbs, MaintenanceVerbs)
         ``"abstractive"``, or why they fell back), telemetry (``"off"``, or why not), store
         health (``"ok"``, or the damage: writes refused), usage counters (``"ok"``, or why
         not), the encoding gate (``"off"``, a preset name, or ``"custom"``), the
-        durability (``"normal"`` or ``"full"``), and how ``forget`` erases (``erasure``:
-        in place, or by rewriting the full-text index on an SQLite too old for that)."""
+        durability (``"normal"`` or ``"full"``), how ``forget`` erases (``erasure``:
+        in place, or by rewriting the full-text index on an SQLite too old for that),
+        when vectors are written (``indexing``), the background indexer's state
+        (``indexer``: ``"off"``, ``"running"``, ``"stopped"`` or ``"failed: ..."``) and
+        how many episodes wait for their vector (``vector_backlog``)."""
         damage = self._store.damage
         return {
             "backend": self._store.backend,
@@ -245,6 +273,9 @@ class Memory(WriteVerbs, ReadVerbs, FactVerbs, LifecycleVerbs, MaintenanceVerbs)
             "encoding_gate": self._gate.name if self._gate is not None else "off",
             "durability": self._store.durability,
             "erasure": self._store.erasure,
+            "indexing": self._indexing,
+            "indexer": self._indexer.state if self._indexer is not None else "off",
+            "vector_backlog": self._vector_backlog(),
         }
 
     def _check_embedder(self, reindex: bool) -> None:

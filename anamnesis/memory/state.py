@@ -26,6 +26,7 @@ from ..usage import UsageLog
 if TYPE_CHECKING:
     from ..consolidate.abstractive import Summarizer
     from ..facts.worker import ConsolidationWorker
+    from ..indexer import VectorIndexer
 
 #: Called with the number of items done so far.
 ProgressCallback = Callable[[int], None]
@@ -45,6 +46,10 @@ class MemoryState:
     _gate: GateConfig | None
     _worker: ConsolidationWorker | None = None
     _summarizer: Summarizer | None = None
+    #: ``sync`` or ``background`` (``config.INDEXING_MODES``).
+    _indexing: str = "sync"
+    #: The thread writing the vectors of episodes stored without one, when running.
+    _indexer: VectorIndexer | None = None
 
     def _scope(self, user_id: str | None, agent_id: str | None, session_id: str | None) -> Scope:
         """The scope a verb acts in: the ids checked, the user defaulted."""

@@ -26,6 +26,7 @@ from ..ingest.normalise import (
 )
 from ..types import DeleteCounts, Episode, Scope, Session
 from .gate import GateVerbs
+from .indexing import IndexingVerbs
 from .state import ProgressCallback
 from .verbs import writes
 
@@ -33,7 +34,7 @@ from .verbs import writes
 WRITE_BATCH = 512
 
 
-class WriteVerbs(GateVerbs):
+class WriteVerbs(GateVerbs, IndexingVerbs):
     """Storing, changing and deleting episodes (each batch through the encoding gate)."""
 
     @writes
@@ -90,7 +91,8 @@ class WriteVerbs(GateVerbs):
         """Bulk-store messages (a whole conversation or an import).
 
         Messages are validated first, then embedded and written in transactions of
-        ``WRITE_BATCH``; with ``atomic=True`` everything is one transaction. Messages
+        ``WRITE_BATCH``; with ``atomic=True`` everything is one transaction. With
+        ``indexing="background"`` they are written unembedded, and embedded after. Messages
         without ``event_time`` get the time of the call, a microsecond apart so their
         order survives. ``progress`` is called with the number written so far.
         """
@@ -113,11 +115,14 @@ class WriteVerbs(GateVerbs):
         sessions = self._sessions_for(episodes, scope)
         batch = len(episodes) if atomic else WRITE_BATCH
         written = 0
+        background = self._indexing == "background"
         for start in range(0, len(episodes), batch or 1):
             chunk = episodes[start : start + batch]
-            vectors = self._embed(chunk, scope)
+            vectors = None if background else self._embed(chunk, scope)
             self._write_batch(chunk, vectors, sessions if start == 0 else ())
             written += len(chunk)
+            if background:
+                self._notify_indexer()
             if self._worker is not None:
                 self._worker.notify(scope)
             if progress is not None:

@@ -145,6 +145,14 @@ class Retriever:
         context = self.store.neighbours(list(by_id.values()), self.config.neighbour_window)
         as_of = filters.recorded_before
         analysis = request.analysis.to_dict() if explain else {}
+        if explain:
+            waiting = self.store.pending_count(scope)
+            if waiting:
+                these = "episodes of this scope are" if waiting > 1 else "episode of this scope is"
+                analysis["dense_index"] = (
+                    f"{waiting} {these} not in the dense index yet: "
+                    "found by the lexical channel only"
+                )
         return [
             Hit(
                 episode=by_id[f.episode_id],

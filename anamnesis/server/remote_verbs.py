@@ -127,6 +127,12 @@ class RemoteVerbs:
         """``Memory.gate_decisions``, over HTTP."""
         return self._call("gate_decisions", locals())
 
+    # indexing: anamnesis/memory/indexing.py
+
+    def wait_indexed(self, *, timeout: float | None = None) -> bool:
+        """``Memory.wait_indexed``, over HTTP."""
+        return self._call("wait_indexed", locals())
+
     # reads: anamnesis/memory/reads.py
 
     def search(
@@ -429,6 +435,12 @@ class AsyncRemoteVerbs:
     ) -> dict[str, GateDecision]:
         """``Memory.gate_decisions``, over HTTP."""
         return await self._call("gate_decisions", locals())
+
+    # indexing: anamnesis/memory/indexing.py
+
+    async def wait_indexed(self, *, timeout: float | None = None) -> bool:
+        """``Memory.wait_indexed``, over HTTP."""
+        return await self._call("wait_indexed", locals())
 
     # reads: anamnesis/memory/reads.py
 

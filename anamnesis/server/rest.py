@@ -98,6 +98,7 @@ from .rest_arguments import (
     SummariesArguments,
     UpdateArguments,
     UsageArguments,
+    WaitIndexedArguments,
 )
 from .rest_models import Health
 from .ui.login import LocalLogin
@@ -337,6 +338,12 @@ def build_app(
         """Re-embed every episode from its stored text (admin); the number re-embedded."""
         who.require_admin("reindex")
         return await memory.reindex(**arguments.arguments())
+
+    @app.post(ROUTES["wait_indexed"].path, tags=["server"])
+    async def wait_indexed(arguments: Annotated[WaitIndexedArguments, Query()], who: Who) -> bool:
+        """Wait until no episode waits for its vector (background indexing), at most
+        ``timeout`` seconds; false on timeout."""
+        return await memory.wait_indexed(**arguments.arguments())
 
     @app.get("/ui", include_in_schema=False)
     async def inspector() -> RedirectResponse:

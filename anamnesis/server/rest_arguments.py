@@ -279,6 +279,12 @@ class ReindexArguments(QueryArguments):
     """``Memory.reindex``'s arguments."""
 
 
+class WaitIndexedArguments(QueryArguments):
+    """``Memory.wait_indexed``'s arguments."""
+
+    timeout: float | None = None
+
+
 class SummariesArguments(QueryArguments):
     """``Memory.derived.summaries``'s arguments."""
 

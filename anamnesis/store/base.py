@@ -301,6 +301,18 @@ class Candidate:
     turn: TurnInfo | None = field(default=None, compare=False)
 
 
+@dataclass(frozen=True, slots=True)
+class PendingVector:
+    """An episode stored without its vector yet (``Memory(indexing="background")``):
+    what the indexer embeds, and the hash ``Store.index_pending`` checks is current."""
+
+    rowid: int
+    user_id: str
+    content_hash: str
+    content: str
+    speaker: str | None
+
+
 class Store(Protocol):
     """Persistence for episodes, sessions and their lexical and dense indexes."""
 
@@ -362,11 +374,30 @@ class Store(Protocol):
     def insert_episodes(
         self,
         episodes: Sequence[Episode],
-        vectors: np.ndarray,
+        vectors: np.ndarray | None,
         sessions: Sequence[Session] = (),
         versions: Sequence[EpisodeVersion] = (),
     ) -> None:
-        """Store episodes with their index rows, sessions and prior versions, all or nothing."""
+        """Store episodes with their index rows, sessions and prior versions, all or nothing.
+        ``vectors`` None (stores with ``background_indexing`` only): each episode is
+        marked as waiting for its vector, in the same transaction."""
+        ...
+
+    # -- background indexing --------------------------------------------------------------
+    #: Whether the store can hold episodes before their vectors (the three verbs below).
+    background_indexing: bool
+
+    def pending_vectors(self, limit: int) -> list[PendingVector]:
+        """The oldest ``limit`` episodes waiting for a vector, in the order stored."""
+        ...
+
+    def pending_count(self, scope: Scope | None) -> int:
+        """How many episodes of ``scope`` (None: the store) wait for a vector."""
+        ...
+
+    def index_pending(self, vectors: Sequence[tuple[PendingVector, np.ndarray]]) -> int:
+        """Write pending episodes' vectors (an episode deleted or changed since it was
+        read is skipped) and clear their marks, in one transaction; how many written."""
         ...
 
     def insert_gated(

@@ -1052,8 +1052,8 @@ def test_time_search_honours_recorded_before(store):
 
 def _downgrade_to_before_times(backend, store_url):
     """Make the store look as if written before time mentions (and facts, archive,
-    usage counters, gate decisions, derived items and, on PostgreSQL, the lexemes'
-    bounds) existed."""
+    usage counters, gate decisions, derived items, pending vectors and, on PostgreSQL,
+    the lexemes' bounds) existed."""
     later = (
         "archived_episodes",
         "episode_usage",
@@ -1069,6 +1069,8 @@ def _downgrade_to_before_times(backend, store_url):
                 conn.execute(f"DROP TABLE {table}")
             conn.execute("DROP TRIGGER episode_times_delete")
             conn.execute("DROP TABLE episode_times")
+            conn.execute("DROP TRIGGER pending_vectors_delete")
+            conn.execute("DROP TABLE pending_vectors")
             conn.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
     else:
         import psycopg
@@ -1079,6 +1081,7 @@ def _downgrade_to_before_times(backend, store_url):
                 "fact_sources",
                 "consolidated_episodes",
                 "episode_times",
+                "pending_vectors",
                 *later,
             ):
                 conn.execute(f"DROP TABLE {table}")

@@ -101,6 +101,13 @@ class PostgresArchive:
                 )
                 count_episodes(conn, "e.id = ANY(%s)", [ids], 1)
                 insert_times(conn, [t for row in rows for t in time_rows(*row)])
+                # Archived before its vector was written: it waits for one again.
+                conn.execute(
+                    """INSERT INTO pending_vectors (episode_rowid, user_id)
+                       SELECT rowid, user_id FROM episodes
+                       WHERE id = ANY(%s) AND embedding IS NULL ORDER BY rowid""",
+                    (ids,),
+                )
             conn.execute(
                 f"""DELETE FROM archived_episodes e WHERE {where}
                     AND EXISTS (SELECT 1 FROM episodes h WHERE h.id = e.id)""",

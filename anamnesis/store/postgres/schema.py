@@ -391,6 +391,19 @@ def scoped_text_index(conn: psycopg.Connection[Any]) -> str | None:
     return None
 
 
+def _v9(dim: int) -> list[str]:
+    # Background indexing, as in SQLite's migration 7: the episodes stored without a
+    # vector yet (``embedding`` NULL), marked in the episode's own transaction; the
+    # mark goes with the episode.
+    return [
+        """CREATE TABLE pending_vectors (
+            episode_rowid bigint PRIMARY KEY REFERENCES episodes (rowid) ON DELETE CASCADE,
+            user_id       text NOT NULL
+        )""",
+        "CREATE INDEX pending_vectors_user ON pending_vectors (user_id)",
+    ]
+
+
 MIGRATIONS: dict[int, Callable[[int], Sequence[Step]]] = {
     1: _v1,
     2: _v2,
@@ -400,6 +413,7 @@ MIGRATIONS: dict[int, Callable[[int], Sequence[Step]]] = {
     6: _v6,
     7: _v7,
     8: _v8,
+    9: _v9,
 }
 
 LATEST = max(MIGRATIONS)

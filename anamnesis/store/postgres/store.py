@@ -35,7 +35,7 @@ from ...errors import (
     StoreLockedError,
 )
 from ...types import Episode, EpisodeVersion, Scope, Session
-from ..base import replaced_at
+from ..base import PendingVector, replaced_at
 from .archive import PostgresArchive
 from .facts import PostgresFacts
 from .gate import PostgresGate
@@ -94,6 +94,8 @@ class PostgresStore(
 
     backend = "postgres"
     vector_backend = "pgvector-hnsw"
+    #: Episodes may be stored before their vectors (``pending_vectors``).
+    background_indexing = True
     #: What a forget leaves on disk (RELIABILITY.md, "Forgotten text leaves the store").
     erasure = "rows deleted; the disk keeps them until VACUUM FULL and the WAL recycles"
 
@@ -302,9 +304,20 @@ class PostgresStore(
         """Episodes and their full-text and vector columns agree (the server checks
         its own pages)."""
         with self._transaction() as conn:
-            row = conn.execute("SELECT COUNT(*) FROM episodes WHERE embedding IS NULL").fetchone()
-        missing = row[0] if row is not None else 0
-        return [f"{missing} episodes have no vector"] if missing else []
+            row = conn.execute(
+                """SELECT
+                     (SELECT COUNT(*) FROM episodes e WHERE e.embedding IS NULL AND NOT EXISTS
+                        (SELECT 1 FROM pending_vectors p WHERE p.episode_rowid = e.rowid)),
+                     (SELECT COUNT(*) FROM pending_vectors p JOIN episodes e
+                        ON e.rowid = p.episode_rowid WHERE e.embedding IS NOT NULL)"""
+            ).fetchone()
+        missing, doubled = row if row is not None else (0, 0)
+        problems = []
+        if missing:
+            problems.append(f"{missing} episodes have no vector")
+        if doubled:
+            problems.append(f"{doubled} episodes have a vector and wait for one")
+        return problems
 
     def warm_up(self) -> None:
         """Check out a connection so the first search does not pay for connecting.
@@ -379,14 +392,68 @@ class PostgresStore(
                 ],
             )
 
+    # -- background indexing ----------------------------------------------------------------
+    def pending_vectors(self, limit: int) -> list[PendingVector]:
+        """The oldest ``limit`` episodes still waiting for a vector, in rowid order."""
+        with self._transaction() as conn:
+            rows = conn.execute(
+                """SELECT p.episode_rowid, e.user_id, e.content_hash, e.content, e.speaker
+                   FROM pending_vectors p JOIN episodes e ON e.rowid = p.episode_rowid
+                   ORDER BY p.episode_rowid LIMIT %s""",
+                (limit,),
+            ).fetchall()
+        return [PendingVector(*row) for row in rows]
+
+    def pending_count(self, scope: Scope | None) -> int:
+        """How many episodes of ``scope`` (None: the whole store) wait for a vector."""
+        with self._transaction() as conn:
+            if scope is None:
+                row = conn.execute("SELECT COUNT(*) FROM pending_vectors").fetchone()
+            else:
+                where, params = scope_sql(scope)
+                row = conn.execute(
+                    f"""SELECT COUNT(*) FROM pending_vectors p
+                        JOIN episodes e ON e.rowid = p.episode_rowid
+                        WHERE p.user_id = %s AND {where}""",
+                    [scope.user_id, *params],
+                ).fetchone()
+        return int(row[0]) if row is not None else 0
+
+    def index_pending(self, vectors: Sequence[tuple[PendingVector, np.ndarray]]) -> int:
+        """Write the vectors of pending episodes and take their marks away, in one
+        transaction; returns how many were written.
+
+        An episode forgotten, or whose text an ``update`` changed (which writes its new
+        vector itself), since it was read is left alone: the mark is taken only while
+        the episode has the text embedded, and the vector written only if it still has.
+        """
+        written = 0
+        with self._transaction() as conn:
+            for pending, vector in vectors:
+                taken = conn.execute(
+                    """DELETE FROM pending_vectors p USING episodes e
+                       WHERE p.episode_rowid = %s AND e.rowid = p.episode_rowid
+                         AND e.content_hash = %s
+                       RETURNING p.episode_rowid""",
+                    (pending.rowid, pending.content_hash),
+                ).fetchone()
+                if taken is None:
+                    continue
+                updated = conn.execute(
+                    "UPDATE episodes SET embedding = %s WHERE rowid = %s AND content_hash = %s",
+                    (np.asarray(vector, dtype=np.float32), pending.rowid, pending.content_hash),
+                )
+                written += updated.rowcount
+        return written
+
     def insert_episodes(
         self,
         episodes: Sequence[Episode],
-        vectors: np.ndarray,
+        vectors: np.ndarray | None,
         sessions: Sequence[Session] = (),
         versions: Sequence[EpisodeVersion] = (),
     ) -> None:
-        if len(episodes) != len(vectors):
+        if vectors is not None and len(episodes) != len(vectors):
             raise ValueError("one vector per episode is required")
         with self._transaction() as conn:
             self._upsert_sessions(conn, sessions)
@@ -396,13 +463,19 @@ class PostgresStore(
     def _insert_hot(
         conn: psycopg.Connection[Any],
         episodes: Sequence[Episode],
-        vectors: np.ndarray,
+        vectors: np.ndarray | None,
         versions: Sequence[EpisodeVersion] = (),
     ) -> None:
-        """Insert episodes with their vectors, time mentions, prior versions and BM25
-        statistics, inside the caller's transaction."""
+        """Insert episodes with their vectors (None: without, each marked as waiting for
+        one in ``pending_vectors``), time mentions, prior versions and BM25 statistics,
+        inside the caller's transaction."""
         rows = []
-        for e, vector in zip(episodes, np.asarray(vectors, dtype=np.float32), strict=True):
+        each: list[np.ndarray | None] = (
+            [None] * len(episodes)
+            if vectors is None
+            else list(np.asarray(vectors, dtype=np.float32))
+        )
+        for e, vector in zip(episodes, each, strict=True):
             check_storable(e.content, f"episode {e.id}")
             rows.append(
                 (
@@ -458,6 +531,12 @@ class PostgresStore(
         )
         if rows:
             count_episodes(conn, "e.id = ANY(%s)", [[e.id for e in episodes]], 1)
+        if rows and vectors is None:
+            conn.execute(
+                """INSERT INTO pending_vectors (episode_rowid, user_id)
+                   SELECT rowid, user_id FROM episodes WHERE id = ANY(%s) ORDER BY rowid""",
+                ([e.id for e in episodes],),
+            )
 
     def existing_ids(self, episode_ids: Sequence[str]) -> set[str]:
         """Which of these ids are already stored (in any scope)."""
@@ -543,6 +622,8 @@ class PostgresStore(
                     rowid,
                 ),
             ).fetchone()
+            if vector is not None:  # its vector is written here, not by the indexer
+                conn.execute("DELETE FROM pending_vectors WHERE episode_rowid = %s", (rowid,))
         return episode(updated)  # type: ignore[arg-type]
 
     def replace_vectors(self, vectors: dict[str, np.ndarray]) -> None:
@@ -559,6 +640,11 @@ class PostgresStore(
                     "UPDATE episodes SET embedding = %s WHERE id = %s",
                     [(np.asarray(v, dtype=np.float32), i) for i, v in vectors.items()],
                 )
+            conn.execute(
+                """DELETE FROM pending_vectors p USING episodes e
+                   WHERE e.rowid = p.episode_rowid AND e.id = ANY(%s)""",
+                (list(vectors),),
+            )
 
     @staticmethod
     def _column_dim(conn: psycopg.Connection[Any]) -> int:

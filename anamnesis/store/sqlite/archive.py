@@ -147,6 +147,11 @@ class SQLiteArchive:
             conn.execute(
                 "INSERT INTO vectors (episode_rowid, embedding) VALUES (?, ?)", (rowid, embedding)
             )
+        else:  # archived before its vector was written: it waits for one again
+            conn.execute(
+                "INSERT INTO pending_vectors (episode_rowid, user_id) VALUES (?, ?)",
+                (rowid, user),
+            )
         conn.executemany(INSERT_TIMES, time_rows(rowid, user, content, event_time))
 
     def iter_archived(

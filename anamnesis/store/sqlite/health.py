@@ -171,6 +171,17 @@ def quick_check(conn: sqlite3.Connection, path: Path) -> str | None:
     return None
 
 
+def has_table(conn: sqlite3.Connection, name: str) -> bool:
+    """Whether the file has the table ``name`` (False if the schema cannot be read)."""
+    try:
+        row = conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)
+        ).fetchone()
+    except sqlite3.DatabaseError:
+        return False
+    return row is not None
+
+
 def full_check(conn: sqlite3.Connection) -> list[str]:
     """Every problem a full check finds (empty: healthy). Reads the whole file."""
     problems = [
@@ -181,10 +192,14 @@ def full_check(conn: sqlite3.Connection) -> list[str]:
             conn.execute(f"INSERT INTO {fts} ({fts}) VALUES ('integrity-check')")
         except sqlite3.DatabaseError as exc:
             problems.append(f"full-text index {fts}: {exc}")
+    # An episode has a vector, or a mark saying it waits for one (background indexing;
+    # a store opened without migrating it has no such marks).
+    pending = has_table(conn, "pending_vectors")
     counts = {
         "episodes": "SELECT COUNT(*) FROM episodes",
         "full-text rows": "SELECT COUNT(*) FROM episodes_fts_docsize",
-        "vectors": "SELECT COUNT(*) FROM vectors",
+        "vectors and episodes waiting for one": "SELECT (SELECT COUNT(*) FROM vectors) "
+        + ("+ (SELECT COUNT(*) FROM pending_vectors)" if pending else ""),
     }
     found = {}
     for what, sql in counts.items():
@@ -206,6 +221,22 @@ def full_check(conn: sqlite3.Connection) -> list[str]:
             problems.append(f"{orphans} vectors belong to no episode")
     except sqlite3.DatabaseError as exc:
         problems.append(f"cannot match vectors to episodes: {exc}")
+    if not pending:
+        return problems
+    try:
+        doubled, stray = conn.execute(
+            """SELECT
+                 (SELECT COUNT(*) FROM pending_vectors p
+                  JOIN vectors v ON v.episode_rowid = p.episode_rowid),
+                 (SELECT COUNT(*) FROM pending_vectors p
+                  LEFT JOIN episodes e ON e.rowid = p.episode_rowid WHERE e.rowid IS NULL)"""
+        ).fetchone()
+        if doubled:
+            problems.append(f"{doubled} episodes have a vector and wait for one")
+        if stray:
+            problems.append(f"{stray} marks of episodes waiting for a vector belong to none")
+    except sqlite3.DatabaseError as exc:
+        problems.append(f"cannot match the episodes waiting for a vector: {exc}")
     return problems
 
 

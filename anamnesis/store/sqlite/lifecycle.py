@@ -95,7 +95,8 @@ class SQLiteLifecycle(DeleteVerbs):
             versions = conn.execute(f"DELETE FROM episode_versions WHERE {by_id}", [id_list])
             usage = conn.execute(f"DELETE FROM episode_usage WHERE {by_id}", [id_list])
             gate = conn.execute(f"DELETE FROM gate_decisions WHERE {by_id}", [id_list])
-            # Delete triggers remove each episode's FTS entry, vector row and time mentions.
+            # Delete triggers remove each episode's FTS entry, vector row (or the mark that it
+            # waits for one) and time mentions.
             episodes = conn.execute(f"DELETE FROM episodes AS e WHERE {where}", params)
             gone = conn.execute(f"DELETE FROM archived_episodes AS e WHERE {where}", params)
             counts += DeleteCounts(

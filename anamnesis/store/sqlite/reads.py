@@ -89,6 +89,9 @@ class SQLiteReads:
     _lexical: SQLiteLexical
     _ann: SQLiteAnn
     _dense_file: DenseFile
+    #: Whether the file has ``pending_vectors`` (not when an older store was opened
+    #: without migrating it: read-only or damaged).
+    _pending_table: bool = True
     #: The thread checking a mapped matrix's files (``_persist_dense``), if one ran.
     _dense_checker: threading.Thread | None = None
 
@@ -358,11 +361,13 @@ class SQLiteReads:
 
     def _allowed_rowids(self, scope: Scope, filters: Filters) -> np.ndarray | None:
         """Rowids in ``scope`` passing ``filters``, ascending; None when there are no
-        filters. Read off the dense index's columns (every episode has a row there;
-        the caller has refreshed it), except for metadata filters, which SQL evaluates."""
+        filters. Read off the dense index's columns (every indexed episode has a row
+        there; the caller has refreshed it), except for metadata filters, which SQL
+        evaluates, and while some of the user's episodes wait for their vector (not in
+        the dense index yet, the lexical channel must still see them)."""
         if filters.is_empty():
             return None
-        if not filters.metadata:
+        if not filters.metadata and not self._user_has_pending(scope.user_id):
             self._load_dense_columns()
             return self._dense.rowids_where(
                 scope.user_id, scope.agent_id, scope.session_id, filters
@@ -370,7 +375,19 @@ class SQLiteReads:
         where, params = scope_sql(scope)
         extra, extra_params = filters_sql(filters)
         return self._rowids(
-            f"SELECT e.rowid FROM episodes e WHERE {where} AND {extra}", [*params, *extra_params]
+            f"SELECT e.rowid FROM episodes e WHERE {where} AND {extra} ORDER BY e.rowid",
+            [*params, *extra_params],
+        )
+
+    def _user_has_pending(self, user_id: str) -> bool:
+        """Whether some of the user's episodes wait for their vector (caller holds the lock)."""
+        if not self._pending_table:
+            return False
+        return (
+            self._conn.execute(
+                "SELECT 1 FROM pending_vectors WHERE user_id = ? LIMIT 1", (user_id,)
+            ).fetchone()
+            is not None
         )
 
     def _candidates(self, pairs: Sequence[tuple[int, float]], scope: Scope) -> list[Candidate]:

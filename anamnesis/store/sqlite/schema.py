@@ -266,6 +266,20 @@ MIGRATIONS: dict[int, list[Step]] = {
         )""",
         "CREATE INDEX derived_sources_episode ON derived_sources (episode_id)",
     ],
+    # Background indexing (``Memory(indexing="background")``): the episodes stored
+    # without a vector yet, written in the episode's own transaction and removed in the
+    # one that writes its vector. user_id repeats the episode's so a scope's backlog is
+    # one index range; a deleted episode takes its mark with it.
+    7: [
+        """CREATE TABLE pending_vectors (
+            episode_rowid INTEGER PRIMARY KEY,
+            user_id       TEXT NOT NULL
+        )""",
+        "CREATE INDEX pending_vectors_user ON pending_vectors (user_id)",
+        """CREATE TRIGGER pending_vectors_delete AFTER DELETE ON episodes BEGIN
+            DELETE FROM pending_vectors WHERE episode_rowid = old.rowid;
+        END""",
+    ],
 }
 
 LATEST = max(MIGRATIONS)

@@ -31,7 +31,7 @@ from ...errors import (
     StoreLockedError,
 )
 from ...types import Episode, EpisodeVersion, Scope, Session
-from ..base import replaced_at
+from ..base import PendingVector, replaced_at
 from ..index.dense import AnnSettings, DenseIndex
 from . import driver, erasure, health
 from .ann import SQLiteAnn
@@ -167,6 +167,7 @@ class SQLiteStore(
                 )
             elif self.read_only is None:
                 self._migrate()
+            self._pending_table = health.has_table(self._conn, "pending_vectors")
             self._secure_delete = self._prepare_erasure()
         except sqlite3.DatabaseError as exc:
             self._conn.close()
@@ -413,11 +414,11 @@ class SQLiteStore(
     def insert_episodes(
         self,
         episodes: Sequence[Episode],
-        vectors: np.ndarray,
+        vectors: np.ndarray | None,
         sessions: Sequence[Session] = (),
         versions: Sequence[EpisodeVersion] = (),
     ) -> None:
-        if len(episodes) != len(vectors):
+        if vectors is not None and len(episodes) != len(vectors):
             raise ValueError("one vector per episode is required")
         with self._write() as conn:
             if sessions:
@@ -428,13 +429,18 @@ class SQLiteStore(
     def _insert_hot(
         conn: sqlite3.Connection,
         episodes: Sequence[Episode],
-        vectors: np.ndarray,
+        vectors: np.ndarray | None,
         versions: Sequence[EpisodeVersion] = (),
     ) -> None:
-        """Insert episodes with their vectors, time mentions and prior versions, inside
-        the caller's transaction."""
-        vectors = np.ascontiguousarray(vectors, dtype=np.float32)
-        for episode, vector in zip(episodes, vectors, strict=True):
+        """Insert episodes with their vectors (None: marked as waiting for one, in
+        ``pending_vectors``), time mentions and prior versions, inside the caller's
+        transaction."""
+        rows: list[np.ndarray | None] = (
+            [None] * len(episodes)
+            if vectors is None
+            else list(np.ascontiguousarray(vectors, dtype=np.float32))
+        )
+        for episode, vector in zip(episodes, rows, strict=True):
             cursor = conn.execute(
                 """INSERT INTO episodes (id, user_id, agent_id, session_id, turn_index,
                      role, speaker, content, modality, event_time, recorded_at, metadata,
@@ -458,10 +464,16 @@ class SQLiteStore(
                     scope_terms(episode.user_id, episode.agent_id, episode.session_id),
                 ),
             )
-            conn.execute(
-                "INSERT INTO vectors (episode_rowid, embedding) VALUES (?, ?)",
-                (cursor.lastrowid, vector.tobytes()),
-            )
+            if vector is None:
+                conn.execute(
+                    "INSERT INTO pending_vectors (episode_rowid, user_id) VALUES (?, ?)",
+                    (cursor.lastrowid, episode.user_id),
+                )
+            else:
+                conn.execute(
+                    "INSERT INTO vectors (episode_rowid, embedding) VALUES (?, ?)",
+                    (cursor.lastrowid, vector.tobytes()),
+                )
             conn.executemany(
                 INSERT_TIMES,
                 time_rows(
@@ -606,6 +618,72 @@ class SQLiteStore(
             self._lexical.after_change([], changed, *epochs)
             self._ann.after_change([], [rowid] if vector is not None else [], *epochs)
         return self.get_episodes([episode_id], scope)[0]
+
+    # -- background indexing ----------------------------------------------------------------
+    #: Whether episodes may be stored before their vectors (``insert_episodes`` with
+    #: None, then ``pending_vectors`` / ``index_pending``).
+    background_indexing = True
+
+    def pending_vectors(self, limit: int) -> list[PendingVector]:
+        """The oldest ``limit`` episodes still waiting for a vector, in rowid order."""
+        if not self._pending_table:
+            return []
+        rows = self._read(
+            """SELECT p.episode_rowid, e.user_id, e.content_hash, e.content, e.speaker
+               FROM pending_vectors p JOIN episodes e ON e.rowid = p.episode_rowid
+               ORDER BY p.episode_rowid LIMIT ?""",
+            (limit,),
+        )
+        return [PendingVector(*row) for row in rows]
+
+    def pending_count(self, scope: Scope | None) -> int:
+        """How many episodes of ``scope`` (None: the whole store) wait for a vector."""
+        if not self._pending_table:
+            return 0
+        if scope is None:
+            return int(self._read("SELECT COUNT(*) FROM pending_vectors")[0][0])
+        where, params = scope_sql(scope, by_key=True)
+        rows = self._read(
+            f"""SELECT COUNT(*) FROM pending_vectors p
+                JOIN episodes e ON e.rowid = p.episode_rowid
+                WHERE p.user_id = ? AND {where}""",
+            [scope.user_id, *params],
+        )
+        return int(rows[0][0])
+
+    def index_pending(self, vectors: Sequence[tuple[PendingVector, np.ndarray]]) -> int:
+        """Write the vectors of pending episodes and take their marks away, in one
+        transaction; returns how many were written.
+
+        An episode forgotten, or whose text an ``update`` changed, since it was read is
+        left alone (its mark went with it, or it waits for its new text's vector), so
+        each episode gets exactly one vector, of its current text.
+        """
+        written: list[int] = []
+        with self._write() as conn:
+            (highest,) = conn.execute("SELECT MAX(episode_rowid) FROM vectors").fetchone()
+            for pending, vector in vectors:
+                taken = conn.execute(
+                    """DELETE FROM pending_vectors WHERE episode_rowid = ?
+                       AND EXISTS (SELECT 1 FROM episodes
+                                   WHERE rowid = ? AND content_hash = ?)""",
+                    (pending.rowid, pending.rowid, pending.content_hash),
+                ).rowcount
+                if taken:
+                    conn.execute(
+                        "INSERT INTO vectors (episode_rowid, embedding) VALUES (?, ?)",
+                        (pending.rowid, np.asarray(vector, dtype=np.float32).tobytes()),
+                    )
+                    written.append(pending.rowid)
+            # The matrix in memory takes the rows past its last one; a vector written
+            # below it (another writer stored vectors after these episodes) makes every
+            # process read the vectors again.
+            epochs = None
+            if written and highest is not None and min(written) < highest:
+                epochs = self._bump_epoch(conn)
+        if epochs is not None:
+            self._lexical.after_change([], [], *epochs)
+        return len(written)
 
     def replace_vectors(self, vectors: dict[str, np.ndarray]) -> None:
         with self._write() as conn:

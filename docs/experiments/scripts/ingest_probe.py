@@ -3,6 +3,9 @@
     python docs/experiments/scripts/ingest_probe.py e2e LOCOMO [N] [sqlite|postgres] [EMBEDDER]
     python docs/experiments/scripts/ingest_probe.py ops LOCOMO [N]
     python docs/experiments/scripts/ingest_probe.py batch LOCOMO [N] [SIZES]
+    python docs/experiments/scripts/ingest_probe.py indexing LOCOMO [N] [sync|background]
+    python docs/experiments/scripts/ingest_probe.py adds LOCOMO [N] [sync|background]
+    python docs/experiments/scripts/ingest_probe.py calls LOCOMO [N]
 
 ``e2e``: one ``Memory.add_many`` of the first N LoCoMo turns (sessions kept apart per
 conversation); prints turns per wall second and per CPU second, the calling thread's
@@ -12,8 +15,15 @@ needs ANAMNESIS_TEST_POSTGRES_URL (a scratch schema is made and dropped). EMBEDD
 so the run measures the write alone). ``ops``: onnxruntime's own profile of the fused
 fp32 graph, time per operator type, one thread. ``batch``: texts per CPU second of the
 embedder alone (one worker, one thread) at each texts-per-run size, with the padding
-each size adds. Times are CPU seconds where the machine is shared: compare ratios
-within one run.
+each size adds. ``indexing``: one ``add_many`` of N turns into a fresh SQLite store
+with MiniLM and ``Memory(indexing=...)``: the rate until ``add_many`` returns (wall,
+per CPU second of the process and of the calling thread), then until
+``wait_indexed`` returns (every vector written: the sustained rate). ``adds``: N
+single ``Memory.add`` calls one after another, each call's latency (p50, p95), then
+the wait for the backlog. ``calls``: the embedder alone on N turns, in calls of 512
+(``add_many``'s), sorted by length across 512 then 64 per call (the indexer's), and
+unsorted calls of 64, two rounds alternating. Times are CPU
+seconds where the machine is shared: compare ratios within one run.
 """
 
 from __future__ import annotations
@@ -113,6 +123,112 @@ def e2e(path: str, count: int, backend: str, name: str = "minilm") -> None:
     )
 
 
+def indexing(path: str, count: int, mode: str) -> None:
+    """``mode``: ``sync``, ``background``, or ``background:B`` (B episodes per indexer
+    transaction instead of ``INDEX_BATCH``)."""
+    import anamnesis.indexer
+
+    mode, _, size = mode.partition(":")
+    if size:
+        anamnesis.indexer.INDEX_BATCH = int(size)
+    messages = turns(path, count)
+    embedder = get_embedder("minilm")
+    embedder.embed_documents(["warm up"])
+    memory = Memory(
+        path=Path(tempfile.mkdtemp()) / "m.db", embedder=embedder, indexing=mode, warm=False
+    )
+    load = os.getloadavg()[0]
+    wall, cpu, main = time.perf_counter(), time.process_time(), time.thread_time()
+    memory.add_many(messages, user_id="u")
+    added_wall, added_cpu = time.perf_counter() - wall, time.process_time() - cpu
+    added_main = time.thread_time() - main
+    backlog = memory.capabilities["vector_backlog"]
+    assert memory.wait_indexed()
+    indexed_wall, indexed_cpu = time.perf_counter() - wall, time.process_time() - cpu
+    memory.close()
+    n = len(messages)
+    print(
+        json.dumps(
+            {
+                "indexing": mode,
+                "index_batch": anamnesis.indexer.INDEX_BATCH,
+                "turns": n,
+                "added_per_wall_s": round(n / added_wall, 1),
+                "added_per_cpu_s": round(n / added_cpu, 1),
+                "added_per_calling_thread_cpu_s": round(n / added_main, 1),
+                "backlog_at_return": backlog,
+                "indexed_per_wall_s": round(n / indexed_wall, 1),
+                "indexed_per_cpu_s": round(n / indexed_cpu, 1),
+                "load": round((load + os.getloadavg()[0]) / 2, 1),
+            }
+        )
+    )
+
+
+def adds(path: str, count: int, mode: str) -> None:
+    messages = turns(path, count)
+    embedder = get_embedder("minilm")
+    embedder.embed_documents(["warm up"])
+    memory = Memory(
+        path=Path(tempfile.mkdtemp()) / "m.db", embedder=embedder, indexing=mode, warm=False
+    )
+    load = os.getloadavg()[0]
+    latencies = []
+    start = time.perf_counter()
+    for message in messages:
+        before = time.perf_counter()
+        memory.add(message, user_id="u")
+        latencies.append(time.perf_counter() - before)
+    added = time.perf_counter() - start
+    assert memory.wait_indexed()
+    indexed = time.perf_counter() - start
+    memory.close()
+    latencies.sort()
+    print(
+        json.dumps(
+            {
+                "indexing": mode,
+                "adds": len(messages),
+                "p50_ms": round(1000 * latencies[len(latencies) // 2], 2),
+                "p95_ms": round(1000 * latencies[int(len(latencies) * 0.95)], 2),
+                "added_per_wall_s": round(len(messages) / added, 1),
+                "indexed_per_wall_s": round(len(messages) / indexed, 1),
+                "load": round((load + os.getloadavg()[0]) / 2, 1),
+            }
+        )
+    )
+
+
+def calls(path: str, count: int) -> None:
+    texts = [embedding_text(m["content"], m.get("speaker")) for m in turns(path, count)]
+    embedder = get_embedder("minilm")
+    embedder.embed_documents(["warm up"])
+
+    def whole() -> None:
+        for start in range(0, len(texts), 512):
+            embedder.embed_documents(texts[start : start + 512])
+
+    def sorted_chunks() -> None:
+        for start in range(0, len(texts), 512):
+            part = sorted(texts[start : start + 512], key=len)
+            for at in range(0, len(part), 64):
+                embedder.embed_documents(part[at : at + 64])
+
+    def chunks() -> None:
+        for start in range(0, len(texts), 64):
+            embedder.embed_documents(texts[start : start + 64])
+
+    for _ in range(2):
+        for name, run in (("512", whole), ("512 sorted, 64", sorted_chunks), ("64", chunks)):
+            wall, cpu = time.perf_counter(), time.process_time()
+            run()
+            wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+            print(
+                f"{name}: {len(texts) / wall:.1f} texts/s wall, {len(texts) / cpu:.1f} per CPU s,"
+                f" load {os.getloadavg()[0]:.1f}"
+            )
+
+
 def ops(path: str, count: int) -> None:
     import onnxruntime as ort
 
@@ -170,6 +286,12 @@ if __name__ == "__main__":
         e2e(data, n, *sys.argv[4:6])
     elif what == "ops":
         ops(data, n)
+    elif what == "calls":
+        calls(data, n)
+    elif what == "adds":
+        adds(data, n, sys.argv[4] if len(sys.argv) > 4 else "background")
+    elif what == "indexing":
+        indexing(data, n, sys.argv[4] if len(sys.argv) > 4 else "background")
     else:
         batch(
             data,
