@@ -49,6 +49,21 @@ def _candidates(rows: Sequence[tuple[Any, ...]]) -> list[Candidate]:
     return [Candidate(r[0], float(r[1]), (r[2], r[3], r[4], r[5])) for r in rows]
 
 
+def _prepared(
+    conn: psycopg.Connection[Any], terms: Sequence[str]
+) -> tuple[QueryWeights, str, list[Any]] | None:
+    """The query's lexeme weights, its tsquery and that query's parameters; None when
+    it has no lexeme (no terms, or only stopwords and punctuation)."""
+    if not terms:
+        return None
+    kept = terms[:MAX_QUERY_TERMS]
+    weights = query_weights(conn, kept)
+    if not weights.lexemes:
+        return None
+    query, params = tsquery_sql(kept)
+    return weights, query, params
+
+
 def lexical_search(
     conn: psycopg.Connection[Any],
     terms: Sequence[str],
@@ -78,13 +93,10 @@ def lexical_search(
     (``lexical.at_least``), and the two passes' tops are merged. The result is the one
     scoring every match would give, ties included.
     """
-    if not terms or limit <= 0:
+    prepared = _prepared(conn, terms) if limit > 0 else None
+    if prepared is None:
         return []
-    kept = terms[:MAX_QUERY_TERMS]
-    weights = query_weights(conn, kept)
-    if not weights.lexemes:  # only stopwords or punctuation
-        return []
-    query, terms_params = tsquery_sql(kept)
+    weights, query, terms_params = prepared
     where, params = scope_sql(scope)
     extra, extra_params = filters_sql(filters)
 
@@ -141,13 +153,10 @@ def lexical_rank(
 ) -> list[Candidate]:
     """``lexical_search`` among ``episode_ids`` only: the same BM25, the rows found by
     their ids (the primary key), not through the terms' postings."""
-    if not terms or not episode_ids or limit <= 0:
+    prepared = _prepared(conn, terms) if episode_ids and limit > 0 else None
+    if prepared is None:
         return []
-    kept = terms[:MAX_QUERY_TERMS]
-    weights = query_weights(conn, kept)
-    if not weights.lexemes:  # only stopwords or punctuation
-        return []
-    query, terms_params = tsquery_sql(kept)
+    weights, query, terms_params = prepared
     where, params = scope_sql(scope)
     sql, sql_params = bm25_query(
         weights,
