@@ -6,8 +6,10 @@ and gone as soon as an erasure commits (no erased vector or word survives in the
 
 from __future__ import annotations
 
+import os
 import shutil
 import stat
+import threading
 import warnings
 
 import numpy as np
@@ -70,12 +72,16 @@ def _refuse_sql_rows(monkeypatch) -> None:
     original = sqlite_reads.SQLiteReads._load_dense
 
     def load(self):
+        # Collected, then checked: sqlite3 swallows an exception raised in a trace.
+        statements: list[str] = []
         if not self._dense_loaded:
-            self._conn.set_trace_callback(_no_vector_scan)
+            self._conn.set_trace_callback(statements.append)
         try:
             original(self)
         finally:
             self._conn.set_trace_callback(None)
+        for statement in statements:
+            _no_vector_scan(statement)
 
     monkeypatch.setattr(sqlite_reads.SQLiteReads, "_load_dense", load)
 
@@ -369,8 +375,81 @@ def test_erasure_leaves_no_copy_before_it_commits(path, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         store.forget(ALICE, Selection(episode_ids=(secret.id,)))
     assert not _saved(path, "dense") and not _saved(path, "lexical")
-    assert not store._dense.mapped
     monkeypatch.undo()
+    found = store.dense_search(secret_vector[0], ALICE, NO_FILTERS, 1)
+    assert found and found[0].episode_id != secret.id
+    assert not store._dense.mapped
+    store.close()
+
+
+def test_a_search_after_an_erasure_copies_the_other_rows_out_of_the_mapped_matrix(
+    path, monkeypatch
+):
+    """Not every vector read from the store again: the file's name is gone with the
+    erasure, and its mapping serves the rows that remain."""
+    store = _open(path)
+    episodes = _fill(store)
+    store.warm_up()
+    before = store.dense_search(unit_vectors(ROWS, seed=0)[5], ALICE, NO_FILTERS, 5)
+    store.close()
+    store = _open(path)
+    _search_both(store, 1)
+    assert store._dense.mapped
+    store.forget(ALICE, Selection(episode_ids=(episodes[1].id,)))
+    assert not _saved(path, "dense") and not _saved(path, "lexical")
+
+    _refuse_sql_rows(monkeypatch)
+    vector = unit_vectors(ROWS, seed=0)[5]
+    assert store.dense_search(vector, ALICE, NO_FILTERS, 5) == before
+    assert not store._dense.mapped
+    found = store.dense_search(unit_vectors(ROWS, seed=0)[1], ALICE, NO_FILTERS, 1)
+    assert found[0].episode_id != episodes[1].id
+    store.close()
+
+
+def test_an_erasure_frees_the_copies_blocks_on_another_thread(path, monkeypatch):
+    """Their names go before the forget returns; freeing a large file takes time
+    that grows with it, which the forget does not wait for."""
+    store = _open(path)
+    episodes = _fill(store)
+    store.warm_up()
+    freed: list[tuple[str, int]] = []
+    close_all = dense_file.index_files._close_all
+
+    def closing(descriptors):
+        for descriptor in descriptors:
+            freed.append((threading.current_thread().name, os.fstat(descriptor).st_nlink))
+        close_all(descriptors)
+
+    monkeypatch.setattr(dense_file.index_files, "_close_all", closing)
+    store.forget(ALICE, Selection(episode_ids=(episodes[0].id,)))
+    assert not _saved(path, "dense") and not _saved(path, "lexical")
+    for worker in threading.enumerate():
+        if worker.name == "anamnesis-discard":
+            worker.join()
+    parts = [f for f in freed if f[0] == "anamnesis-discard"]
+    assert len(parts) == len(freed) >= 2  # the matrix's and the postings' files
+    assert all(links == 0 for _, links in parts)  # unlinked before they were freed
+    store.close()
+
+
+def test_a_copy_removed_by_an_erasure_while_it_is_checked_is_not_taken_for_damage(path):
+    """The background check of a mapped matrix reads the files it was loaded from,
+    even when a forget removes them first: no false alarm, no reload from the store."""
+    store = _open(path)
+    episodes = _fill(store)
+    store.warm_up()
+    store.close()
+    store = _open(path)
+    _search_both(store, 1)
+    assert store._dense.mapped
+    with store._lock:
+        check = store._dense_file.checking()  # what warm_up hands to its thread
+    assert check is not None
+    store.forget(ALICE, Selection(episode_ids=(episodes[0].id,)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert check()
     store.close()
 
 

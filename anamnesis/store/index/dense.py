@@ -332,6 +332,11 @@ class DenseIndex:
         """Whether the vectors are read from a file mapping (``attach``)."""
         return isinstance(self._matrix, np.memmap)
 
+    def mapping(self) -> list[np.ndarray]:
+        """The file mapping the vectors are read from, alone in a list (empty when they
+        are in memory): for a caller that replaces the rows to release it."""
+        return [self._matrix] if self.mapped else []
+
     def export(
         self, *, grouped: bool = True
     ) -> tuple[np.ndarray, dict[str, np.ndarray], dict[str, list]]:

@@ -30,8 +30,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..index.ann import AnnIndex, AnnState, remove_files, vector_fingerprint
+from ..index.ann import AnnIndex, AnnState, vector_fingerprint
 from ..index.dense import AnnSettings, DenseIndex
+from . import index_files
 from .driver import sqlite3
 from .index_files import one_writer
 
@@ -39,6 +40,11 @@ from .index_files import one_writer
 SYNC_ROWS = 64
 #: Rows added per step by the background catch-up (it holds the store's lock per step).
 CATCH_UP_STEP = 512
+
+
+def remove_files(store_path: Path) -> None:
+    """Delete a store's persisted graph (``<store>.ann.json`` first, then the graph)."""
+    index_files.remove_files(store_path, "ann")
 
 
 class SQLiteAnn:
@@ -93,7 +99,12 @@ class SQLiteAnn:
     def sync(self, dense: DenseIndex, epoch: str, build: bool = False) -> None:
         """Attach to ``dense`` a graph in step with it, when it is large enough: load,
         catch up or start a build as needed. ``build``: build or catch up now, here."""
+        # A graph replaced since (a mapped one the worker copied into memory) is let go
+        # on another thread: unmapping a file an erasure unlinked frees it, which takes
+        # a time that grows with it.
+        replaced = [dense.ann] if dense.ann is not None and dense.ann is not self._graph else []
         dense.ann = None
+        index_files.release_later(replaced)
         self._seen = epoch
         if self._closed or dense.size < self.settings.threshold:
             return

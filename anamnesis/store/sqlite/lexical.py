@@ -410,4 +410,5 @@ class SQLiteLexical:
             if self._build_conn is not None:
                 self._build_conn.interrupt()
             self._index = None
+            self.file.drop_check()
             self._prepared.clear()
