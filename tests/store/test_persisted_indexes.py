@@ -378,19 +378,20 @@ def test_erasure_leaves_no_copy_before_it_commits(path, monkeypatch):
     monkeypatch.undo()
     found = store.dense_search(secret_vector[0], ALICE, NO_FILTERS, 1)
     assert found and found[0].episode_id != secret.id
-    assert not store._dense.mapped
     store.close()
 
 
-def test_a_search_after_an_erasure_copies_the_other_rows_out_of_the_mapped_matrix(
+def test_a_search_after_an_erasure_leaves_the_rows_out_of_the_matrix_without_a_reload(
     path, monkeypatch
 ):
-    """Not every vector read from the store again: the file's name is gone with the
-    erasure, and its mapping serves the rows that remain."""
+    """Not every vector read from the store again, nor the matrix copied: the rows are
+    marked removed in the mapping that serves the others (the file's name is gone with
+    the erasure), and the copies saved later hold nothing of them."""
     store = _open(path)
     episodes = _fill(store)
     store.warm_up()
-    before = store.dense_search(unit_vectors(ROWS, seed=0)[5], ALICE, NO_FILTERS, 5)
+    vectors = unit_vectors(ROWS, seed=0)
+    before = store.dense_search(vectors[5], ALICE, NO_FILTERS, 5)
     store.close()
     store = _open(path)
     _search_both(store, 1)
@@ -399,12 +400,15 @@ def test_a_search_after_an_erasure_copies_the_other_rows_out_of_the_mapped_matri
     assert not _saved(path, "dense") and not _saved(path, "lexical")
 
     _refuse_sql_rows(monkeypatch)
-    vector = unit_vectors(ROWS, seed=0)[5]
-    assert store.dense_search(vector, ALICE, NO_FILTERS, 5) == before
-    assert not store._dense.mapped
-    found = store.dense_search(unit_vectors(ROWS, seed=0)[1], ALICE, NO_FILTERS, 1)
-    assert found[0].episode_id != episodes[1].id
-    store.close()
+    assert store.dense_search(vectors[5], ALICE, NO_FILTERS, 5) == before
+    assert store._dense.mapped and store._dense.removed == 1  # no copy in the search
+    found = store.dense_search(vectors[1], ALICE, NO_FILTERS, ROWS)
+    assert episodes[1].id not in {c.episode_id for c in found}
+    assert len(found) == ROWS - 1
+    monkeypatch.undo()
+    store.close()  # saves both copies again, compacted
+    saved = b"".join(f.read_bytes() for f in _saved(path, "dense"))
+    assert saved and vectors[1].tobytes() not in saved
 
 
 def test_an_erasure_frees_the_copies_blocks_on_another_thread(path, monkeypatch):

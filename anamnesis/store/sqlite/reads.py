@@ -430,6 +430,8 @@ class SQLiteReads:
         loaded; should another process have deleted rows since the vectors were read,
         the counts differ and the index is rebuilt.
         """
+        if self._dense.removed and self._dense.columns_loaded < self._dense.size:
+            self._dense.compact()  # SQL has no row for a removed one: counts must agree
         for _ in range(2):
             loaded, size = self._dense.columns_loaded, self._dense.size
             if loaded == size:
