@@ -67,7 +67,7 @@ def profiled(path: Path | None, name: str, action: Callable[[], Any]) -> None:
     action()
     profile.disable()
     profile.dump_stats(f"{path}.{name}")
-    pstats.Stats(profile).sort_stats("cumulative").print_stats(30)
+    pstats.Stats(profile).sort_stats("cumulative").print_stats(12)
 
 
 def main() -> None:
@@ -94,8 +94,8 @@ def main() -> None:
         "open", lambda: Memory(path=args.db, embedder=embedder, config=BENCH_PRESETS[args.config])
     )
     store: Any = memory.store
-    if not args.no_warm_up:
-        timed("warm_up", store.warm_up)
+    if not args.no_warm_up and memory._warm_thread is not None:
+        timed("warm-up (Memory's own, waited for)", memory._warm_thread.join)
     timed("first search", lambda: memory.search(QUERY, user_id=USER, limit=10))
     timed("second search", lambda: memory.search(QUERY, user_id=USER, limit=10))
     if args.settle:
@@ -135,8 +135,8 @@ def main() -> None:
             store._conn.set_trace_callback(trace)
         wal = args.db.with_name(args.db.name + "-wal")
         profiled(
-            args.profile if first else None,
-            "forget",
+            args.profile,
+            f"forget.{cycle}",
             lambda: timed(
                 "forget",
                 lambda: memory.forget([episode.id], user_id=USER),
@@ -147,8 +147,8 @@ def main() -> None:
         if first and args.trace:
             store._conn.set_trace_callback(None)
         profiled(
-            args.profile if first else None,
-            "next-search",
+            args.profile,
+            f"next-search.{cycle}",
             lambda: timed(
                 "next search", lambda: memory.search(QUERY, user_id=USER, limit=10), cycle=cycle
             ),
