@@ -20,8 +20,11 @@ vectors under a few sampled rowids, the last among them; rows appended since are
 read from SQLite. Anything else (another epoch, rows ahead of the store, unreadable or
 damaged files) removes it and the matrix is read from SQLite, then saved again.
 Any epoch bump (erasure, an update of a vector) removes the files before the
-transaction commits, so no erased vector survives in them, even after a crash; the
-digests are checked in the background after open (``checking``).
+transaction commits, so no erased vector survives in them, even after a crash (their
+names go at once; their blocks are freed on a background thread, ``index_files.
+discard``, and a matrix mapped from them stays mapped, with the erased rows marked,
+until it is compacted). The digests are checked in the background after open
+(``checking``), against the files as they were loaded.
 """
 
 from __future__ import annotations

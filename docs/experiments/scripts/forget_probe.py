@@ -1,19 +1,22 @@
 """One forget in a large store, as ``anamnesis bench scale`` times it, taken apart.
 
 Opens a copy of a store made by the scale bench with a ``Memory`` (``edge`` embedder),
-as an application would, and then, like the bench: searches, adds a few episodes,
-adds one with a word of its own, forgets it (timed, wall and CPU), searches again
-(timed), and repeats the add-forget-search cycle ``--cycles`` times. Each step's
-wall and CPU milliseconds go to stdout as JSON lines; ``--profile FILE`` writes a
-cProfile of the first forget and of the search after it; ``--trace`` prints each SQL
-statement of the first forget with its time.
+as an application would, waits for the Memory's own background warm-up, searches
+twice, then repeats ``--cycles`` times: add ``--adds`` episodes and one with a word
+of its own, forget that one (as the bench does; with ``--old``, an episode the
+in-memory indexes already hold instead), search (the "next search") and search
+again. Each step's wall milliseconds, the calling thread's CPU milliseconds and the
+process's go to stdout as JSON lines, with the load average. ``--profile PREFIX``
+writes a cProfile of each forget and each next search (PREFIX.forget.N,
+PREFIX.next-search.N); ``--trace`` prints each SQL statement of the first forget
+with the time since the one before; ``--settle`` waits for the background check and
+builds before the first cycle.
 
 ``--in-memory`` reads the vectors from SQLite instead of mapping the saved matrix
-(what the bench's own Memory holds after growing the store), then saves them beside
-the store again, as ``warm_up`` does.
+(closer to the bench's own Memory, which grew the store), then saves them again.
 
-    cp -a STORE_DIR/. COPY_DIR/
-    python docs/experiments/scripts/forget_probe.py COPY_DIR/memory.db --cycles 8
+    cp -a STORE_DIR/. COPY_DIR/ && sync
+    python docs/experiments/scripts/forget_probe.py COPY_DIR/memory.db --cycles 8 --old
 """
 
 from __future__ import annotations
@@ -58,7 +61,7 @@ def timed(step: str, action: Callable[[], Any], **extra: Any) -> Any:
 
 def profiled(path: Path | None, name: str, action: Callable[[], Any]) -> None:
     """Run ``action``, under cProfile when ``path`` is given (written to PATH.NAME,
-    its 30 costliest calls by cumulative time printed)."""
+    its 12 costliest calls by cumulative time printed)."""
     if path is None:
         action()
         return
@@ -68,6 +71,55 @@ def profiled(path: Path | None, name: str, action: Callable[[], Any]) -> None:
     profile.disable()
     profile.dump_stats(f"{path}.{name}")
     pstats.Stats(profile).sort_stats("cumulative").print_stats(12)
+
+
+def one_cycle(memory: Memory, store: Any, args: argparse.Namespace, cycle: int) -> None:
+    """Add ``args.adds`` episodes and one with a word of its own, forget it (or, with
+    ``--old``, an episode the in-memory indexes already hold), search twice."""
+    timed(
+        "adds",
+        lambda: [
+            memory.add(f"Filler {cycle} {i} about the weather today", user_id=USER)
+            for i in range(args.adds)
+        ],
+    )
+    word = f"Zyqvorblentax{cycle}{time.time_ns()}"
+    episode = memory.add(f"The locker code word is {word}, keep it private.", user_id=USER)[0]
+    if args.old:
+        episode = memory.get_all(user_id=USER, limit=1, offset=1000 + 7919 * cycle).items[0]
+    traced = cycle == 0 and args.trace
+    if traced:
+        started: list[float] = []
+
+        def trace(statement: str) -> None:
+            now = time.perf_counter()
+            if started:
+                print(f"  {(now - started[0]) * 1000:8.1f} ms since previous", flush=True)
+            started[:] = [now]
+            print(f"SQL {' '.join(statement.split())[:150]}", flush=True)
+
+        store._conn.set_trace_callback(trace)
+    wal = args.db.with_name(args.db.name + "-wal")
+    profiled(
+        args.profile,
+        f"forget.{cycle}",
+        lambda: timed(
+            "forget",
+            lambda: memory.forget([episode.id], user_id=USER),
+            cycle=cycle,
+            wal_bytes=wal.stat().st_size if wal.exists() else 0,
+        ),
+    )
+    if traced:
+        store._conn.set_trace_callback(None)
+    profiled(
+        args.profile,
+        f"next-search.{cycle}",
+        lambda: timed(
+            "next search", lambda: memory.search(QUERY, user_id=USER, limit=10), cycle=cycle
+        ),
+    )
+    timed("search after", lambda: memory.search(QUERY, user_id=USER, limit=10), cycle=cycle)
 
 
 def main() -> None:
@@ -109,51 +161,7 @@ def main() -> None:
             if worker is not None:
                 timed("settle " + type(owner).__name__, worker.join)
     for cycle in range(args.cycles):
-        timed(
-            "adds",
-            lambda: [
-                memory.add(f"Filler {cycle} {i} about the weather today", user_id=USER)
-                for i in range(args.adds)
-            ],
-        )
-        word = f"Zyqvorblentax{cycle}{time.time_ns()}"
-        episode = memory.add(f"The locker code word is {word}, keep it private.", user_id=USER)[0]
-        if args.old:
-            # An episode the in-memory indexes already hold (the probe is not searched yet).
-            episode = memory.get_all(user_id=USER, limit=1, offset=1000 + 7919 * cycle).items[0]
-        first = cycle == 0
-        if first and args.trace:
-            started: list[float] = []
-
-            def trace(statement: str) -> None:
-                now = time.perf_counter()
-                if started:
-                    print(f"  {(now - started[0]) * 1000:8.1f} ms since previous", flush=True)
-                started[:] = [now]
-                print(f"SQL {' '.join(statement.split())[:150]}", flush=True)
-
-            store._conn.set_trace_callback(trace)
-        wal = args.db.with_name(args.db.name + "-wal")
-        profiled(
-            args.profile,
-            f"forget.{cycle}",
-            lambda: timed(
-                "forget",
-                lambda: memory.forget([episode.id], user_id=USER),
-                cycle=cycle,
-                wal_bytes=wal.stat().st_size if wal.exists() else 0,
-            ),
-        )
-        if first and args.trace:
-            store._conn.set_trace_callback(None)
-        profiled(
-            args.profile,
-            f"next-search.{cycle}",
-            lambda: timed(
-                "next search", lambda: memory.search(QUERY, user_id=USER, limit=10), cycle=cycle
-            ),
-        )
-        timed("search after", lambda: memory.search(QUERY, user_id=USER, limit=10), cycle=cycle)
+        one_cycle(memory, store, args, cycle)
     timed("close", memory.close)
 
 
