@@ -153,6 +153,24 @@ def test_appends_are_indexed_incrementally(store, monkeypatch):
     _compare(store, queries[:20], (CONVERSATION, OTHER_TENANT), monkeypatch)
 
 
+def test_a_catch_up_reads_the_appended_rows_by_rowid_not_every_episode(store):
+    _fill(store)
+    store.lexical_search(["caroline"], CONVERSATION, Filters(), 10)
+    store.insert_episodes(
+        [make_episode("a zebra named Quasar", scope=CONVERSATION)], unit_vectors(1)
+    )
+    statements: list[str] = []
+    store._conn.set_trace_callback(statements.append)
+    try:
+        store.lexical_search(["quasar"], CONVERSATION, Filters(), 10)
+    finally:
+        store._conn.set_trace_callback(None)
+    (catch_up,) = [s for s in statements if s.startswith("INSERT INTO temp.anamnesis_pending")]
+    select = catch_up[catch_up.index("SELECT") :]
+    plan = " ".join(row[3] for row in store._conn.execute(f"EXPLAIN QUERY PLAN {select}"))
+    assert "SCAN" not in plan, plan
+
+
 def test_this_process_deletes_and_updates_apply_in_place(store, monkeypatch):
     queries = _fill(store)
     store.lexical_search(["caroline"], CONVERSATION, Filters(), 10)

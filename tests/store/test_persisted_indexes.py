@@ -6,8 +6,10 @@ and gone as soon as an erasure commits (no erased vector or word survives in the
 
 from __future__ import annotations
 
+import os
 import shutil
 import stat
+import threading
 import warnings
 from datetime import timedelta
 
@@ -72,12 +74,16 @@ def _refuse_sql_rows(monkeypatch) -> None:
     original = sqlite_reads.SQLiteReads._load_dense
 
     def load(self):
+        # Collected, then checked: sqlite3 swallows an exception raised in a trace.
+        statements: list[str] = []
         if not self._dense_loaded:
-            self._conn.set_trace_callback(_no_vector_scan)
+            self._conn.set_trace_callback(statements.append)
         try:
             original(self)
         finally:
             self._conn.set_trace_callback(None)
+        for statement in statements:
+            _no_vector_scan(statement)
 
     monkeypatch.setattr(sqlite_reads.SQLiteReads, "_load_dense", load)
 
@@ -462,8 +468,85 @@ def test_erasure_leaves_no_copy_before_it_commits(path, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         store.forget(ALICE, Selection(episode_ids=(secret.id,)))
     assert not _saved(path, "dense") and not _saved(path, "lexical")
-    assert not store._dense.mapped
     monkeypatch.undo()
+    found = store.dense_search(secret_vector[0], ALICE, NO_FILTERS, 1)
+    assert found and found[0].episode_id != secret.id
+    store.close()
+
+
+def test_a_search_after_an_erasure_leaves_the_rows_out_of_the_matrix_without_a_reload(
+    path, monkeypatch
+):
+    """Not every vector read from the store again, nor the matrix copied: the rows are
+    marked removed in the mapping that serves the others (the file's name is gone with
+    the erasure), and the copies saved later hold nothing of them."""
+    store = _open(path)
+    episodes = _fill(store)
+    store.warm_up()
+    vectors = unit_vectors(ROWS, seed=0)
+    before = store.dense_search(vectors[5], ALICE, NO_FILTERS, 5)
+    store.close()
+    store = _open(path)
+    _search_both(store, 1)
+    assert store._dense.mapped
+    store.forget(ALICE, Selection(episode_ids=(episodes[1].id,)))
+    assert not _saved(path, "dense") and not _saved(path, "lexical")
+
+    _refuse_sql_rows(monkeypatch)
+    assert store.dense_search(vectors[5], ALICE, NO_FILTERS, 5) == before
+    assert store._dense.mapped and store._dense.removed == 1  # no copy in the search
+    found = store.dense_search(vectors[1], ALICE, NO_FILTERS, ROWS)
+    assert episodes[1].id not in {c.episode_id for c in found}
+    assert len(found) == ROWS - 1
+    monkeypatch.undo()
+    store.close()  # saves both copies again, compacted
+    saved = b"".join(f.read_bytes() for f in _saved(path, "dense"))
+    assert saved and vectors[1].tobytes() not in saved
+
+
+def test_an_erasure_frees_the_copies_blocks_on_another_thread(path, monkeypatch):
+    """Their names go before the forget returns; freeing a large file takes time
+    that grows with it, which the forget does not wait for."""
+    store = _open(path)
+    episodes = _fill(store)
+    store.warm_up()
+    freed: list[tuple[str, int]] = []
+    close_all = dense_file.index_files._close_all
+
+    def closing(descriptors):
+        for descriptor in descriptors:
+            freed.append((threading.current_thread().name, os.fstat(descriptor).st_nlink))
+        close_all(descriptors)
+
+    monkeypatch.setattr(dense_file.index_files, "_close_all", closing)
+    store.forget(ALICE, Selection(episode_ids=(episodes[0].id,)))
+    assert not _saved(path, "dense") and not _saved(path, "lexical")
+    for worker in threading.enumerate():
+        if worker.name == "anamnesis-discard":
+            worker.join()
+    parts = [f for f in freed if f[0] == "anamnesis-discard"]
+    assert len(parts) == len(freed) >= 2  # the matrix's and the postings' files
+    assert all(links == 0 for _, links in parts)  # unlinked before they were freed
+    store.close()
+
+
+def test_a_copy_removed_by_an_erasure_while_it_is_checked_is_not_taken_for_damage(path):
+    """The background check of a mapped matrix reads the files it was loaded from,
+    even when a forget removes them first: no false alarm, no reload from the store."""
+    store = _open(path)
+    episodes = _fill(store)
+    store.warm_up()
+    store.close()
+    store = _open(path)
+    _search_both(store, 1)
+    assert store._dense.mapped
+    with store._lock:
+        check = store._dense_file.checking()  # what warm_up hands to its thread
+    assert check is not None
+    store.forget(ALICE, Selection(episode_ids=(episodes[0].id,)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert check()
     store.close()
 
 

@@ -94,15 +94,6 @@ def state_path(store_path: Path) -> Path:
     return store_path.with_name(store_path.name + ".ann.json")
 
 
-def remove_files(store_path: Path) -> None:
-    """Delete a store's persisted graph (its state first, so no half is ever trusted)."""
-    with contextlib.suppress(FileNotFoundError):
-        state_path(store_path).unlink()
-    for stale in store_path.parent.glob(store_path.name + ".ann.*"):
-        with contextlib.suppress(FileNotFoundError):
-            stale.unlink()
-
-
 class AnnIndex:
     """An HNSW graph of unit vectors keyed by rowid, inner-product metric."""
 

@@ -37,6 +37,10 @@ _QUERY_BLOCK = 64
 _SCAN_BLOCK = 1024
 #: Environment variable that overrides ``AnnSettings.threshold``.
 THRESHOLD_ENV = "ANAMNESIS_ANN_THRESHOLD"
+#: Rows taken out by erasures are only marked (no copy of the matrix in a search)
+#: until they are this share of the index; then, and whenever the index is saved,
+#: the arrays are compacted.
+_COMPACT_SHARE = 0.125
 #: Graph candidates asked for per result, over the share of the index in scope (the
 #: graph knows nothing of scopes, so out-of-scope rows are asked for and dropped).
 _ANN_OVERSAMPLE = 1.25
@@ -185,6 +189,10 @@ class DenseIndex:
         self._speaker_codes = _Codes()
         self._modality_codes = _Codes()
         self._scope_rows: dict[tuple, np.ndarray] = {}
+        #: Rows removed but still in the arrays (``remove``): True at their positions
+        #: (rows past its end are live); None when there are none.
+        self._dead: np.ndarray | None = None
+        self._dead_count = 0
         self.ann = None
 
     @property
@@ -248,14 +256,37 @@ class DenseIndex:
         self._scope_rows.clear()
 
     def remove(self, rowids: Iterable[int]) -> None:
-        """Take rows out (an erasure's, an archive's), the others kept in order: every
-        array is compacted into memory (a mapped matrix is copied off its file), so
-        nothing of the removed rows is read again."""
+        """Take rows out (an erasure's, an archive's), the others kept in order. They
+        are marked, and every search and lookup leaves them out; the arrays keep them
+        until ``compact`` (at ``_COMPACT_SHARE`` of the rows, and before ``export``),
+        so a removal costs what its rows cost, not a copy of the matrix."""
         positions = self.positions(np.fromiter(rowids, dtype=np.int64))
         if positions.size == 0:
             return
+        if self._dead is None or self._dead.size < self._size:
+            dead = np.zeros(self._size, dtype=bool)
+            if self._dead is not None:
+                dead[: self._dead.size] = self._dead
+            self._dead = dead
+        self._dead[positions] = True
+        self._dead_count += int(positions.size)
+        self._scope_rows.clear()
+        if self._dead_count > _COMPACT_SHARE * self._size:
+            self.compact()
+
+    @property
+    def removed(self) -> int:
+        """Rows removed and not yet compacted away."""
+        return self._dead_count
+
+    def compact(self) -> None:
+        """Drop the removed rows from every array (a mapped matrix is copied off its
+        file into memory), so nothing of them is held or read again."""
+        if self._dead is None:
+            return
         keep = np.ones(self._size, dtype=bool)
-        keep[positions] = False
+        keep[: self._dead.size] = ~self._dead[: self._size]
+        self._dead, self._dead_count = None, 0
         columns_size = int(keep[: self._columns_size].sum())
         for name in _ROW_ARRAYS:
             rows = np.asarray(getattr(self, name)[: self._size])  # a plain array, not a map
@@ -269,6 +300,33 @@ class DenseIndex:
         self._user_groups = None
         self._session_rows, self._user_rows = {}, {}
         self._scope_rows.clear()
+
+    def live_mask(self, start: int, stop: int) -> np.ndarray | None:
+        """Which rows at positions ``[start, stop)`` are not removed (a copy); None
+        when all of them are."""
+        if self._dead is None or start >= self._dead.size:
+            return None
+        keep = np.ones(stop - start, dtype=bool)
+        marked = self._dead[start:stop]
+        keep[: marked.size] = ~marked
+        return None if keep.all() else keep
+
+    def live_rows(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
+        """The rowids and vectors of the rows at positions ``[start, stop)`` that are not
+        removed (views when none is; else copies)."""
+        rowids, vectors = self._rowids[start:stop], self._matrix[start:stop]
+        keep = self.live_mask(start, stop)
+        return (rowids, vectors) if keep is None else (rowids[keep], vectors[keep])
+
+    def _live(self, positions: np.ndarray) -> np.ndarray:
+        """Those of ``positions`` whose rows are not removed."""
+        dead = self._dead
+        if dead is None or positions.size == 0:
+            return positions
+        inside = positions < dead.size
+        keep = np.ones(positions.size, dtype=bool)
+        keep[inside] = ~dead[positions[inside]]
+        return positions[keep]
 
     @property
     def columns_loaded(self) -> int:
@@ -286,7 +344,7 @@ class DenseIndex:
         found = np.searchsorted(held, rowids)
         inside = found < self._size
         found, rowids = found[inside], rowids[inside]
-        return found[held[found] == rowids]
+        return self._live(found[held[found] == rowids])
 
     def rows_upto(self, rowid: int) -> int:
         """How many rows have a rowid up to ``rowid``."""
@@ -347,6 +405,7 @@ class DenseIndex:
             if agent_id is not None:
                 agent = self._agent_codes.lookup(agent_id)
                 rows = rows[self._agents[rows] == (-2 if agent is None else agent)]
+            rows = self._live(rows)
         self._scope_rows[key] = rows
         return rows
 
@@ -355,6 +414,11 @@ class DenseIndex:
         """Whether the vectors are read from a file mapping (``attach``)."""
         return isinstance(self._matrix, np.memmap)
 
+    def mapping(self) -> list[np.ndarray]:
+        """The file mapping the vectors are read from, alone in a list (empty when they
+        are in memory): for a caller that replaces the rows to release it."""
+        return [self._matrix] if self.mapped else []
+
     def export(
         self, *, grouped: bool = True
     ) -> tuple[np.ndarray, dict[str, np.ndarray], dict[str, list]]:
@@ -362,7 +426,9 @@ class DenseIndex:
         code table's values, for writing beside the store. ``grouped=False`` leaves out
         the rows' grouping by session and by user (a sort of every row), for the caller
         to add with ``grouping`` outside its lock: the views stay valid, since rows are
-        never rewritten in place (a removal makes new arrays)."""
+        never rewritten in place (a compaction makes new arrays). Removed rows are
+        compacted away first: nothing of them is exported."""
+        self.compact()
         size = self._size
         columns: dict[str, np.ndarray] = {
             "rowids": self._rowids[:size],
@@ -470,10 +536,16 @@ class DenseIndex:
         rows = self._rows_in_scope(user_id, agent_id, None)
         if rows.size == 0 or limit <= 0:
             return [[] for _ in range(len(queries))]
-        matrix = self._matrix[: self._size] if rows.size == self._size else self._matrix[rows]
+        # With removed rows marked, a scope of most rows is scored whole, then picked out.
+        whole = rows.size == self._size or (
+            self._dead_count > 0 and rows.size >= _SUBSET_FRACTION * self._size
+        )
+        matrix = self._matrix[: self._size] if whole else self._matrix[rows]
         out: list[list[tuple[int, float]]] = []
         for start in range(0, len(queries), _QUERY_BLOCK):
             scores = matrix @ queries[start : start + _QUERY_BLOCK].T
+            if whole and rows.size < self._size:
+                scores = scores[rows]
             out.extend(self._top(rows, column, limit) for column in scores.T)
         return out
 

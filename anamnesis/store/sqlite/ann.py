@@ -30,8 +30,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..index.ann import AnnIndex, AnnState, remove_files, vector_fingerprint
+from ..index.ann import AnnIndex, AnnState, vector_fingerprint
 from ..index.dense import AnnSettings, DenseIndex
+from . import index_files
 from .driver import sqlite3
 from .index_files import one_writer
 
@@ -39,6 +40,11 @@ from .index_files import one_writer
 SYNC_ROWS = 64
 #: Rows added per step by the background catch-up (it holds the store's lock per step).
 CATCH_UP_STEP = 512
+
+
+def remove_files(store_path: Path) -> None:
+    """Delete a store's persisted graph (``<store>.ann.json`` first, then the graph)."""
+    index_files.remove_files(store_path, "ann")
 
 
 class SQLiteAnn:
@@ -93,7 +99,12 @@ class SQLiteAnn:
     def sync(self, dense: DenseIndex, epoch: str, build: bool = False) -> None:
         """Attach to ``dense`` a graph in step with it, when it is large enough: load,
         catch up or start a build as needed. ``build``: build or catch up now, here."""
+        # A graph replaced since (a mapped one the worker copied into memory) is let go
+        # on another thread: unmapping a file an erasure unlinked frees it, which takes
+        # a time that grows with it.
+        replaced = [dense.ann] if dense.ann is not None and dense.ann is not self._graph else []
         dense.ann = None
+        index_files.release_later(replaced)
         self._seen = epoch
         if self._closed or dense.size < self.settings.threshold:
             return
@@ -131,7 +142,8 @@ class SQLiteAnn:
         start = dense.rows_upto(graph.max_rowid)
         behind = dense.size - start
         if behind and (build or behind <= SYNC_ROWS):
-            graph.add(dense.rowids_from(start), dense.vectors_at(slice(start, dense.size)))
+            graph.add(*dense.live_rows(start, dense.size))
+            graph.max_rowid = dense.max_rowid  # removed rows among them too
             self._dirty = True
         elif behind:
             self._start_worker(dense, epoch)
@@ -165,11 +177,8 @@ class SQLiteAnn:
     def _build(self, dense: DenseIndex, epoch: str) -> None:
         """Build a graph of every row of ``dense`` (the caller holds the lock)."""
         graph = AnnIndex(dense.dim)
-        graph.add(
-            dense.rowids_from(0),
-            dense.vectors_at(slice(0, dense.size)),
-            threads=AnnIndex.build_threads(dense.size),
-        )
+        graph.add(*dense.live_rows(0, dense.size), threads=AnnIndex.build_threads(dense.size))
+        graph.max_rowid = dense.max_rowid  # removed rows among them too
         self._install(graph, epoch)
 
     def _install(self, graph: AnnIndex, epoch: str) -> None:
@@ -200,6 +209,8 @@ class SQLiteAnn:
                 graph, size = self._graph, dense.size
                 rowids = dense.rowids_from(0)[:size]
                 vectors = dense.vectors_at(slice(0, size))
+                live = dense.live_mask(0, size)
+                last = dense.rowid_at(size - 1) if size else 0
             if graph is not None and graph.view:
                 copy = graph.materialised()  # outside the lock: the view never changes
                 with self._lock:
@@ -209,8 +220,11 @@ class SQLiteAnn:
             if graph is None:
                 # Rows below ``size`` are never written again (appends go past them,
                 # a reload replaces the arrays), so these views stay valid unlocked.
+                if live is not None:  # removed rows left out (a copy, outside the lock)
+                    rowids, vectors = rowids[live], vectors[live]
                 fresh = AnnIndex(dense.dim)
                 fresh.add(rowids, vectors, threads=AnnIndex.build_threads(len(rowids)))
+                fresh.max_rowid = max(fresh.max_rowid, last)
                 with self._lock:
                     if self._closed or self._graph is not None or self._seen != epoch:
                         return
@@ -225,10 +239,8 @@ class SQLiteAnn:
                     stop = min(dense.size, start + CATCH_UP_STEP)
                     if start >= stop:
                         return
-                    graph.add(
-                        dense.rowids_from(start)[: stop - start],
-                        dense.vectors_at(slice(start, stop)),
-                    )
+                    graph.add(*dense.live_rows(start, stop))
+                    graph.max_rowid = max(graph.max_rowid, dense.rowid_at(stop - 1))
                     self._dirty = True
         except (RuntimeError, ValueError, MemoryError, OSError) as exc:
             self.failure = str(exc)
@@ -270,6 +282,8 @@ class SQLiteAnn:
         graph = self._graph
         if graph is None or not self._dirty or self._epoch != epoch or self._stale:
             return
+        if dense.removed:
+            return  # a graph built meanwhile may hold removed rows: saved once compacted
         if graph.view:
             return  # the file itself, or (with changes pending) not in step
         if dense.rows_upto(graph.max_rowid) != len(graph):

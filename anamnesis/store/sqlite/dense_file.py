@@ -21,8 +21,11 @@ vectors under a few sampled rowids, the last among them; rows appended since are
 read from SQLite. Anything else (another epoch, rows ahead of the store, unreadable or
 damaged files) removes it and the matrix is read from SQLite, then saved again.
 Any epoch bump (erasure, an update of a vector) removes the files before the
-transaction commits, so no erased vector survives in them, even after a crash; the
-digests are checked in the background after open (``checking``).
+transaction commits, so no erased vector survives in them, even after a crash (their
+names go at once; their blocks are freed on a background thread, ``index_files.
+discard``, and a matrix mapped from them stays mapped, with the erased rows marked,
+until it is compacted). The digests are checked in the background after open
+(``checking``), against the files as they were loaded.
 """
 
 from __future__ import annotations
@@ -97,8 +100,8 @@ class DenseFile:
 
     def __init__(self, path: Path) -> None:
         self._path = path
-        #: The state of the snapshot attached to the index, until verified (``verify``).
-        self._unverified: DenseState | None = None
+        #: The check of the snapshot attached to the index, until it runs (``checking``).
+        self._unverified: index_files.DigestCheck | None = None
         #: Rows of the index that the saved files do not hold (read from SQLite).
         self.unsaved = 0
         #: False for a store that cannot be written here: nothing is saved beside it.
@@ -109,7 +112,7 @@ class DenseFile:
     def load(self, dense: DenseIndex, conn: sqlite3.Connection, epoch: str) -> bool:
         """Attach the saved matrix to ``dense`` if it matches the store at ``epoch``;
         else remove the files. True when attached (rows appended since are the caller's)."""
-        self._unverified = None
+        self.drop_check()
         try:
             raw = index_files.read_state(self._path, KIND)
             if raw is None:
@@ -147,7 +150,13 @@ class DenseFile:
             index_files.remove_if_possible(self._path, KIND)
             dense.clear()
             return False
-        self._unverified = state
+        self._unverified = index_files.DigestCheck(
+            self._path,
+            KIND,
+            state.generation,
+            state.digests,
+            "the saved vectors were damaged; they are read from the store again",
+        )
         self.unsaved = 0
         return True
 
@@ -156,17 +165,14 @@ class DenseFile:
         to run outside the store's lock (it reads them once, from disk), False when
         they do not match (the files are then removed and the caller reads the store
         again). None when there is nothing to check. Call under the lock."""
-        state, self._unverified = self._unverified, None
-        if state is None:
-            return None
+        check, self._unverified = self._unverified, None
+        return check
 
-        return index_files.digest_check(
-            self._path,
-            KIND,
-            state.generation,
-            state.digests,
-            "the saved vectors were damaged; they are read from the store again",
-        )
+    def drop_check(self) -> None:
+        """Let a pending check go (the store is closing, or loads another snapshot)."""
+        check, self._unverified = self._unverified, None
+        if check is not None:
+            check.close()
 
     def wanted(self, dense: DenseIndex) -> bool:
         """Whether ``save`` would write: a large index with rows the files lack."""

@@ -111,12 +111,55 @@ def new_generation() -> str:
 
 
 def remove_files(store_path: Path, kind: str) -> None:
-    """Delete a store's ``kind`` files (the state first, so no half is ever trusted)."""
+    """Delete a store's ``kind`` files (the state first, so no half is ever trusted).
+    Their names are gone on return; the blocks of large ones are freed on a background
+    thread (``discard``)."""
     with contextlib.suppress(FileNotFoundError):
         state_path(store_path, kind).unlink()
-    for stale in store_path.parent.glob(f"{store_path.name}.{kind}.*"):
-        with contextlib.suppress(FileNotFoundError):
-            stale.unlink()
+    discard(sorted(store_path.parent.glob(f"{store_path.name}.{kind}.*")))
+
+
+def discard(paths: list[Path]) -> None:
+    """Unlink ``paths`` now, and leave the freeing of their blocks to a background
+    thread: each is opened first, so the unlink only removes its name (no process can
+    open it again, and the kernel frees an unlinked inode even after a crash), and the
+    last descriptor is closed off the caller's thread. Freeing a file of gigabytes
+    (dropping its cached pages, returning its blocks to the disk) takes a time that
+    grows with it; an erasure must not wait for it. Where an open file cannot be
+    unlinked (not POSIX), each is unlinked in place."""
+    held: list[int] = []
+    for path in paths:
+        descriptor = None
+        if os.name == "posix":
+            with contextlib.suppress(OSError):
+                descriptor = os.open(path, os.O_RDONLY)
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            pass
+        except OSError:
+            if descriptor is not None:
+                os.close(descriptor)
+            raise
+        if descriptor is not None:
+            held.append(descriptor)
+    if held:
+        threading.Thread(
+            target=_close_all, args=(held,), name="anamnesis-discard", daemon=True
+        ).start()
+
+
+def _close_all(descriptors: list[int]) -> None:
+    for descriptor in descriptors:
+        with contextlib.suppress(OSError):
+            os.close(descriptor)
+
+
+def release_later(held: list[Any]) -> None:
+    """Drop the objects in ``held`` (emptying it) on a background thread: for a mapping
+    of a file an erasure unlinked, whose last reference frees the file's blocks."""
+    if held:
+        threading.Thread(target=held.clear, name="anamnesis-release", daemon=True).start()
 
 
 def remove_if_possible(store_path: Path, kind: str) -> None:
@@ -191,15 +234,19 @@ def file_digest(path: Path, length: int | None = None) -> list:
     file does not make its pages resident in the process."""
     if length is None:
         length = path.stat().st_size
+    with open(path, "rb") as file:
+        return _digest(file, length)
+
+
+def _digest(file: BinaryIO, length: int) -> list:
     hashed = hashlib.blake2b(digest_size=16)
     left = length
-    with open(path, "rb") as file:
-        while left > 0:
-            chunk = file.read(min(_HASH_CHUNK, left))
-            if not chunk:
-                break
-            hashed.update(chunk)
-            left -= len(chunk)
+    while left > 0:
+        chunk = file.read(min(_HASH_CHUNK, left))
+        if not chunk:
+            break
+        hashed.update(chunk)
+        left -= len(chunk)
     if left:
         return [length, "truncated"]
     return [length, hashed.hexdigest()]
@@ -220,32 +267,51 @@ def array_bytes(path: Path, rows: int) -> int:
     return start + rows * row
 
 
-def files_match(store_path: Path, kind: str, generation: str, digests: dict[str, list]) -> bool:
-    """Whether each part of a generation still has the digest recorded when saved."""
-    try:
-        return all(
-            file_digest(part_path(store_path, kind, generation, part), length) == [length, value]
-            for part, (length, value) in digests.items()
-        )
-    except (OSError, ValueError, TypeError):
-        return False
-
-
-def digest_check(
-    store_path: Path, kind: str, generation: str, digests: dict[str, list], damaged: str
-) -> Callable[[], bool]:
+class DigestCheck:
     """A check of a loaded copy's files against their digests, to run outside the
-    store's lock: False when they differ, after removing them with a warning that says
-    ``damaged`` (what was damaged and what happens instead)."""
+    store's lock (``__call__``): False when they differ, after removing them (unless a
+    newer copy has replaced them meanwhile) with a warning that says ``damaged`` (what
+    was damaged and what happens instead). The files are opened when the copy is
+    loaded, so an erasure that removes them before the check reads them is not taken
+    for damage: the check reads the bytes that were loaded."""
 
-    def check() -> bool:
-        if files_match(store_path, kind, generation, digests):
+    def __init__(
+        self, store_path: Path, kind: str, generation: str, digests: dict[str, list], damaged: str
+    ) -> None:
+        self._store_path, self._kind, self._generation = store_path, kind, generation
+        self._digests, self._damaged = digests, damaged
+        self._opened: dict[str, BinaryIO] = {}
+        try:
+            for part in digests:
+                path = part_path(store_path, kind, generation, part)
+                self._opened[part] = open(path, "rb")  # noqa: SIM115 - closed by close()
+        except OSError:
+            pass  # a part that cannot be opened fails the check
+
+    def __call__(self) -> bool:
+        try:
+            match = len(self._opened) == len(self._digests) and all(
+                _digest(self._opened[part], length) == [length, value]
+                for part, (length, value) in self._digests.items()
+            )
+        except (OSError, ValueError, TypeError):
+            match = False
+        finally:
+            self.close()
+        if match:
             return True
-        remove_if_possible(store_path, kind)
-        warnings.warn(f"{damaged} (beside {store_path})", RuntimeWarning, stacklevel=2)
+        with contextlib.suppress(OSError, ValueError):
+            state = read_state(self._store_path, self._kind)
+            if state is None or state.get("generation") == self._generation:
+                remove_if_possible(self._store_path, self._kind)
+        warnings.warn(f"{self._damaged} (beside {self._store_path})", RuntimeWarning, stacklevel=2)
         return False
 
-    return check
+    def close(self) -> None:
+        """Let the files go unchecked (the copy is no longer in use)."""
+        opened, self._opened = self._opened, {}
+        for file in opened.values():
+            file.close()
 
 
 def save_threshold(default: int) -> int:

@@ -141,10 +141,14 @@ class SQLiteLexical:
         """Postings of rows above ``after`` and of ``stale`` rows, tokenised by FTS5."""
         assert self._layout is not None
         columns = ", ".join(self._layout[1])
-        marks = ",".join("?" * len(stale))
+        # ``rowid > ? OR rowid IN ()`` is planned as a scan of every episode: the
+        # empty list is left out, so the appended rows are found by a rowid search.
+        where = "rowid > ?"
+        if stale:
+            where += f" OR rowid IN ({','.join('?' * len(stale))})"
         conn.execute(
             f"INSERT INTO temp.{_PENDING} (rowid, {columns}) SELECT rowid, {columns} "
-            f"FROM main.episodes WHERE rowid > ? OR rowid IN ({marks})",
+            f"FROM main.episodes WHERE {where}",
             [after, *stale],
         )
         try:
@@ -426,4 +430,5 @@ class SQLiteLexical:
             if self._build_conn is not None:
                 self._build_conn.interrupt()
             self._index = None
+            self.file.drop_check()
             self._prepared.clear()

@@ -60,8 +60,8 @@ class LexicalFile:
 
     def __init__(self, path: Path) -> None:
         self._path = path
-        #: The generation and file digests of a loaded copy, until checked.
-        self._unverified: tuple[str, dict[str, list]] | None = None
+        #: The check of a loaded copy's files, until it runs (``checking``).
+        self._unverified: index_files.DigestCheck | None = None
         #: Rows the saved copy lacks (added since it was loaded or saved, or all).
         self.unsaved = 0
         #: False for a store that cannot be written here: nothing is saved beside it.
@@ -116,7 +116,14 @@ class LexicalFile:
         except (OSError, ValueError, TypeError, KeyError, IndexError, zipfile.BadZipFile):
             index_files.remove_if_possible(self._path, KIND)
             return None
-        self._unverified = (generation, digests)
+        self.drop_check()
+        self._unverified = index_files.DigestCheck(
+            self._path,
+            KIND,
+            generation,
+            digests,
+            "the saved lexical index was damaged; it is built from the store again",
+        )
         self.unsaved = 0
         self.mapped = True
         return index
@@ -125,18 +132,14 @@ class LexicalFile:
         """For a copy loaded and not yet checked: a check of its digest to run outside
         the store's lock (it reads every file once), False when it does not match (the
         files are then removed and the caller builds from FTS5). Call under the lock."""
-        pending, self._unverified = self._unverified, None
-        if pending is None:
-            return None
-        generation, digests = pending
+        check, self._unverified = self._unverified, None
+        return check
 
-        return index_files.digest_check(
-            self._path,
-            KIND,
-            generation,
-            digests,
-            "the saved lexical index was damaged; it is built from the store again",
-        )
+    def drop_check(self) -> None:
+        """Let a pending check go (the store is closing, or loads another copy)."""
+        check, self._unverified = self._unverified, None
+        if check is not None:
+            check.close()
 
     def wanted(self, index: LexicalIndex) -> bool:
         """Whether ``save`` would write: a large index with rows the files lack."""

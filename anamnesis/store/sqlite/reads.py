@@ -21,6 +21,7 @@ from ...types import Episode, EpisodeVersion, Scope, Session
 from ..base import TURN_COLUMNS, Candidate, Filters, TurnInfo, adjacent_by_episode, fact_scope
 from ..episode_times import EpisodeTimes, TimeRange, times_by_episode
 from ..index.dense import DenseIndex
+from . import index_files
 from .ann import SQLiteAnn
 from .dense_file import DenseFile
 from .driver import sqlite3
@@ -474,11 +475,15 @@ class SQLiteReads:
         epoch = epoch_row[0] if epoch_row else "0"
         if not self._dense_loaded or epoch != self._dense_epoch:
             removal, self._dense_removal = self._dense_removal, None
+            # A mapping replaced here may be of a file an erasure unlinked: dropping it
+            # frees the file, which takes time that grows with it, so not in a search.
+            mapping = self._dense.mapping()
             if removal is not None and removal[0] == epoch:
                 self._dense.remove(removal[1])  # this process's own removal, nothing else
             else:
                 self._dense.clear()
                 self._dense_file.load(self._dense, self._conn, epoch)
+            index_files.release_later(mapping)
         # Rowids only grow (AUTOINCREMENT), so rows past the last one loaded are exactly
         # the appends made since, by this process or another.
         (pending,) = self._conn.execute(
@@ -509,6 +514,8 @@ class SQLiteReads:
         loaded; should another process have deleted rows since the vectors were read,
         the counts differ and the index is rebuilt.
         """
+        if self._dense.removed and self._dense.columns_loaded < self._dense.size:
+            self._dense.compact()  # SQL has no row for a removed one: counts must agree
         for _ in range(2):
             loaded, size = self._dense.columns_loaded, self._dense.size
             if loaded == size:

@@ -369,6 +369,7 @@ class SQLiteStore(
             epoch = self._dense_epoch if self._dense_loaded else None
             if epoch is not None and self._conn is not None:
                 self._dense_file.save(self._dense, epoch, self._file_epoch, self._lock)
+            self._dense_file.drop_check()
             self._ann.close(self._dense, epoch)
             if self._conn is not None:
                 self._conn.close()
@@ -555,12 +556,12 @@ class SQLiteStore(
         in_step = self._dense_loaded and self._dense_epoch == before
         self._dense_loaded = False
         # The saved matrix and postings hold the rows as they were (erased ones among
-        # them): they go before the commit, and a mapping of the matrix is let go now.
+        # them): they go before the commit. A matrix mapped from its file keeps its
+        # mapping (the name is gone, no one can open it) until the next search copies
+        # the remaining rows out of it.
         remove_dense_files(self.path)
         remove_lexical_files(self.path)
-        if self._dense.mapped:
-            self._dense.clear()
-        elif removed and in_step:
+        if removed and in_step:
             self._dense_removal = (after, list(removed))
         self._row_places = None  # rows removed here leave this process's memory at once
         return before, after
