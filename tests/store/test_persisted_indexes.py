@@ -133,6 +133,27 @@ def test_a_copy_is_written_by_one_writer_while_the_others_leave_it_to_them(path)
     store.close()
 
 
+def test_opening_leaves_alone_the_files_another_writer_has_not_named_yet(path):
+    # A store opened while another thread or process writes its first copy finds
+    # parts no state names yet: they are that writer's, half-written, and stay.
+    store = _open(path)
+    _fill(store)
+    store.close()
+    half = dense_file.index_files.part_path(path, "dense", "0123456789ab", "npy")
+    half.write_bytes(b"half written")
+    with dense_file.index_files.sole_writer(path, "dense") as writing:
+        assert writing
+        reopened = _open(path)
+        reopened.dense_search(unit_vectors(1, seed=3)[0], ALICE, NO_FILTERS, 3)
+        reopened.close()
+        assert half.exists()
+    # With no writer at work, such parts are a crash's leftovers: removed at open.
+    again = _open(path)
+    again.dense_search(unit_vectors(1, seed=3)[0], ALICE, NO_FILTERS, 3)
+    assert not half.exists()
+    again.close()
+
+
 def test_the_rows_from_which_both_are_saved_can_be_set_from_the_environment(path, monkeypatch):
     from anamnesis.errors import InvalidInputError
     from anamnesis.store.sqlite.index_files import THRESHOLD_ENV

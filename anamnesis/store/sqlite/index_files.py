@@ -163,9 +163,15 @@ def release_later(held: list[Any]) -> None:
 
 
 def remove_if_possible(store_path: Path, kind: str) -> None:
-    """``remove_files`` where the directory may not be writable (nothing was saved)."""
-    with contextlib.suppress(OSError):
-        remove_files(store_path, kind)
+    """``remove_files`` of a copy found stale, damaged or unnamed, where the directory
+    may not be writable (nothing was saved). Left alone while another thread or process
+    writes a copy (``sole_writer``): the files may be its own, half-written, and its
+    state will name them. (An erasure removes the copies whoever writes:
+    ``remove_files``.)"""
+    with sole_writer(store_path, kind) as sole:
+        if sole:
+            with contextlib.suppress(OSError):
+                remove_files(store_path, kind)
 
 
 def private_file(path: Path) -> BinaryIO:
