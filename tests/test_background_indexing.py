@@ -97,8 +97,8 @@ def test_add_returns_before_the_vector_and_the_lexical_channel_finds_the_text(
         assert hit.episode.id == episode.id
         assert "lexical" in hit.channels and "dense" not in hit.channels
         assert hit.analysis["dense_index"] == (
-            "1 episode of this scope is not in the dense index yet: "
-            "found by the lexical channel only"
+            "1 episode of this scope is not in the dense index yet: found only by the "
+            "channels that match words, not by those that compare vectors"
         )
         # Another scope has nothing pending, and its explain says nothing of it.
         memory.add("Maren keeps the lighthouse", user_id="other")  # queued behind

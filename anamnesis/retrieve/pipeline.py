@@ -150,8 +150,8 @@ class Retriever:
             if waiting:
                 these = "episodes of this scope are" if waiting > 1 else "episode of this scope is"
                 analysis["dense_index"] = (
-                    f"{waiting} {these} not in the dense index yet: "
-                    "found by the lexical channel only"
+                    f"{waiting} {these} not in the dense index yet: found only by the "
+                    "channels that match words, not by those that compare vectors"
                 )
         return [
             Hit(
