@@ -135,7 +135,7 @@ class Hit:
     read (``QueryAnalysis.to_dict()``: terms, reference time, temporal intents and
     the time ranges it names), the same for every hit of one search; with background
     indexing, ``analysis["dense_index"]`` says how many of the scope's episodes wait
-    for their vector (found by the lexical channel only). ``facts`` holds
+    for their vector (found only by the channels that match words). ``facts`` holds
     the facts drawn from this episode that matched the question (when the ``facts``
     channel is on).
     """

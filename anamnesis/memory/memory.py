@@ -115,7 +115,8 @@ class Memory(WriteVerbs, ReadVerbs, FactVerbs, LifecycleVerbs, MaintenanceVerbs)
     ``indexing``: ``"sync"`` (the default) writes each episode's vector in the add's
     transaction; ``"background"`` returns once the text is stored and lets a thread
     write the vectors after (``wait_indexed`` waits for it): until then the newest
-    episodes are found by the lexical channel only, and ``explain`` says how many.
+    episodes are found only by the channels that match words, and ``explain`` says
+    how many.
     Refused with an encoding gate, which judges an episode by its vector
     before storing it. Episodes left waiting (a kill, a close) are indexed at the next
     open, in either mode.
