@@ -95,19 +95,11 @@ def _part(store_path: Path, generation: str, part: str) -> Path:
     return index_files.part_path(store_path, KIND, generation, part)
 
 
-class DenseFile:
+class DenseFile(index_files.SavedCopy):
     """Loads, checks and saves the matrix of the store at ``path``."""
 
     def __init__(self, path: Path) -> None:
-        self._path = path
-        #: The check of the snapshot attached to the index, until it runs (``checking``).
-        self._unverified: index_files.DigestCheck | None = None
-        #: Rows of the index that the saved files do not hold (read from SQLite).
-        self.unsaved = 0
-        #: False for a store that cannot be written here: nothing is saved beside it.
-        self.persist = True
-        #: Rows from which the index is saved (``MIN_ROWS`` unless the environment says).
-        self.min_rows = index_files.save_threshold(MIN_ROWS)
+        super().__init__(path, MIN_ROWS)
 
     def load(self, dense: DenseIndex, conn: sqlite3.Connection, epoch: str) -> bool:
         """Attach the saved matrix to ``dense`` if it matches the store at ``epoch``;
@@ -159,20 +151,6 @@ class DenseFile:
         )
         self.unsaved = 0
         return True
-
-    def checking(self) -> Callable[[], bool] | None:
-        """For a snapshot attached and not yet checked: a check of its files' digests
-        to run outside the store's lock (it reads them once, from disk), False when
-        they do not match (the files are then removed and the caller reads the store
-        again). None when there is nothing to check. Call under the lock."""
-        check, self._unverified = self._unverified, None
-        return check
-
-    def drop_check(self) -> None:
-        """Let a pending check go (the store is closing, or loads another snapshot)."""
-        check, self._unverified = self._unverified, None
-        if check is not None:
-            check.close()
 
     def wanted(self, dense: DenseIndex) -> bool:
         """Whether ``save`` would write: a large index with rows the files lack."""

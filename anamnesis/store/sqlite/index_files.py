@@ -344,3 +344,34 @@ def save_wanted(
         and rows >= minimum
         and (unsaved >= resave or not state_path(store_path, kind).exists())
     )
+
+
+class SavedCopy:
+    """What the copies of a store's indexes saved beside it share (``DenseFile``,
+    ``LexicalFile``): the store's path, the digest check of the copy in use until it
+    runs, the rows the copy lacks, and whether and from how many rows it is saved."""
+
+    def __init__(self, path: Path, min_rows: int) -> None:
+        self._path = path
+        #: The check of the copy in use, until it runs (``checking``).
+        self._unverified: DigestCheck | None = None
+        #: Rows of the index in use that the saved copy lacks.
+        self.unsaved = 0
+        #: False for a store that cannot be written here: nothing is saved beside it.
+        self.persist = True
+        #: Rows from which the index is saved (``min_rows`` unless the environment says).
+        self.min_rows = save_threshold(min_rows)
+
+    def checking(self) -> Callable[[], bool] | None:
+        """For a copy in use and not yet checked: a check of its files' digests to run
+        outside the store's lock (it reads each file once), False when they do not
+        match (the files are then removed, and the caller reads the store again). None
+        when there is nothing to check. Call under the lock."""
+        check, self._unverified = self._unverified, None
+        return check
+
+    def drop_check(self) -> None:
+        """Let a pending check go (the store is closing, or loads another copy)."""
+        check, self._unverified = self._unverified, None
+        if check is not None:
+            check.close()

@@ -55,19 +55,11 @@ def _part(store_path: Path, generation: str, part: str) -> Path:
     return index_files.part_path(store_path, KIND, generation, part)
 
 
-class LexicalFile:
+class LexicalFile(index_files.SavedCopy):
     """Loads, checks and saves the lexical index of the store at ``path``."""
 
     def __init__(self, path: Path) -> None:
-        self._path = path
-        #: The check of a loaded copy's files, until it runs (``checking``).
-        self._unverified: index_files.DigestCheck | None = None
-        #: Rows the saved copy lacks (added since it was loaded or saved, or all).
-        self.unsaved = 0
-        #: False for a store that cannot be written here: nothing is saved beside it.
-        self.persist = True
-        #: Rows from which the index is saved (``MIN_ROWS`` unless the environment says).
-        self.min_rows = index_files.save_threshold(MIN_ROWS)
+        super().__init__(path, MIN_ROWS)
         #: Whether the index in use was loaded from the files (not built).
         self.mapped = False
 
@@ -127,19 +119,6 @@ class LexicalFile:
         self.unsaved = 0
         self.mapped = True
         return index
-
-    def checking(self) -> Callable[[], bool] | None:
-        """For a copy loaded and not yet checked: a check of its digest to run outside
-        the store's lock (it reads every file once), False when it does not match (the
-        files are then removed and the caller builds from FTS5). Call under the lock."""
-        check, self._unverified = self._unverified, None
-        return check
-
-    def drop_check(self) -> None:
-        """Let a pending check go (the store is closing, or loads another copy)."""
-        check, self._unverified = self._unverified, None
-        if check is not None:
-            check.close()
 
     def wanted(self, index: LexicalIndex) -> bool:
         """Whether ``save`` would write: a large index with rows the files lack."""
