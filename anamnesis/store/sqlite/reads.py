@@ -104,8 +104,7 @@ class SQLiteReads:
             return []
         where, params = scope_sql(scope, by_key=True)
         found: dict[str, Episode] = {}
-        for start in range(0, len(episode_ids), 500):
-            chunk = list(episode_ids[start : start + 500])
+        for chunk in _chunks(episode_ids):
             marks = ",".join("?" * len(chunk))
             for row in self._read(
                 f"SELECT {EPISODE_COLUMNS} FROM episodes e WHERE e.id IN ({marks}) AND {where}",
@@ -182,8 +181,7 @@ class SQLiteReads:
         where, params = scope_sql(scope, by_key=True)
         rows: list[tuple] = []
         unique = list(dict.fromkeys(episode_ids))
-        for start in range(0, len(unique), 500):
-            chunk = unique[start : start + 500]
+        for chunk in _chunks(unique):
             marks = ",".join("?" * len(chunk))
             rows += self._read(
                 f"SELECT {select} WHERE e.id IN ({marks}) AND {where}", [*chunk, *params]
@@ -221,8 +219,7 @@ class SQLiteReads:
         where_e, params_e = scope_sql(scope, by_key=True)  # the join drives e, not scope
         extra, extra_params = filters_sql(filters)
         rows: list[tuple] = []
-        for start in range(0, len(unique), 500):
-            chunk = unique[start : start + 500]
+        for chunk in _chunks(unique):
             marks = ",".join("?" * len(chunk))
             rows += self._read(
                 f"""SELECT h.id, e.id, e.turn_index - h.turn_index FROM episodes h
@@ -641,8 +638,7 @@ class SQLiteReads:
             return {}
         where, params = scope_sql(scope, by_key=True)
         rows: list[tuple] = []
-        for start in range(0, len(episode_ids), 500):
-            chunk = list(episode_ids[start : start + 500])
+        for chunk in _chunks(episode_ids):
             marks = ",".join("?" * len(chunk))
             rows += self._read(
                 f"""SELECT e.id, e.event_time, t.start_time, t.end_time, t.granularity,
