@@ -113,11 +113,11 @@ Row = tuple[Any, ...]
 Columns = tuple[str | None, str | None, str | None, float, float]
 #: The filter columns as ``export`` gives them, and the code tables behind the first three.
 _COLUMN_ARRAYS = {
-    "roles": "_roles",
-    "speakers": "_speakers",
-    "modalities": "_modalities",
-    "event_times": "_event_times",
-    "recorded": "_recorded",
+    "roles": ("_roles", np.int32),
+    "speakers": ("_speakers", np.int32),
+    "modalities": ("_modalities", np.int32),
+    "event_times": ("_event_times", np.float64),
+    "recorded": ("_recorded", np.float64),
 }
 _COLUMN_CODES = {
     "roles": "_role_codes",
@@ -442,7 +442,9 @@ class DenseIndex:
             "sessions": [list(pair) for pair in self._session_codes.values()],
         }
         if self._columns_size == size:  # the filter columns, when every row has them
-            columns.update({name: getattr(self, a)[:size] for name, a in _COLUMN_ARRAYS.items()})
+            columns.update(
+                {name: getattr(self, a)[:size] for name, (a, _) in _COLUMN_ARRAYS.items()}
+            )
             tables.update({name: getattr(self, a).values() for name, a in _COLUMN_CODES.items()})
         if grouped:
             columns.update(grouping(columns, tables))
@@ -472,11 +474,8 @@ class DenseIndex:
         self._sessions = padded(columns["sessions"], np.int32)
         # The filter columns, when the file holds them (else ``add_columns`` fills them).
         held = all(name in columns for name in _COLUMN_ARRAYS)
-        self._roles = padded(columns.get("roles") if held else None, np.int32)
-        self._speakers = padded(columns.get("speakers") if held else None, np.int32)
-        self._modalities = padded(columns.get("modalities") if held else None, np.int32)
-        self._event_times = padded(columns.get("event_times") if held else None, np.float64)
-        self._recorded = padded(columns.get("recorded") if held else None, np.float64)
+        for name, (attribute, dtype) in _COLUMN_ARRAYS.items():
+            setattr(self, attribute, padded(columns[name] if held else None, dtype))
         if held:
             for name, attribute in _COLUMN_CODES.items():
                 setattr(self, attribute, _Codes.of(tables[name]))
