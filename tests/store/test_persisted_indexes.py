@@ -30,6 +30,9 @@ NO_FILTERS = Filters()
 ROWS = 600
 #: No approximate graph: these tests are about the matrix and the postings.
 NO_GRAPH = AnnSettings(threshold=10**9)
+#: The saved columns of the dense index's rows: the filters', then the rows' places.
+FILTER_COLUMNS = ("roles", "speakers", "modalities", "event_times", "recorded")
+PLACE_COLUMNS = ("episode_ids", "turn_indexes")
 WORDS = ["harbour", "violin", "pepper", "glacier", "lantern", "orchid", "tram", "cobalt"]
 
 
@@ -274,14 +277,64 @@ def test_a_saved_matrix_without_filter_columns_reads_them_once_and_saves_them(pa
         again.close()
 
 
-def _without_columns(exported):
+def _without_columns(exported, named=FILTER_COLUMNS + PLACE_COLUMNS):
     matrix, columns, tables = exported
-    named = {"roles", "speakers", "modalities", "event_times", "recorded"}
     return (
         matrix,
         {k: v for k, v in columns.items() if k not in named},
         {k: v for k, v in tables.items() if k not in named},
     )
+
+
+def _places_read_in_sql(store: SQLiteStore) -> dict:
+    """Every row placed from cold (``_in_scope``), and whether any was read in SQL."""
+    rowids = [row[0] for row in store._conn.execute("SELECT rowid FROM episodes")]
+    store._row_places = None
+    statements: list[str] = []
+    store._conn.set_trace_callback(statements.append)
+    try:
+        placed = store._in_scope(rowids, ALICE)
+    finally:
+        store._conn.set_trace_callback(None)
+    assert len(placed) == ROWS
+    return {"placed": placed, "sql": any("e.rowid IN" in s for s in statements)}
+
+
+def test_a_saved_matrix_without_place_columns_answers_and_reads_them_once(path, monkeypatch):
+    # Files saved before the rows' ids and turn indexes were kept: searches place their
+    # rows in SQL until the warm-up reads the columns, and the next save keeps them.
+    store = _open(path)
+    _fill_with_columns(store)
+    with monkeypatch.context() as patch:
+        patch.setattr(
+            dense_index.DenseIndex,
+            "export",
+            lambda self, grouped=True, _e=dense_index.DenseIndex.export: _without_columns(
+                _e(self, grouped=grouped), PLACE_COLUMNS
+            ),
+        )
+        store.warm_up()
+        before = _filtered(store), _search_both(store, 4)
+        store.close()
+    (npz,) = [f for f in _saved(path, "dense") if f.suffix == ".npz"]
+    assert "episode_ids" not in np.load(npz).files
+    reopened = _open(path)
+    assert _search_both(reopened, 4) == before[1]
+    assert reopened._dense.mapped and reopened._dense.columns_loaded == 0
+    in_sql = _places_read_in_sql(reopened)
+    assert in_sql["sql"]
+    reopened.warm_up()
+    assert reopened._dense.columns_loaded == reopened._dense.size
+    assert _places_read_in_sql(reopened) == {**in_sql, "sql": False}
+    assert _filtered(reopened) == before[0]
+    reopened.close()
+    with monkeypatch.context() as patch:
+        _refuse_column_reads(patch)
+        again = _open(path)
+        assert (_filtered(again), _search_both(again, 4)) == before
+        assert again._dense.mapped
+        assert _places_read_in_sql(again) == {**in_sql, "sql": False}
+        again.close()
 
 
 def test_sessions_and_agents_of_a_mapped_matrix_are_the_same_scopes(path):

@@ -5,7 +5,9 @@ here than an ANN index or sqlite-vec's scan. Rows carry small integer codes for 
 agent, session, role, speaker and modality, and their event and recording times, so that
 a scope and the store's filters become boolean masks, far cheaper than reading the same
 rowids out of SQL (timings: study "Per dataset", "Figures from the code's comments").
-The store still re-checks scope in SQL when it fetches the hits.
+They also carry their episode id and turn index, so that a ranked row's place (``places``)
+is known without SQL; the store re-checks each row's scope against it, and again in SQL
+when it fetches the hits.
 
 Above a size threshold a store attaches an approximate graph (``index.ann``): a
 search over a scope that is most of the index then takes the graph's candidates and
@@ -24,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import InvalidInputError
-from ..base import Filters
+from ..base import Filters, TurnInfo
 from .ann import AnnIndex
 
 #: Below this fraction of rows in scope, score only the selected rows; above it,
@@ -78,6 +80,8 @@ class _Codes:
 
     def __init__(self) -> None:
         self._codes: dict[object, int] = {}
+        #: The values in code order.
+        self._values: list = []
 
     def code(self, value: object) -> int:
         if value is None:
@@ -85,6 +89,7 @@ class _Codes:
         found = self._codes.get(value)
         if found is None:
             found = self._codes[value] = len(self._codes)
+            self._values.append(value)
         return found
 
     def lookup(self, value: object) -> int | None:
@@ -95,30 +100,43 @@ class _Codes:
 
     def values(self) -> list:
         """The values interned so far, in code order."""
-        return list(self._codes)
+        return list(self._values)
 
     @classmethod
     def of(cls, values: Iterable[object]) -> _Codes:
         """Codes for ``values`` in order (the inverse of ``values``)."""
         codes = cls()
-        codes._codes = {value: code for code, value in enumerate(values)}
+        codes._values = list(values)
+        codes._codes = {value: code for code, value in enumerate(codes._values)}
         return codes
 
 
 #: A row as ``DenseIndex.append`` takes it: rowid, user, agent, session, float32 blob,
 #: optionally followed by its filter columns (``Columns``).
 Row = tuple[Any, ...]
-#: A row's filter columns as ``DenseIndex.add_columns`` takes them: role, speaker,
-#: modality, event time and recording time (epoch seconds).
-Columns = tuple[str | None, str | None, str | None, float, float]
-#: The filter columns as ``export`` gives them, and the code tables behind the first three.
+#: A row's filter and place columns as ``DenseIndex.add_columns`` takes them: role,
+#: speaker, modality, event time and recording time (epoch seconds), episode id and
+#: turn index.
+Columns = tuple[str | None, str | None, str | None, float, float, str, int | None]
+#: The columns as ``export`` gives them, and the code tables behind the first three.
+#: ``episode_ids`` are UTF-8 bytes of a width that grows with the longest (``_id_bytes``).
 _COLUMN_ARRAYS = {
     "roles": ("_roles", np.int32),
     "speakers": ("_speakers", np.int32),
     "modalities": ("_modalities", np.int32),
     "event_times": ("_event_times", np.float64),
     "recorded": ("_recorded", np.float64),
+    "episode_ids": ("_episode_ids", np.bytes_),
+    "turn_indexes": ("_turn_indexes", np.int64),
 }
+#: ``_turn_indexes`` of a turn without an index.
+_NO_TURN = int(np.iinfo(np.int64).min)
+#: Longest episode id, in UTF-8 bytes, a row keeps: a longer one (ids are generated far
+#: shorter) is kept as empty bytes, which ``places`` leaves to the store's SQL, as it
+#: does an id that ends in a NUL character (numpy's fixed-width bytes drop them).
+_MAX_ID_BYTES = 64
+#: Where a row sits (``DenseIndex.places``): episode id, user, agent, and its ``TurnInfo``.
+Place = tuple[str, str, str | None, TurnInfo]
 _COLUMN_CODES = {
     "roles": "_role_codes",
     "speakers": "_speaker_codes",
@@ -138,6 +156,8 @@ _ROW_ARRAYS = (
     "_modalities",
     "_event_times",
     "_recorded",
+    "_episode_ids",
+    "_turn_indexes",
 )
 
 
@@ -172,6 +192,8 @@ class DenseIndex:
         self._modalities = np.zeros(0, dtype=np.int32)
         self._event_times = np.zeros(0, dtype=np.float64)
         self._recorded = np.zeros(0, dtype=np.float64)
+        self._episode_ids = np.zeros(0, dtype="S1")
+        self._turn_indexes = np.zeros(0, dtype=np.int64)
         self._user_codes = _Codes()
         self._agent_codes = _Codes()
         self._session_codes = _Codes()
@@ -219,27 +241,19 @@ class DenseIndex:
             out[: self._size] = array[: self._size]
             return out
 
-        self._matrix = grown(self._matrix)
-        self._rowids = grown(self._rowids)
-        self._users = grown(self._users)
-        self._agents = grown(self._agents)
-        self._sessions = grown(self._sessions)
-        self._roles = grown(self._roles)
-        self._speakers = grown(self._speakers)
-        self._modalities = grown(self._modalities)
-        self._event_times = grown(self._event_times)
-        self._recorded = grown(self._recorded)
+        for name in _ROW_ARRAYS:
+            setattr(self, name, grown(getattr(self, name)))
 
     def append(self, rows: Iterable[Row]) -> None:
-        """Add rows (see ``Row``) in rowid order. Rows that carry their filter columns
-        keep the columns complete, if they were; otherwise ``add_columns`` fills them
-        when a filtered search first needs them."""
+        """Add rows (see ``Row``) in rowid order. Rows that carry their columns keep
+        the columns complete, if they were; otherwise ``add_columns`` fills them
+        (the store does at warm-up, or when a filtered search first needs them)."""
         rows = list(rows)
         if not rows:
             return
         self._grow(len(rows))
         if len(rows[0]) > 5 and self._columns_size == self._size:
-            self._set_columns(self._size, [row[5:10] for row in rows])
+            self._set_columns(self._size, [row[5:12] for row in rows])
         start, end = self._size, self._size + len(rows)
         blob = b"".join(row[4] for row in rows)
         self._matrix[start:end] = np.frombuffer(blob, dtype=np.float32).reshape(-1, self.dim)
@@ -330,8 +344,48 @@ class DenseIndex:
 
     @property
     def columns_loaded(self) -> int:
-        """How many rows (from the first) have their filter columns (``add_columns``)."""
+        """How many rows (from the first) have their columns (``add_columns``)."""
         return self._columns_size
+
+    def places(self, rowids: Iterable[int]) -> dict[int, Place]:
+        """The place of each of ``rowids`` the index holds with its columns (``Place``):
+        the same values the store's rows hold. Rows it does not hold, removed ones,
+        rows without columns yet and rows whose id it does not keep are left out (the
+        caller reads them from the store)."""
+        positions = self.positions(np.fromiter(rowids, dtype=np.int64))
+        positions = positions[positions < self._columns_size]
+        if positions.size == 0:
+            return {}
+        # The code tables' values, looked up inline (-1, None, only for agent, speaker, role).
+        users, agents = self._user_codes._values, self._agent_codes._values
+        sessions = self._session_codes._values
+        roles, speakers = self._role_codes._values, self._speaker_codes._values
+        out: dict[int, Place] = {}
+        for rowid, episode_id, user, agent, session, turn, speaker, role in zip(
+            self._rowids[positions].tolist(),
+            self._episode_ids[positions].tolist(),
+            self._users[positions].tolist(),
+            self._agents[positions].tolist(),
+            self._sessions[positions].tolist(),
+            self._turn_indexes[positions].tolist(),
+            self._speakers[positions].tolist(),
+            self._roles[positions].tolist(),
+            strict=True,
+        ):
+            if not episode_id:
+                continue
+            out[rowid] = (
+                episode_id.decode("utf-8"),
+                users[user],
+                agents[agent] if agent >= 0 else None,
+                (
+                    sessions[session][1],
+                    turn if turn != _NO_TURN else None,
+                    speakers[speaker] if speaker >= 0 else None,
+                    roles[role] if role >= 0 else None,
+                ),
+            )
+        return out
 
     def rowid_at(self, position: int) -> int:
         """The rowid of the row at ``position`` (0-based, in append order)."""
@@ -363,7 +417,7 @@ class DenseIndex:
 
         Rows read from the store bring their columns (``append``) and a saved matrix
         holds them (``export``); only rows attached from a file saved without them get
-        them here, when a filtered search first needs them.
+        them here, when the store warms up or a filtered search first needs them.
         """
         rows = list(rows)
         if self._columns_size + len(rows) > self._size:
@@ -377,6 +431,12 @@ class DenseIndex:
         self._modalities[start:end] = [self._modality_codes.code(row[2]) for row in rows]
         self._event_times[start:end] = [row[3] for row in rows]
         self._recorded[start:end] = [row[4] for row in rows]
+        ids = [_id_bytes(row[5]) for row in rows]
+        width = max(map(len, ids), default=0)
+        if width > self._episode_ids.dtype.itemsize:
+            self._episode_ids = self._episode_ids.astype(f"S{width}")
+        self._episode_ids[start:end] = ids
+        self._turn_indexes[start:end] = [_NO_TURN if row[6] is None else row[6] for row in rows]
         self._columns_size = end
 
     def group_users(self) -> None:
@@ -462,7 +522,9 @@ class DenseIndex:
         self.clear()
 
         def padded(values: np.ndarray | None, dtype: type) -> np.ndarray:
-            out: np.ndarray = np.zeros(capacity, dtype=dtype)
+            # Bytes as wide as the saved values.
+            wide = values.dtype if dtype is np.bytes_ and values is not None else dtype
+            out: np.ndarray = np.zeros(capacity, dtype=wide)
             if values is not None:
                 out[:count] = values
             return out
@@ -472,7 +534,8 @@ class DenseIndex:
         self._users = padded(columns["users"], np.int32)
         self._agents = padded(columns["agents"], np.int32)
         self._sessions = padded(columns["sessions"], np.int32)
-        # The filter columns, when the file holds them (else ``add_columns`` fills them).
+        # The filter and place columns, when the file holds them all (else
+        # ``add_columns`` fills them).
         held = all(name in columns for name in _COLUMN_ARRAYS)
         for name, (attribute, dtype) in _COLUMN_ARRAYS.items():
             setattr(self, attribute, padded(columns[name] if held else None, dtype))
@@ -695,6 +758,15 @@ def _positions(
     if not parts:
         return np.zeros(0, dtype=np.int64)
     return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+def _id_bytes(episode_id: str) -> bytes:
+    """``episode_id`` as ``_episode_ids`` keeps it; empty bytes when it cannot (see
+    ``_MAX_ID_BYTES``)."""
+    encoded = episode_id.encode("utf-8")
+    if len(encoded) > _MAX_ID_BYTES or encoded.endswith(b"\0"):
+        return b""
+    return encoded
 
 
 def _cosines(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:

@@ -8,8 +8,10 @@ all private to their owner (0600), next to the store:
 - ``<store>.dense.<generation>.npy``: the vectors, float32, then zeroed room for rows
   appended later (a sparse tail: no disk is used for it);
 - ``<store>.dense.<generation>.npz``: rowids, user/agent/session codes, each session's
-  and each user's row positions, and the filter columns (role, speaker and modality
-  codes, event and recording times; files saved before they were kept lack them);
+  and each user's row positions, the filter columns (role, speaker and modality codes,
+  event and recording times) and the rows' places (episode ids as UTF-8 bytes, turn
+  indexes); files saved before these columns were kept lack them, and the store reads
+  them once at warm-up;
 - ``<store>.dense.<generation>.codes.json``: the values behind the codes;
 - ``<store>.dense.json``: the state, written last and atomically: the generation, the
   store's ``vector_epoch``, the last rowid, the row count, fingerprints of a few

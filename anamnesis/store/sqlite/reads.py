@@ -20,7 +20,7 @@ from ...errors import (
 from ...types import Episode, EpisodeVersion, Scope, Session
 from ..base import TURN_COLUMNS, Candidate, Filters, TurnInfo, adjacent_by_episode, fact_scope
 from ..episode_times import EpisodeTimes, TimeRange, times_by_episode
-from ..index.dense import DenseIndex
+from ..index.dense import DenseIndex, Place
 from . import index_files
 from .ann import SQLiteAnn
 from .dense_file import DenseFile
@@ -67,13 +67,17 @@ def _rows_key(scope: Scope, filters: Filters) -> tuple | None:
 
 #: Rows whose id, scope and place in a conversation ``_in_scope`` keeps between searches.
 ROW_CACHE = 100_000
+#: The columns of ``episodes e`` the dense index keeps per row (``dense.Columns``), in
+#: its order.
+DENSE_COLUMNS = "e.role, e.speaker, e.modality, e.event_time, e.recorded_at, e.id, e.turn_index"
 
 
 class SQLiteReads:
     """Reads and searches for ``SQLiteStore`` (uses its connection, lock and indexes)."""
 
-    #: ``_in_scope``'s rows: rowid -> (id, user, agent, turn info), and the epoch read with them.
-    _row_places: dict[int, tuple[str, str, str | None, TurnInfo]] | None = None
+    #: ``_in_scope``'s rows: rowid -> place (id, user, agent, turn info), and the epoch
+    #: read with them.
+    _row_places: dict[int, Place] | None = None
     _row_places_epoch: str | None = None
     #: The same rows by id: id -> rowid.
     _id_rows: dict[str, int] | None = None
@@ -308,6 +312,8 @@ class SQLiteReads:
                 return
             self._refresh_dense()
             self._dense.group_users()  # here rather than in the first search of a user
+            # A copy saved without the rows' columns: read once, saved with it next time.
+            self._load_dense_columns()
             epoch = self._dense_epoch
         if epoch is not None:
             self._persist_dense(epoch)
@@ -390,31 +396,37 @@ class SQLiteReads:
 
     def _candidates(self, pairs: Sequence[tuple[int, float]], scope: Scope) -> list[Candidate]:
         """Map ranked ``(rowid, score)`` pairs to episode ids (with where each turn sits),
-        re-checking scope in SQL."""
+        re-checking scope (``_in_scope``)."""
         known = self._in_scope([rowid for rowid, _ in pairs], scope)
         return [Candidate(known[r][0], score, known[r][1]) for r, score in pairs if r in known]
 
     def _in_scope(self, rowids: Sequence[int], scope: Scope) -> dict[int, tuple[str, TurnInfo]]:
         """The id and ``turn_info`` of each of ``rowids`` that is in ``scope``.
 
-        Read in SQL once per row and remembered while the file's ``vector_epoch`` stays
-        the same: a row's id, scope and place in its conversation never change while it
-        exists, rowids are never reused, and every delete changes the epoch. The scope
-        is checked on each call against what SQL returned.
+        Each row's place (``Place``: id, user, agent, turn info) is read once and
+        remembered while the file's ``vector_epoch`` stays the same: a row's id, scope
+        and place in its conversation never change while it exists, rowids are never
+        reused, and every delete changes the epoch. Rows the dense index holds are
+        placed from its columns when it is in step with the file (``_dense_places``),
+        the others in SQL. The scope is checked on each call against the place.
         """
         if not rowids:
             return {}
         cache, id_rows = self._places()
         missing = [r for r in dict.fromkeys(rowids) if r not in cache]
         if missing:
-            marks = ",".join("?" * len(missing))
-            for found in self._conn.execute(
-                f"SELECT e.rowid, e.id, e.user_id, e.agent_id, {TURN_COLUMNS} "
-                f"FROM episodes e WHERE e.rowid IN ({marks})",
-                missing,
-            ):
-                cache[found[0]] = (found[1], found[2], found[3], found[4:8])
-                id_rows[found[1]] = found[0]
+            found = self._dense_places(missing)
+            unplaced = [r for r in missing if r not in found]
+            if unplaced:
+                marks = ",".join("?" * len(unplaced))
+                for row in self._conn.execute(
+                    f"SELECT e.rowid, e.id, e.user_id, e.agent_id, {TURN_COLUMNS} "
+                    f"FROM episodes e WHERE e.rowid IN ({marks})",
+                    unplaced,
+                ):
+                    found[row[0]] = (row[1], row[2], row[3], row[4:8])
+            cache.update(found)
+            id_rows.update((place[0], rowid) for rowid, place in found.items())
         places: dict[int, tuple[str, TurnInfo]] = {}
         for rowid in rowids:
             place = cache.get(rowid)
@@ -427,7 +439,16 @@ class SQLiteReads:
                 places[rowid] = (place[0], place[3])
         return places
 
-    def _places(self) -> tuple[dict[int, tuple[str, str, str | None, TurnInfo]], dict[str, int]]:
+    def _dense_places(self, rowids: Sequence[int]) -> dict[int, Place]:
+        """The places of those of ``rowids`` the dense index holds, read off its columns;
+        none unless it is in step with the file (the epoch ``_places`` read: no row
+        deleted since it was loaded, and its own removals applied). Rows it lacks (added
+        since it was loaded, or waiting for their vector) are the caller's."""
+        if not (self._dense_loaded and self._dense_epoch == self._row_places_epoch):
+            return {}
+        return self._dense.places(rowids)
+
+    def _places(self) -> tuple[dict[int, Place], dict[str, int]]:
         """``_in_scope``'s remembered rows, by rowid and by id; emptied when the file's
         ``vector_epoch`` has moved (a delete) or they grew past ``ROW_CACHE``."""
         row = self._conn.execute("SELECT value FROM meta WHERE key = 'vector_epoch'").fetchone()
@@ -490,10 +511,10 @@ class SQLiteReads:
             self._dense_loaded, self._dense_epoch = True, epoch
             return
         self._dense.reserve(pending)
-        # The filter columns come along (``DenseIndex.append`` keeps them if complete).
+        # The rows' columns come along (``DenseIndex.append`` keeps them if complete).
         cursor = self._conn.execute(
-            """SELECT e.rowid, e.user_id, e.agent_id, e.session_id, v.embedding,
-                      e.role, e.speaker, e.modality, e.event_time, e.recorded_at
+            f"""SELECT e.rowid, e.user_id, e.agent_id, e.session_id, v.embedding,
+                      {DENSE_COLUMNS}
                FROM vectors v JOIN episodes e ON e.rowid = v.episode_rowid
                WHERE v.episode_rowid > ? ORDER BY v.episode_rowid""",
             (self._dense.max_rowid,),
@@ -505,35 +526,50 @@ class SQLiteReads:
         self._dense_epoch = epoch
 
     def _load_dense_columns(self) -> None:
-        """Give the dense index's rows that lack them their filter columns.
+        """Give the dense index's rows that lack them their columns (``DENSE_COLUMNS``).
 
         Read in rowid order over the same join as the vectors, up to the last row
-        loaded; should another process have deleted rows since the vectors were read,
-        the counts differ and the index is rebuilt.
+        loaded, a batch at a time; should another process have changed those rows since
+        the vectors were read, their rowids differ and the index is rebuilt.
         """
         if self._dense.removed and self._dense.columns_loaded < self._dense.size:
-            self._dense.compact()  # SQL has no row for a removed one: counts must agree
+            self._dense.compact()  # SQL has no row for a removed one: rowids must agree
         for _ in range(2):
             loaded, size = self._dense.columns_loaded, self._dense.size
             if loaded == size:
                 return
-            after = self._dense.rowid_at(loaded - 1) if loaded else 0
-            rows = self._conn.execute(
-                """SELECT e.role, e.speaker, e.modality, e.event_time, e.recorded_at
-                   FROM vectors v JOIN episodes e ON e.rowid = v.episode_rowid
-                   WHERE v.episode_rowid > ? AND v.episode_rowid <= ?
-                   ORDER BY v.episode_rowid""",
-                (after, self._dense.max_rowid),
-            ).fetchall()
-            if len(rows) == size - loaded:
-                self._dense.add_columns(rows)
+            if self._add_dense_columns(loaded):
                 # The saved copy lacked them: the next save writes them beside the rest.
-                self._dense_file.unsaved += len(rows)
+                self._dense_file.unsaved += size - loaded
                 return
             self._dense.clear()
             self._dense_loaded = False
             self._refresh_dense()
         raise StoreError(f"{self.path} changed while its vectors were being read; retry")
+
+    def _add_dense_columns(self, loaded: int) -> bool:
+        """``_load_dense_columns``'s read from row ``loaded`` on; False when the store's
+        rows are not the index's."""
+        expected = self._dense.rowids_from(loaded)
+        after = self._dense.rowid_at(loaded - 1) if loaded else 0
+        cursor = self._conn.execute(
+            f"""SELECT v.episode_rowid, {DENSE_COLUMNS}
+                FROM vectors v JOIN episodes e ON e.rowid = v.episode_rowid
+                WHERE v.episode_rowid > ? AND v.episode_rowid <= ?
+                ORDER BY v.episode_rowid""",
+            (after, self._dense.max_rowid),
+        )
+        done = 0
+        while rows := cursor.fetchmany(20000):
+            rowids = [row[0] for row in rows]
+            if (
+                done + len(rows) > expected.size
+                or expected[done : done + len(rows)].tolist() != rowids
+            ):
+                return False
+            self._dense.add_columns(row[1:] for row in rows)
+            done += len(rows)
+        return done == expected.size
 
     def dense_search(
         self, vector: np.ndarray, scope: Scope, filters: Filters, limit: int
@@ -566,8 +602,8 @@ class SQLiteReads:
                 )
                 for session_id in wanted
             }
-            # One statement maps every session's rowids to ids, re-checking the scope
-            # and each turn's session in SQL.
+            # One call places every session's rowids, re-checking the scope and each
+            # turn's session.
             known = self._in_scope([r for pairs in ranked.values() for r, _ in pairs], scope)
         found: dict[str, list[Candidate]] = {s: [] for s in dict.fromkeys(session_ids)}
         for session_id, session_pairs in ranked.items():
