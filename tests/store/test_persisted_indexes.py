@@ -302,7 +302,9 @@ def _places_read_in_sql(store: SQLiteStore) -> dict:
 
 def test_a_saved_matrix_without_place_columns_answers_and_reads_them_once(path, monkeypatch):
     # Files saved before the rows' ids and turn indexes were kept: searches place their
-    # rows in SQL until the warm-up reads the columns, and the next save keeps them.
+    # rows in SQL until the warm-up has read the columns (a batch at a time, searches
+    # going on between them), and the next save keeps them.
+    monkeypatch.setattr(sqlite_reads, "COLUMN_BATCH", 64)
     store = _open(path)
     _fill_with_columns(store)
     with monkeypatch.context() as patch:
@@ -323,6 +325,11 @@ def test_a_saved_matrix_without_place_columns_answers_and_reads_them_once(path, 
     assert reopened._dense.mapped and reopened._dense.columns_loaded == 0
     in_sql = _places_read_in_sql(reopened)
     assert in_sql["sql"]
+    with reopened._lock:
+        assert reopened._add_dense_columns()  # the warm-up's first batch
+    assert reopened._dense.columns_loaded == 64
+    assert len(reopened._dense.places(in_sql["placed"])) == 64
+    assert _places_read_in_sql(reopened) == in_sql  # the rest still read in SQL
     reopened.warm_up()
     assert reopened._dense.columns_loaded == reopened._dense.size
     assert _places_read_in_sql(reopened) == {**in_sql, "sql": False}

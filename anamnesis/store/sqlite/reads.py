@@ -70,6 +70,8 @@ ROW_CACHE = 100_000
 #: The columns of ``episodes e`` the dense index keeps per row (``dense.Columns``), in
 #: its order.
 DENSE_COLUMNS = "e.role, e.speaker, e.modality, e.event_time, e.recorded_at, e.id, e.turn_index"
+#: Rows whose columns one statement reads into the dense index (``_add_dense_columns``).
+COLUMN_BATCH = 20_000
 
 
 class SQLiteReads:
@@ -312,9 +314,9 @@ class SQLiteReads:
                 return
             self._refresh_dense()
             self._dense.group_users()  # here rather than in the first search of a user
-            # A copy saved without the rows' columns: read once, saved with it next time.
-            self._load_dense_columns()
             epoch = self._dense_epoch
+        # A copy saved without the rows' columns: read once, saved with it next time.
+        self._warm_dense_columns(epoch)
         if epoch is not None:
             self._persist_dense(epoch)
             self._ann.warm_up(self._dense, epoch)
@@ -526,50 +528,62 @@ class SQLiteReads:
         self._dense_epoch = epoch
 
     def _load_dense_columns(self) -> None:
-        """Give the dense index's rows that lack them their columns (``DENSE_COLUMNS``).
-
-        Read in rowid order over the same join as the vectors, up to the last row
-        loaded, a batch at a time; should another process have changed those rows since
-        the vectors were read, their rowids differ and the index is rebuilt.
-        """
+        """Give the dense index's rows that lack them their columns (``DENSE_COLUMNS``),
+        a batch at a time (``_add_dense_columns``); should another process have changed
+        those rows since the vectors were read, their rowids differ and the index is
+        rebuilt."""
         if self._dense.removed and self._dense.columns_loaded < self._dense.size:
             self._dense.compact()  # SQL has no row for a removed one: rowids must agree
         for _ in range(2):
-            loaded, size = self._dense.columns_loaded, self._dense.size
-            if loaded == size:
-                return
-            if self._add_dense_columns(loaded):
-                # The saved copy lacked them: the next save writes them beside the rest.
-                self._dense_file.unsaved += size - loaded
+            while self._dense.columns_loaded < self._dense.size:
+                if not self._add_dense_columns():
+                    break
+            else:
                 return
             self._dense.clear()
             self._dense_loaded = False
             self._refresh_dense()
         raise StoreError(f"{self.path} changed while its vectors were being read; retry")
 
-    def _add_dense_columns(self, loaded: int) -> bool:
-        """``_load_dense_columns``'s read from row ``loaded`` on; False when the store's
-        rows are not the index's."""
-        expected = self._dense.rowids_from(loaded)
+    def _warm_dense_columns(self, epoch: str | None) -> None:
+        """``_load_dense_columns`` for ``warm_up``: a batch per hold of the lock, so that
+        searches go on meanwhile (placing the rows without columns in SQL). It stops
+        where the index changes under it (another epoch, removed rows, other rows): a
+        filtered search reads what is left."""
+        while True:
+            with self._lock:
+                dense = self._dense
+                if (
+                    self._conn is None
+                    or not self._dense_loaded
+                    or self._dense_epoch != epoch
+                    or dense.removed
+                    or dense.columns_loaded == dense.size
+                ):
+                    return
+                if not self._add_dense_columns():
+                    return
+
+    def _add_dense_columns(self) -> bool:
+        """Read the columns of the next ``COLUMN_BATCH`` rows of the dense index that lack
+        them, over the same join as the vectors; False, adding none, when the store's
+        rows there are not the index's."""
+        loaded = self._dense.columns_loaded
+        expected = self._dense.rowids_from(loaded)[:COLUMN_BATCH]
         after = self._dense.rowid_at(loaded - 1) if loaded else 0
-        cursor = self._conn.execute(
+        rows = self._conn.execute(
             f"""SELECT v.episode_rowid, {DENSE_COLUMNS}
                 FROM vectors v JOIN episodes e ON e.rowid = v.episode_rowid
                 WHERE v.episode_rowid > ? AND v.episode_rowid <= ?
                 ORDER BY v.episode_rowid""",
-            (after, self._dense.max_rowid),
-        )
-        done = 0
-        while rows := cursor.fetchmany(20000):
-            rowids = [row[0] for row in rows]
-            if (
-                done + len(rows) > expected.size
-                or expected[done : done + len(rows)].tolist() != rowids
-            ):
-                return False
-            self._dense.add_columns(row[1:] for row in rows)
-            done += len(rows)
-        return done == expected.size
+            (after, int(expected[-1])),
+        ).fetchall()
+        if [row[0] for row in rows] != expected.tolist():
+            return False
+        self._dense.add_columns(row[1:] for row in rows)
+        # The saved copy lacked them: the next save writes them beside the rest.
+        self._dense_file.unsaved += len(rows)
+        return True
 
     def dense_search(
         self, vector: np.ndarray, scope: Scope, filters: Filters, limit: int
