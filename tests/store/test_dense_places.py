@@ -229,3 +229,22 @@ def test_an_id_the_columns_do_not_keep_is_placed_from_the_store(store):
     assert sorted(episode_id for episode_id, _ in placed.values()) == sorted(
         [long_id, nul_id, "ep_short"]
     )
+
+
+def test_places_survive_compaction_and_a_longer_id_without_changing(store):
+    # The index's own bookkeeping: removed rows compacted away, the id column widened
+    # by a longer id appended later; every other row keeps its place.
+    _fill(store)
+    store.warm_up()
+    every = _sql_places(store)
+    gone = list(every)[::5]
+    store._dense.remove(gone)
+    store._dense.compact()
+    late = make_episode("late", scope=SCOPES[3], id="ep_" + "y" * 50, turn_index=3)
+    store.insert_episodes([late], unit_vectors(1, seed=4))
+    store.dense_search(unit_vectors(1, seed=4)[0], SCOPES[3], NO_FILTERS, 1)
+    now = _sql_places(store)
+    assert store._dense._episode_ids.dtype.itemsize > len(every[gone[1]][0].encode())
+    assert store._dense.places(now) == {
+        rowid: place for rowid, place in now.items() if rowid not in gone
+    }

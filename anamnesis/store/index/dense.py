@@ -112,7 +112,7 @@ class _Codes:
 
 
 #: A row as ``DenseIndex.append`` takes it: rowid, user, agent, session, float32 blob,
-#: optionally followed by its filter columns (``Columns``).
+#: optionally followed by its columns (``Columns``).
 Row = tuple[Any, ...]
 #: A row's filter and place columns as ``DenseIndex.add_columns`` takes them: role,
 #: speaker, modality, event time and recording time (epoch seconds), episode id and
@@ -129,6 +129,11 @@ _COLUMN_ARRAYS = {
     "episode_ids": ("_episode_ids", np.bytes_),
     "turn_indexes": ("_turn_indexes", np.int64),
 }
+_COLUMN_CODES = {
+    "roles": "_role_codes",
+    "speakers": "_speaker_codes",
+    "modalities": "_modality_codes",
+}
 #: ``_turn_indexes`` of a turn without an index.
 _NO_TURN = int(np.iinfo(np.int64).min)
 #: Longest episode id, in UTF-8 bytes, a row keeps: a longer one (ids are generated far
@@ -137,11 +142,6 @@ _NO_TURN = int(np.iinfo(np.int64).min)
 _MAX_ID_BYTES = 64
 #: Where a row sits (``DenseIndex.places``): episode id, user, agent, and its ``TurnInfo``.
 Place = tuple[str, str, str | None, TurnInfo]
-_COLUMN_CODES = {
-    "roles": "_role_codes",
-    "speakers": "_speaker_codes",
-    "modalities": "_modality_codes",
-}
 
 
 #: ``DenseIndex``'s arrays with one entry per row.
@@ -356,7 +356,8 @@ class DenseIndex:
         positions = positions[positions < self._columns_size]
         if positions.size == 0:
             return {}
-        # The code tables' values, looked up inline (-1, None, only for agent, speaker, role).
+        # The values behind the codes, looked up inline (-1 is None: a row may have no
+        # agent, speaker or role).
         users, agents = self._user_codes._values, self._agent_codes._values
         sessions = self._session_codes._values
         roles, speakers = self._role_codes._values, self._speaker_codes._values
