@@ -394,6 +394,12 @@ BENCH_PRESETS.update(
 #: (``SearchConfig.pool``; the default's is 2).
 BENCH_PRESETS.update(
     {
+        "default-pool-1": _NOW.with_(pool=1),
+        "default-pool-1-no-session": without(_NOW, channel="session").with_(pool=1),
+        "default-pool-1-no-prf": without(_NOW, channel="prf").with_(pool=1),
+        "default-pool-1-lean": without(without(_NOW, channel="session"), channel="prf").with_(
+            pool=1
+        ),
         "default-pool-3": _NOW.with_(pool=3),
         "default-pool-4": _NOW.with_(pool=4),
     }
