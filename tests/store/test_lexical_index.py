@@ -17,6 +17,7 @@ from anamnesis.store.index import lexical as lexical_index
 from anamnesis.store.index.lexical import SCOPE_KEY, LexicalIndex, Postings
 from anamnesis.store.sqlite import SQLiteStore
 from anamnesis.store.sqlite import lexical as sqlite_lexical
+from anamnesis.store.sqlite.erasure import TOKENIZE
 from anamnesis.types import Scope
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "locomo_conv26_sessions1-4.json"
@@ -260,6 +261,30 @@ def test_terms_fts5_reads_as_phrases_fall_back_to_fts5(store):
     for terms in (["state-of-the-art"], ["art", "state-of-the-art"]):
         expected = store.fts5_lexical_search(terms, CONVERSATION, Filters(), 10)
         _assert_same_ranking(store.lexical_search(terms, CONVERSATION, Filters(), 10), expected)
+
+
+def test_words_are_split_and_stemmed_as_fts5_splits_each_alone(store, monkeypatch):
+    """The index tokenises many words in one statement; each comes out as FTS5 splits
+    it when indexed on its own: stemmed, split at punctuation, or into nothing."""
+    _fill(store)
+    monkeypatch.setattr(sqlite_lexical, "_TERMS_PER_STATEMENT", 7)  # several statements
+    words = ["running", "x-ray", "can't", "--", "Café", "happily", "running", "state-of-the-art"]
+    words += [f"w{n}ords" for n in range(20)]
+    conn = store._conn
+    assert store._lexical._prepare(conn)
+    conn.execute(f"CREATE VIRTUAL TABLE temp.alone USING fts5(t, tokenize='{TOKENIZE}')")
+    conn.execute("CREATE VIRTUAL TABLE temp.alone_v USING fts5vocab(temp, alone, instance)")
+    expected = []
+    for word in words:
+        conn.execute("INSERT INTO temp.alone (rowid, t) VALUES (1, ?)", (word,))
+        expected.append(
+            tuple(t for (t,) in conn.execute("SELECT term FROM temp.alone_v ORDER BY offset"))
+        )
+        conn.execute("DELETE FROM temp.alone")
+    got = store._lexical._tokens(conn, words)
+    assert got == expected
+    assert got[1] == ("x", "rai") and got[3] == () and got[0] == got[6] == ("run",)
+    assert got[4] == ("cafe",)
 
 
 def test_closing_the_store_stops_a_background_build_quietly(store, monkeypatch):

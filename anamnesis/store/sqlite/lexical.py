@@ -44,6 +44,8 @@ _PENDING = "anamnesis_pending"
 _PENDING_VOCAB = "temp.anamnesis_pending_instances"
 _TERMS = "anamnesis_terms"
 _TERMS_VOCAB = "temp.anamnesis_term_instances"
+#: Words ``_tokens`` inserts per statement (two parameters each).
+_TERMS_PER_STATEMENT = 400
 
 
 def _layout(conn: sqlite3.Connection) -> tuple[str, list[str]] | None:
@@ -162,12 +164,17 @@ class SQLiteLexical:
         if missing:
             if len(self._term_tokens) + len(missing) > TERM_CACHE:
                 self._term_tokens.clear()
-            conn.executemany(
-                f"INSERT INTO temp.{_TERMS} (rowid, t) VALUES (?, ?)",
-                list(enumerate(missing, 1)),
-            )
             found: dict[int, list[str]] = {}
             try:
+                # One statement per few hundred words rather than one per word: FTS5
+                # writes its shadow tables once per statement.
+                for start in range(0, len(missing), _TERMS_PER_STATEMENT):
+                    chunk = missing[start : start + _TERMS_PER_STATEMENT]
+                    conn.execute(
+                        f"INSERT INTO temp.{_TERMS} (rowid, t) VALUES "
+                        + ",".join("(?, ?)" for _ in chunk),
+                        [value for pair in enumerate(chunk, start + 1) for value in pair],
+                    )
                 for doc, term in conn.execute(
                     f"SELECT doc, term FROM {_TERMS_VOCAB} ORDER BY doc, offset"
                 ):
