@@ -255,13 +255,7 @@ def test_a_saved_matrix_without_filter_columns_reads_them_once_and_saves_them(pa
     store = _open(path)
     _fill_with_columns(store)
     with monkeypatch.context() as patch:
-        patch.setattr(
-            dense_index.DenseIndex,
-            "export",
-            lambda self, grouped=True, _e=dense_index.DenseIndex.export: _without_columns(
-                _e(self, grouped=grouped)
-            ),
-        )
+        _save_without(patch, FILTER_COLUMNS + PLACE_COLUMNS)
         store.warm_up()
         before = _filtered(store)
         store.close()
@@ -277,13 +271,20 @@ def test_a_saved_matrix_without_filter_columns_reads_them_once_and_saves_them(pa
         again.close()
 
 
-def _without_columns(exported, named=FILTER_COLUMNS + PLACE_COLUMNS):
-    matrix, columns, tables = exported
-    return (
-        matrix,
-        {k: v for k, v in columns.items() if k not in named},
-        {k: v for k, v in tables.items() if k not in named},
-    )
+def _save_without(patch, named) -> None:
+    """Make the dense index save its matrix without the ``named`` columns, as files
+    written before those columns were kept hold none."""
+    export = dense_index.DenseIndex.export
+
+    def without(self, grouped=True):
+        matrix, columns, tables = export(self, grouped=grouped)
+        return (
+            matrix,
+            {k: v for k, v in columns.items() if k not in named},
+            {k: v for k, v in tables.items() if k not in named},
+        )
+
+    patch.setattr(dense_index.DenseIndex, "export", without)
 
 
 def _places_read_in_sql(store: SQLiteStore) -> dict:
@@ -308,13 +309,7 @@ def test_a_saved_matrix_without_place_columns_answers_and_reads_them_once(path, 
     store = _open(path)
     _fill_with_columns(store)
     with monkeypatch.context() as patch:
-        patch.setattr(
-            dense_index.DenseIndex,
-            "export",
-            lambda self, grouped=True, _e=dense_index.DenseIndex.export: _without_columns(
-                _e(self, grouped=grouped), PLACE_COLUMNS
-            ),
-        )
+        _save_without(patch, PLACE_COLUMNS)
         store.warm_up()
         before = _filtered(store), _search_both(store, 4)
         store.close()
