@@ -420,7 +420,8 @@ def _rowid(store: SQLiteStore, episode_id: str) -> int:
 def test_a_forget_leaves_a_mapped_graph_mapped_until_the_next_save(path, monkeypatch):
     """Removals and a few appends copy nothing: the mapped graph keeps proposing the
     erased row, which no search returns, and appended rows are scored exactly. The save
-    at close copies it once, without the erased row, and the next open maps that."""
+    at close copies it once, without the erased row and with the appended one, and the
+    next open maps that."""
     store, episodes = _reopened_with_a_mapped_graph(path)
     copied = _copies(monkeypatch)
     graph = store._ann._graph
@@ -450,7 +451,8 @@ def test_a_forget_leaves_a_mapped_graph_mapped_until_the_next_save(path, monkeyp
     assert episodes[5].id not in _ids(got)
     reloaded = store._ann._graph
     assert reloaded.view and not built
-    assert len(reloaded) == ROWS - 2 and not reloaded._index.contains(erased)
+    assert len(reloaded) == ROWS - 1 and not reloaded._index.contains(erased)
+    assert reloaded._index.contains(_rowid(store, fresh.id))
     assert store.dense_search(fresh_vector[0], ALICE, NO_FILTERS, 1)[0].episode_id == fresh.id
     store.close()
 
@@ -501,3 +503,22 @@ def test_rankings_after_a_forget_are_those_of_a_store_that_never_held_the_rows(p
     assert after[0] - before[0] == after[1] - before[1] == len(queries)
     store.close()
     never.close()
+
+
+def test_a_mapped_graph_behind_the_store_is_saved_in_step_so_the_next_open_copies_nothing(
+    path, monkeypatch
+):
+    """Rows appended (and searched since) to a store whose graph is mapped are in the
+    graph saved at close: the next open maps it, and its warm-up has nothing to copy."""
+    store, _ = _reopened_with_a_mapped_graph(path)
+    extra = _fill(store, rows=3, seed=9)
+    store.dense_search(unit_vectors(1, seed=10)[0], ALICE, NO_FILTERS, 5)
+    store.close()
+    copied = _copies(monkeypatch)
+    store = _open(path)
+    store.warm_up()
+    graph = store._ann._graph
+    assert graph.view and len(graph) == ROWS + 3 and not copied
+    target = unit_vectors(3, seed=9)[1]
+    assert store.dense_search(target, ALICE, NO_FILTERS, 1)[0].episode_id == extra[1].id
+    store.close()

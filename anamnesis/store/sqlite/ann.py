@@ -293,18 +293,27 @@ class SQLiteAnn:
 
     def save(self, dense: DenseIndex, epoch: str) -> None:
         """Persist the graph, if it changed since it was loaded or saved and is in step.
-        A mapped graph with rows removed or changed since it was mapped (its file is gone
-        after an erasure) is copied into memory first, without them; rows appended since
-        are left to the next catch-up (a graph behind the store is loaded and caught up)."""
+        A mapped graph that lags the store (rows removed or changed since it was mapped,
+        its file gone after an erasure; rows appended) is copied into memory first,
+        without the removed rows and with the others, so that the next open maps a
+        graph in step rather than copying it again."""
         graph = self._graph
-        if graph is None or not self._dirty or self._epoch != epoch:
+        if graph is None or self._epoch != epoch:
             return
         if dense.removed:
             return  # a graph built meanwhile may hold removed rows: saved once compacted
         if graph.view:
-            if not (self._pending or self._stale):
+            behind = dense.size - dense.rows_upto(graph.max_rowid)
+            if not (self._pending or self._stale or behind):
                 return  # the file itself
             graph = self._graph = self._materialised(graph)
+            if self._stale:
+                self._take_stale(dense, graph)
+            graph.add(*dense.live_rows(dense.size - behind, dense.size))
+            graph.max_rowid = dense.max_rowid  # removed rows among them too
+            self._dirty = True
+        if not self._dirty:
+            return
         if self._stale:
             self._take_stale(dense, graph)
         if dense.rows_upto(graph.max_rowid) != len(graph):
