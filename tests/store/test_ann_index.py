@@ -458,16 +458,16 @@ def test_a_forget_leaves_a_mapped_graph_mapped_until_the_next_save(path, monkeyp
 
 
 def test_a_mapped_graph_is_copied_once_too_many_rows_are_scored_exactly(path, monkeypatch):
-    """Appended rows past ``VIEW_EXACT_ROWS`` are the worker's cue to copy the graph into
-    memory and add them (without the rows removed meanwhile)."""
-    monkeypatch.setattr(sqlite_ann, "VIEW_EXACT_ROWS", 5)
+    """Rows removed and appended past ``VIEW_EXACT_ROWS`` are the worker's cue to copy
+    the graph into memory, without the removed rows and with the appended ones."""
+    monkeypatch.setattr(sqlite_ann, "VIEW_EXACT_ROWS", 6)
     store, episodes = _reopened_with_a_mapped_graph(path)
     copied = _copies(monkeypatch)
     erased = _rowid(store, episodes[5].id)
     store.forget(ALICE, Selection(episode_ids=(episodes[5].id,)))
     _fill(store, rows=5, seed=3)
     store.dense_search(unit_vectors(1, seed=4)[0], ALICE, NO_FILTERS, 5)
-    assert store._ann._graph.view and not copied  # five: still scored exactly
+    assert store._ann._graph.view and not copied  # one removed, five appended: six
     _fill(store, rows=1, seed=5)
     store.dense_search(unit_vectors(1, seed=4)[0], ALICE, NO_FILTERS, 5)
     store._ann._worker.join()
@@ -521,4 +521,20 @@ def test_a_mapped_graph_behind_the_store_is_saved_in_step_so_the_next_open_copie
     assert graph.view and len(graph) == ROWS + 3 and not copied
     target = unit_vectors(3, seed=9)[1]
     assert store.dense_search(target, ALICE, NO_FILTERS, 1)[0].episode_id == extra[1].id
+    store.close()
+
+
+def test_many_removals_are_the_workers_cue_to_copy_a_mapped_graph(path, monkeypatch):
+    """A mapped graph proposing many removed rows would leave searches too few
+    candidates: past ``VIEW_EXACT_ROWS`` removals the worker copies it without them."""
+    monkeypatch.setattr(sqlite_ann, "VIEW_EXACT_ROWS", 6)
+    store, episodes = _reopened_with_a_mapped_graph(path)
+    copied = _copies(monkeypatch)
+    erased = [_rowid(store, episodes[n].id) for n in range(10, 17)]
+    store.forget(ALICE, Selection(episode_ids=tuple(episodes[n].id for n in range(10, 17))))
+    store.dense_search(unit_vectors(1, seed=4)[0], ALICE, NO_FILTERS, 5)
+    store._ann._worker.join()
+    graph = store._ann._graph
+    assert len(copied) == 1 and not graph.view and len(graph) == ROWS - 7
+    assert not any(graph._index.contains(rowid) for rowid in erased)
     store.close()

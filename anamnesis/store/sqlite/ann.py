@@ -13,10 +13,9 @@ rowid, under the store's ``vector_epoch``:
 A persisted graph is mapped, not read (``AnnIndex.load(view=True)``): a fresh process
 searches it at once. A mapped graph cannot change, and it stays mapped while it can
 serve: searches drop the rows this process removed (the dense index marks them) and
-score changed and appended rows exactly. It is copied into memory only when that
-exact share grows past ``VIEW_EXACT_ROWS`` (by the background worker), or when it is
-saved (``warm_up``, ``close``) with rows removed or changed since it was mapped: a
-removal itself copies nothing.
+score changed and appended rows exactly. It is copied into memory only when those
+rows are more than ``VIEW_EXACT_ROWS`` (by the background worker), or when it is
+saved (``warm_up``, ``close``) lagging the store: a removal itself copies nothing.
 
 Building runs on a background thread (``warm_up`` builds synchronously); until a
 graph is in step, searches are exact. Erasure deletes the persisted graph (it holds
@@ -43,8 +42,10 @@ from .index_files import one_writer
 SYNC_ROWS = 64
 #: Rows added per step by the background catch-up (it holds the store's lock per step).
 CATCH_UP_STEP = 512
-#: Appended and changed rows a mapped graph leaves to the exact scan before the worker
-#: copies it into memory to take them: a search scores these rows one by one.
+#: Rows a mapped graph leaves to the searches before the worker copies it into memory
+#: to take them in: appended and changed rows, which a search scores one by one, and
+#: removed ones, which it drops from the graph's candidates (too many, and too few
+#: candidates are left: the search falls back to the exact scan).
 VIEW_EXACT_ROWS = 2048
 
 
@@ -131,11 +132,11 @@ class SQLiteAnn:
         if graph.view:
             # A mapped graph is read-only: removed rows are dropped by the searches,
             # changed and appended ones scored exactly, until a build (``warm_up``) or,
-            # when they are too many to score one by one, the worker copies it.
+            # when they are many, the worker copies it.
             behind = dense.size - dense.rows_upto(graph.max_rowid)
             if build and (self._stale or self._pending or behind):
                 graph = self._graph = self._materialised(graph)
-            elif len(self._stale) + behind > VIEW_EXACT_ROWS:
+            elif len(self._pending) + len(self._stale) + behind > VIEW_EXACT_ROWS:
                 self._start_worker(dense, epoch)
             if graph.view:
                 dense.ann = graph
