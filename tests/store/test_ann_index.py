@@ -5,6 +5,7 @@ of the store, and the exact scan kept for small stores and small scopes."""
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import numpy as np
@@ -15,7 +16,7 @@ from anamnesis.store.base import Filters, Selection
 from anamnesis.store.index import ann as ann_module
 from anamnesis.store.index.ann import AnnIndex
 from anamnesis.store.index.dense import _SCAN_BLOCK, AnnSettings, _cosines
-from anamnesis.store.sqlite import SQLiteStore
+from anamnesis.store.sqlite import SQLiteStore, dense_file
 from anamnesis.store.sqlite import ann as sqlite_ann
 from anamnesis.store.sqlite.ann import SQLiteAnn
 from anamnesis.types import Scope
@@ -422,6 +423,7 @@ def test_a_forget_leaves_a_mapped_graph_mapped_until_the_next_save(path, monkeyp
     erased row, which no search returns, and appended rows are scored exactly. The save
     at close copies it once, without the erased row and with the appended one, and the
     next open maps that."""
+    monkeypatch.setattr(dense_file, "MIN_ROWS", 100)  # the matrix saved, as a large store's
     store, episodes = _reopened_with_a_mapped_graph(path)
     copied = _copies(monkeypatch)
     graph = store._ann._graph
@@ -537,4 +539,25 @@ def test_many_removals_are_the_workers_cue_to_copy_a_mapped_graph(path, monkeypa
     graph = store._ann._graph
     assert len(copied) == 1 and not graph.view and len(graph) == ROWS - 7
     assert not any(graph._index.contains(rowid) for rowid in erased)
+    store.close()
+
+
+def test_a_close_adds_no_more_than_view_exact_rows_to_a_mapped_graph(path, monkeypatch):
+    """A close does not catch up a mapped graph far behind the store (that would hold
+    it up): with rows removed it saves the copy without them, covering the rows it
+    held; the next open catches up the rest."""
+    monkeypatch.setattr(dense_file, "MIN_ROWS", 100)  # the matrix saved, as a large store's
+    monkeypatch.setattr(sqlite_ann, "VIEW_EXACT_ROWS", 10**9)
+    store, episodes = _reopened_with_a_mapped_graph(path)
+    store.forget(ALICE, Selection(episode_ids=(episodes[5].id,)))
+    late = _fill(store, rows=20, seed=3)
+    store.dense_search(unit_vectors(1, seed=4)[0], ALICE, NO_FILTERS, 5)
+    monkeypatch.setattr(sqlite_ann, "VIEW_EXACT_ROWS", 10)
+    store.close()
+    assert json.loads(ann_module.state_path(path).read_text())["count"] == ROWS - 1
+    store = _open(path)
+    target = unit_vectors(20, seed=3)[7]
+    assert store.dense_search(target, ALICE, NO_FILTERS, 1)[0].episode_id == late[7].id
+    store.warm_up()
+    assert len(store._ann._graph) == ROWS - 1 + 20
     store.close()

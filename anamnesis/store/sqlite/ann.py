@@ -296,8 +296,9 @@ class SQLiteAnn:
         """Persist the graph, if it changed since it was loaded or saved and is in step.
         A mapped graph that lags the store (rows removed or changed since it was mapped,
         its file gone after an erasure; rows appended) is copied into memory first,
-        without the removed rows and with the others, so that the next open maps a
-        graph in step rather than copying it again."""
+        without the removed rows and with the others (appended ones up to
+        ``VIEW_EXACT_ROWS``), so that the next open maps a graph in step rather than
+        copying it again."""
         graph = self._graph
         if graph is None or self._epoch != epoch:
             return
@@ -305,13 +306,17 @@ class SQLiteAnn:
             return  # a graph built meanwhile may hold removed rows: saved once compacted
         if graph.view:
             behind = dense.size - dense.rows_upto(graph.max_rowid)
-            if not (self._pending or self._stale or behind):
-                return  # the file itself
+            lags = bool(self._pending or self._stale)
+            if not lags and (not behind or behind > VIEW_EXACT_ROWS):
+                # The file itself: in step, or too far behind to catch up in a close
+                # (a graph behind the store is caught up after the next open).
+                return
             graph = self._graph = self._materialised(graph)
             if self._stale:
                 self._take_stale(dense, graph)
-            graph.add(*dense.live_rows(dense.size - behind, dense.size))
-            graph.max_rowid = dense.max_rowid  # removed rows among them too
+            if behind <= VIEW_EXACT_ROWS:  # more would hold up the close
+                graph.add(*dense.live_rows(dense.size - behind, dense.size))
+                graph.max_rowid = dense.max_rowid  # removed rows among them too
             self._dirty = True
         if not self._dirty:
             return
