@@ -5,6 +5,7 @@ of the store, and the exact scan kept for small stores and small scopes."""
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import numpy as np
@@ -13,8 +14,10 @@ from store_fixtures import DIM, make_episode, unit_vectors
 
 from anamnesis.store.base import Filters, Selection
 from anamnesis.store.index import ann as ann_module
+from anamnesis.store.index.ann import AnnIndex
 from anamnesis.store.index.dense import _SCAN_BLOCK, AnnSettings, _cosines
-from anamnesis.store.sqlite import SQLiteStore
+from anamnesis.store.sqlite import SQLiteStore, dense_file
+from anamnesis.store.sqlite import ann as sqlite_ann
 from anamnesis.store.sqlite.ann import SQLiteAnn
 from anamnesis.types import Scope
 
@@ -255,7 +258,7 @@ def test_this_process_forget_and_update_apply_in_place(path):
     assert store._ann.ready and store._ann._graph.view  # mapped, not read
     store.forget(ALICE, Selection(episode_ids=(episodes[5].id,)))
     assert not ann_module.state_path(path).exists()  # the erased vector left the disk
-    assert store._ann._graph.view  # not copied inside the forget: the worker does it
+    assert store._ann._graph.view  # not copied by the forget
     got = store.dense_search(vectors[5], ALICE, NO_FILTERS, 5)
     assert episodes[5].id not in _ids(got)
     moved = unit_vectors(1, seed=123)[0]
@@ -381,3 +384,180 @@ def test_small_graphs_are_built_on_one_thread_large_ones_on_every_core():
     graph = AnnIndex(32)
     graph.add(np.arange(1, 513), vectors, threads=AnnIndex.build_threads(512))
     assert all(graph.search(v, 1)[0] == i for i, v in enumerate(vectors, start=1))
+
+
+def _reopened_with_a_mapped_graph(path) -> tuple[SQLiteStore, list]:
+    """A store of ``ROWS`` rows whose graph was saved, opened again and searched once:
+    its graph is the mapped file."""
+    store = _open(path)
+    episodes = _fill(store)
+    store.warm_up()
+    store.close()
+    store = _open(path)
+    store.dense_search(unit_vectors(ROWS)[0], ALICE, NO_FILTERS, 5)
+    assert store._ann._graph.view
+    return store, episodes
+
+
+def _copies(monkeypatch) -> list[AnnIndex]:
+    """The graphs copied into memory from here on."""
+    copied: list[AnnIndex] = []
+    original = AnnIndex.materialised
+
+    def materialised(self: AnnIndex) -> AnnIndex:
+        if self.view:
+            copied.append(self)
+        return original(self)
+
+    monkeypatch.setattr(AnnIndex, "materialised", materialised)
+    return copied
+
+
+def _rowid(store: SQLiteStore, episode_id: str) -> int:
+    ((rowid,),) = store._read("SELECT rowid FROM episodes WHERE id = ?", (episode_id,))
+    return rowid
+
+
+def test_a_forget_leaves_a_mapped_graph_mapped_until_the_next_save(path, monkeypatch):
+    """Removals and a few appends copy nothing: the mapped graph keeps proposing the
+    erased row, which no search returns, and appended rows are scored exactly. The save
+    at close copies it once, without the erased row and with the appended one, and the
+    next open maps that."""
+    monkeypatch.setattr(dense_file, "MIN_ROWS", 100)  # the matrix saved, as a large store's
+    store, episodes = _reopened_with_a_mapped_graph(path)
+    copied = _copies(monkeypatch)
+    graph = store._ann._graph
+    vectors = unit_vectors(ROWS)
+    erased = _rowid(store, episodes[5].id)
+    fresh = make_episode("just added")
+    fresh_vector = unit_vectors(1, seed=77)
+    store.insert_episodes([fresh], fresh_vector)
+    store.forget(ALICE, Selection(episode_ids=(episodes[5].id,)))
+    store.forget(ALICE, Selection(episode_ids=(episodes[6].id,)))
+    for _ in range(3):
+        got = store.dense_search(vectors[5], ALICE, NO_FILTERS, 10)
+        assert episodes[5].id not in _ids(got) and episodes[6].id not in _ids(got)
+    assert store.dense_search(fresh_vector[0], ALICE, NO_FILTERS, 1)[0].episode_id == fresh.id
+    if store._ann._worker is not None:
+        store._ann._worker.join()
+    assert store._ann._graph is graph and graph.view and not copied
+    assert erased in graph.search(vectors[5], 10).tolist()  # proposed, and dropped
+    assert store._dense.graph_searches >= 4
+    store.close()
+    assert len(copied) == 1 and ann_module.state_path(path).exists()
+
+    built = []
+    monkeypatch.setattr(SQLiteAnn, "_build", lambda self, *a: built.append(a))
+    store = _open(path)
+    got = store.dense_search(vectors[5], ALICE, NO_FILTERS, 10)
+    assert episodes[5].id not in _ids(got)
+    reloaded = store._ann._graph
+    assert reloaded.view and not built
+    assert len(reloaded) == ROWS - 1 and not reloaded._index.contains(erased)
+    assert reloaded._index.contains(_rowid(store, fresh.id))
+    assert store.dense_search(fresh_vector[0], ALICE, NO_FILTERS, 1)[0].episode_id == fresh.id
+    store.close()
+
+
+def test_a_mapped_graph_is_copied_once_too_many_rows_are_scored_exactly(path, monkeypatch):
+    """Rows removed and appended past ``VIEW_EXACT_ROWS`` are the worker's cue to copy
+    the graph into memory, without the removed rows and with the appended ones."""
+    monkeypatch.setattr(sqlite_ann, "VIEW_EXACT_ROWS", 6)
+    store, episodes = _reopened_with_a_mapped_graph(path)
+    copied = _copies(monkeypatch)
+    erased = _rowid(store, episodes[5].id)
+    store.forget(ALICE, Selection(episode_ids=(episodes[5].id,)))
+    _fill(store, rows=5, seed=3)
+    store.dense_search(unit_vectors(1, seed=4)[0], ALICE, NO_FILTERS, 5)
+    assert store._ann._graph.view and not copied  # one removed, five appended: six
+    _fill(store, rows=1, seed=5)
+    store.dense_search(unit_vectors(1, seed=4)[0], ALICE, NO_FILTERS, 5)
+    store._ann._worker.join()
+    graph = store._ann._graph
+    assert len(copied) == 1 and not graph.view
+    assert len(graph) == ROWS - 1 + 6
+    assert not graph._index.contains(erased)
+    store.close()
+
+
+def test_rankings_after_a_forget_are_those_of_a_store_that_never_held_the_rows(path, tmp_path):
+    """Through the mapped graph, after erasures: the same episodes in the same order,
+    with the same scores, as a store into which the erased rows were never written."""
+    store, episodes = _reopened_with_a_mapped_graph(path)
+    vectors = unit_vectors(ROWS)
+    erased = {5, 17, 1999}
+    for n in sorted(erased):
+        store.forget(ALICE, Selection(episode_ids=(episodes[n].id,)))
+    never = _open(tmp_path / "never.db")
+    kept = [n for n in range(ROWS) if n not in erased]
+    never.insert_episodes([episodes[n] for n in kept], vectors[kept])
+    never.warm_up()
+    assert never._ann.ready and store._ann._graph.view
+    queries = [vectors[5], vectors[17], vectors[1999], *unit_vectors(10, seed=8)]
+    before = store._dense.graph_searches, never._dense.graph_searches
+    for query in queries:
+        got = store.dense_search(query, ALICE, NO_FILTERS, 20)
+        expected = never.dense_search(query, ALICE, NO_FILTERS, 20)
+        assert _ids(got) == _ids(expected)
+        assert [c.score for c in got] == pytest.approx([c.score for c in expected])
+        assert not set(_ids(got)) & {episodes[n].id for n in erased}
+    after = store._dense.graph_searches, never._dense.graph_searches
+    assert after[0] - before[0] == after[1] - before[1] == len(queries)
+    store.close()
+    never.close()
+
+
+def test_a_mapped_graph_behind_the_store_is_saved_in_step_so_the_next_open_copies_nothing(
+    path, monkeypatch
+):
+    """Rows appended (and searched since) to a store whose graph is mapped are in the
+    graph saved at close: the next open maps it, and its warm-up has nothing to copy."""
+    store, _ = _reopened_with_a_mapped_graph(path)
+    extra = _fill(store, rows=3, seed=9)
+    store.dense_search(unit_vectors(1, seed=10)[0], ALICE, NO_FILTERS, 5)
+    store.close()
+    copied = _copies(monkeypatch)
+    store = _open(path)
+    store.warm_up()
+    graph = store._ann._graph
+    assert graph.view and len(graph) == ROWS + 3 and not copied
+    target = unit_vectors(3, seed=9)[1]
+    assert store.dense_search(target, ALICE, NO_FILTERS, 1)[0].episode_id == extra[1].id
+    store.close()
+
+
+def test_many_removals_are_the_workers_cue_to_copy_a_mapped_graph(path, monkeypatch):
+    """A mapped graph proposing many removed rows would leave searches too few
+    candidates: past ``VIEW_EXACT_ROWS`` removals the worker copies it without them."""
+    monkeypatch.setattr(sqlite_ann, "VIEW_EXACT_ROWS", 6)
+    store, episodes = _reopened_with_a_mapped_graph(path)
+    copied = _copies(monkeypatch)
+    erased = [_rowid(store, episodes[n].id) for n in range(10, 17)]
+    store.forget(ALICE, Selection(episode_ids=tuple(episodes[n].id for n in range(10, 17))))
+    store.dense_search(unit_vectors(1, seed=4)[0], ALICE, NO_FILTERS, 5)
+    store._ann._worker.join()
+    graph = store._ann._graph
+    assert len(copied) == 1 and not graph.view and len(graph) == ROWS - 7
+    assert not any(graph._index.contains(rowid) for rowid in erased)
+    store.close()
+
+
+def test_a_close_adds_no_more_than_view_exact_rows_to_a_mapped_graph(path, monkeypatch):
+    """A close does not catch up a mapped graph far behind the store (that would hold
+    it up): with rows removed it saves the copy without them, covering the rows it
+    held; the next open catches up the rest."""
+    monkeypatch.setattr(dense_file, "MIN_ROWS", 100)  # the matrix saved, as a large store's
+    monkeypatch.setattr(sqlite_ann, "VIEW_EXACT_ROWS", 10**9)
+    store, episodes = _reopened_with_a_mapped_graph(path)
+    store.forget(ALICE, Selection(episode_ids=(episodes[5].id,)))
+    late = _fill(store, rows=20, seed=3)
+    store.dense_search(unit_vectors(1, seed=4)[0], ALICE, NO_FILTERS, 5)
+    monkeypatch.setattr(sqlite_ann, "VIEW_EXACT_ROWS", 10)
+    store.close()
+    assert json.loads(ann_module.state_path(path).read_text())["count"] == ROWS - 1
+    store = _open(path)
+    target = unit_vectors(20, seed=3)[7]
+    assert store.dense_search(target, ALICE, NO_FILTERS, 1)[0].episode_id == late[7].id
+    store.warm_up()
+    assert len(store._ann._graph) == ROWS - 1 + 20
+    store.close()

@@ -519,3 +519,81 @@ def test_remembered_rows_stay_inside_each_scope_and_follow_deletes(store, tmp_pa
     # Forgotten here: nothing of the row stays in this process's memory of rows.
     assert store._row_places is None
     assert found(CONVERSATION) == {mine[2].id}
+
+
+def _mixed_scopes(count: int, seed: int, first_rowid: int = 1) -> LexicalIndex:
+    """An index of ``_zipf_docs`` whose rows fall in scopes "a", "b" and "a b" in turn."""
+    index = LexicalIndex()
+    docs = _zipf_docs(count, seed=seed, first_rowid=first_rowid)
+    for n, scope in enumerate(("a", "b", "a b")):
+        part = {r: t for i, (r, t) in enumerate(sorted(docs.items())) if i % 3 == n}
+        index.add(_scoped_postings(part, scope.split()))
+    return index
+
+
+def _scoped_postings(docs: dict[int, list[str]], scope: list[str]) -> Postings:
+    """``_postings`` with every row holding each of ``scope``'s tokens."""
+    tagged = {
+        rowid: [*tokens, *(SCOPE_KEY + s for s in scope[1:])] for rowid, tokens in docs.items()
+    }
+    return _postings(tagged, scope[0])
+
+
+def test_a_scope_mask_follows_removals_and_appends_as_one_taken_afresh(monkeypatch):
+    """A scope's mask over the rows is kept through removals (their rows cleared) and
+    appends (extended by the new rows), not taken again from the scope's postings: it
+    equals the mask a fresh look at the postings gives."""
+    index = LexicalIndex()
+    docs = _zipf_docs(600, seed=31)
+    rows = sorted(docs)
+    index.add(_scoped_postings({r: docs[r] for r in rows[:300]}, ["a"]))
+    index.add(_scoped_postings({r: docs[r] for r in rows[300:]}, ["a", "b"]))
+    scopes = [("a",), ("b",), ("a", "b")]
+    for scope in scopes:
+        index.in_scope(scope)
+    fresh_postings = index._postings
+
+    def no_scope_postings(key: str):
+        assert not key.startswith(SCOPE_KEY), "a scope mask was taken again"
+        return fresh_postings(key)
+
+    monkeypatch.setattr(index, "_postings", no_scope_postings)
+    index.remove([rows[3], rows[350], rows[599]])
+    index.add(_scoped_postings({5000: ["w1"], 5001: ["w2", "w3"]}, ["b"]))
+    index.add(_scoped_postings({5002: ["w1", "w1"]}, ["a", "b"]))
+    index.remove([5001, rows[10]])
+    kept = {scope: index.in_scope(scope).copy() for scope in scopes}
+    monkeypatch.undo()
+    index._scope_masks.clear()
+    for scope in scopes:
+        assert np.array_equal(kept[scope], index.in_scope(scope)), scope
+
+
+def test_searches_after_removals_rank_as_an_index_that_never_held_the_rows():
+    """Scores and order after removals (and appends between them) are those of an index
+    built from the rows that remain, bit for bit, in every scope; a removed row is
+    never returned."""
+    index = _mixed_scopes(1500, seed=41)
+    terms_sets = _term_sets(seed=42, count=20)
+    for terms in terms_sets:  # remembered scores and masks, then made stale
+        index.search(terms, ["a"], 50)
+    removed = [2, 3, 500, 1001, 1499]
+    index.remove(removed)
+    index.add(_scoped_postings({3000: ["w1", "w5"], 3001: ["w2"]}, ["a"]))
+    index.remove([3001])
+    docs = _zipf_docs(1500, seed=41)
+    fresh = LexicalIndex()
+    for n, scope in enumerate(("a", "b", "a b")):
+        part = {
+            r: t for i, (r, t) in enumerate(sorted(docs.items())) if i % 3 == n and r not in removed
+        }
+        fresh.add(_scoped_postings(part, scope.split()))
+    fresh.add(_scoped_postings({3000: ["w1", "w5"]}, ["a"]))
+    compared = 0
+    for terms in terms_sets:
+        for scope in (["a"], ["b"], ["a", "b"]):
+            got = index.search(terms, scope, 50)
+            assert got == fresh.search(terms, scope, 50)
+            assert not {r for r, _ in got} & {*removed, 3001}
+            compared += bool(got)
+    assert compared > 60

@@ -264,3 +264,63 @@ def test_the_users_grouping_is_saved_beside_the_store(tmp_path, monkeypatch):
         assert sorted_rows == []
     finally:
         reopened.close()
+
+
+def _agent_rows(count: int, seed: int, first_rowid: int = 1) -> list[tuple]:
+    """Rows of 4 users, each with agents "a", "b" or none, in 3 sessions."""
+    vectors = unit_vectors(count, seed=seed)
+    agents = ("a", "b", None)
+    return [
+        (first_rowid + i, f"user{i % 4}", agents[i % 3], f"s{i % 5 % 3}", vectors[i].tobytes())
+        for i in range(count)
+    ]
+
+
+def test_a_scopes_positions_follow_removals_and_appends_without_being_taken_again(
+    monkeypatch,
+):
+    """Once a scope's row positions are known, a removal takes its rows out of them and
+    an append adds its own, with no pass over every row's codes: the positions equal
+    those taken afresh, and the searches rank as an index that never held the removed
+    rows."""
+    index = DenseIndex(DIM, AnnSettings(threshold=10**9))
+    rows = _agent_rows(600, seed=11)
+    index.append(rows)
+    scopes = [("user1", None, None), ("user2", "a", None), ("user3", None, "s1")]
+    scopes += [("user0", "b", "s2"), ("user1", "new-agent", None), ("new-user", None, None)]
+    query = unit_vectors(1, seed=12)[0]
+    for user, agent, session in scopes:
+        index.search(query, user_id=user, agent_id=agent, session_id=session, limit=5)
+
+    def taken_again(*args):
+        raise AssertionError("a scope's positions were taken again from every row")
+
+    monkeypatch.setattr(dense_index, "_positions", taken_again)
+    gone = {row[0] for row in rows[::9]}
+    index.remove(sorted(gone))
+    late = _agent_rows(40, seed=13, first_rowid=1_000)
+    late += [(1_100, "user1", "new-agent", "s0", late[0][4])]
+    late += [(1_101, "new-user", None, "s9", late[1][4])]
+    index.append(late)
+    gone |= {1_003, 1_017}
+    index.remove([1_003, 1_017])
+    found = {
+        scope: index.search(
+            query, user_id=scope[0], agent_id=scope[1], session_id=scope[2], limit=8
+        )
+        for scope in scopes
+    }
+    kept_positions = {scope: index._rows_in_scope(*scope).copy() for scope in scopes}
+    monkeypatch.undo()
+    index._scope_rows.clear()
+    fresh = DenseIndex(DIM, AnnSettings(threshold=10**9))
+    fresh.append([row for row in rows + late if row[0] not in gone])
+    for scope in scopes:
+        assert np.array_equal(kept_positions[scope], index._rows_in_scope(*scope)), scope
+        expected = fresh.search(
+            query, user_id=scope[0], agent_id=scope[1], session_id=scope[2], limit=8
+        )
+        assert [r for r, _ in found[scope]] == [r for r, _ in expected], scope
+        assert [s for _, s in found[scope]] == pytest.approx([s for _, s in expected])
+        assert not {r for r, _ in found[scope]} & gone
+    assert [r for r, _ in found[("new-user", None, None)]] == [1_101]

@@ -43,6 +43,9 @@ THRESHOLD_ENV = "ANAMNESIS_ANN_THRESHOLD"
 #: until they are this share of the index; then, and whenever the index is saved,
 #: the arrays are compacted.
 _COMPACT_SHARE = 0.125
+#: Scopes whose row positions are remembered (``_rows_in_scope``); past it they are
+#: dropped and taken again as asked for.
+_SCOPE_CACHE = 256
 #: Graph candidates asked for per result, over the share of the index in scope (the
 #: graph knows nothing of scopes, so out-of-scope rows are asked for and dropped).
 _ANN_OVERSAMPLE = 1.25
@@ -210,7 +213,10 @@ class DenseIndex:
         self._role_codes = _Codes()
         self._speaker_codes = _Codes()
         self._modality_codes = _Codes()
-        self._scope_rows: dict[tuple, np.ndarray] = {}
+        #: Each scope's live row positions, ascending, and how many rows the index held
+        #: when they were taken: kept by appends (extended when next asked for) and by
+        #: removals (their positions taken out), dropped by a compaction.
+        self._scope_rows: dict[tuple, tuple[np.ndarray, int]] = {}
         #: Rows removed but still in the arrays (``remove``): True at their positions
         #: (rows past its end are live); None when there are none.
         self._dead: np.ndarray | None = None
@@ -267,7 +273,6 @@ class DenseIndex:
             self._session_rows.setdefault(session, []).append(position)
             self._user_rows.setdefault(user, []).append(position)
         self._size = end
-        self._scope_rows.clear()
 
     def remove(self, rowids: Iterable[int]) -> None:
         """Take rows out (an erasure's, an archive's), the others kept in order. They
@@ -284,9 +289,17 @@ class DenseIndex:
             self._dead = dead
         self._dead[positions] = True
         self._dead_count += int(positions.size)
-        self._scope_rows.clear()
         if self._dead_count > _COMPACT_SHARE * self._size:
             self.compact()
+            return
+        # Each remembered scope loses these positions: a binary search in its rows, not
+        # a pass over every row.
+        gone = np.sort(positions)
+        for key, (rows, upto) in self._scope_rows.items():
+            at = np.minimum(np.searchsorted(rows, gone), max(rows.size - 1, 0))
+            hit = at[rows[at] == gone] if rows.size else at[:0]
+            if hit.size:
+                self._scope_rows[key] = (np.delete(rows, hit), upto)
 
     @property
     def removed(self) -> int:
@@ -449,10 +462,17 @@ class DenseIndex:
     def _rows_in_scope(
         self, user_id: str, agent_id: str | None, session_id: str | None
     ) -> np.ndarray:
+        """The live row positions of a scope, ascending; remembered, and extended by the
+        rows appended since rather than taken again from every row."""
         key = (user_id, agent_id, session_id)
         cached = self._scope_rows.get(key)
         if cached is not None:
-            return cached
+            rows, upto = cached
+            if upto < self._size:
+                more = self._scope_rows_among(upto, user_id, agent_id, session_id)
+                rows = np.concatenate((rows, more)) if more.size else rows
+                self._scope_rows[key] = (rows, self._size)
+            return rows
         user = self._user_codes.lookup(user_id)
         if user is None:
             rows = np.zeros(0, dtype=np.int64)
@@ -467,8 +487,27 @@ class DenseIndex:
                 agent = self._agent_codes.lookup(agent_id)
                 rows = rows[self._agents[rows] == (-2 if agent is None else agent)]
             rows = self._live(rows)
-        self._scope_rows[key] = rows
+        if len(self._scope_rows) >= _SCOPE_CACHE:
+            self._scope_rows.clear()
+        self._scope_rows[key] = (rows, self._size)
         return rows
+
+    def _scope_rows_among(
+        self, start: int, user_id: str, agent_id: str | None, session_id: str | None
+    ) -> np.ndarray:
+        """The live positions from ``start`` on in the scope, ascending (the rows
+        appended since a scope's positions were taken)."""
+        user = self._user_codes.lookup(user_id)
+        if user is None:
+            return np.zeros(0, dtype=np.int64)
+        keep = self._users[start : self._size] == user
+        if session_id is not None:
+            session = self._session_codes.lookup((user_id, session_id))
+            keep &= self._sessions[start : self._size] == (-2 if session is None else session)
+        if agent_id is not None:
+            agent = self._agent_codes.lookup(agent_id)
+            keep &= self._agents[start : self._size] == (-2 if agent is None else agent)
+        return self._live(np.flatnonzero(keep).astype(np.int64) + start)
 
     @property
     def mapped(self) -> bool:
@@ -690,17 +729,16 @@ class DenseIndex:
             stale = self.positions(np.fromiter(self.ann_stale, dtype=np.int64))
             proposed = proposed[~np.isin(proposed, stale)]
             extra.append(stale)
-        member = None
-        if rows.size < self._size:
-            member = np.zeros(self._size, dtype=bool)
-            member[rows] = True
-        if member is not None:
-            proposed = proposed[member[proposed]]
+        # Membership in the scope by binary search in its ascending rows: no pass over
+        # every row (removed rows are not among them, so the graph's are dropped here).
+        whole = rows.size == self._size
+        if not whole:
+            proposed = proposed[_among(proposed, rows)]
         if proposed.size < k and ask < len(graph):
             return None
         candidates = np.concatenate([proposed, *extra])
-        if member is not None:
-            candidates = candidates[member[candidates]]
+        if not whole:
+            candidates = candidates[_among(candidates, rows)]
         # Sorted and deduplicated (np.unique would import numpy.ma on a first search).
         candidates = np.sort(candidates)
         if candidates.size:
@@ -759,6 +797,15 @@ def _positions(
     if not parts:
         return np.zeros(0, dtype=np.int64)
     return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+def _among(values: np.ndarray, ascending: np.ndarray) -> np.ndarray:
+    """Which of ``values`` the ascending array ``ascending`` holds, as a boolean array."""
+    if not ascending.size:
+        return np.zeros(values.size, dtype=bool)
+    at = np.minimum(np.searchsorted(ascending, values), ascending.size - 1)
+    found: np.ndarray = ascending[at] == values
+    return found
 
 
 def _id_bytes(episode_id: str) -> bytes:

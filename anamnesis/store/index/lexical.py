@@ -352,8 +352,12 @@ class LexicalIndex:
         self._lengths = np.zeros(0, dtype=np.float64)
         self._live = np.zeros(0, dtype=bool)
         self._size = 0
-        #: Removed slots (postings of live rows only need no filtering while none is).
+        #: Removed slots (postings of live rows only need no filtering while none is),
+        #: and which they are, ascending.
         self._dead = 0
+        self._dead_slots = np.zeros(0, dtype=np.int64)
+        #: Each scope's mask over the slots (``in_scope``): kept by appends (extended)
+        #: and removals (their slots cleared), not taken again from the postings.
         self._scope_masks: dict[tuple[str, ...], np.ndarray] = {}
         self._scope_slot_cache: OrderedDict[tuple[str, ...], np.ndarray] = OrderedDict()
         self._scored: OrderedDict[tuple[str, ...], _Scored] = OrderedDict()
@@ -409,15 +413,29 @@ class LexicalIndex:
         unique, tf = _run_lengths(combined)
         del combined
         term_ids, posting_slots = np.divmod(unique, self._size + 1)
-        self._segments.append(
-            _Segment(
-                term_ids.astype(np.int32), posting_slots.astype(np.int32), tf.astype(np.float32)
-            )
+        segment = _Segment(
+            term_ids.astype(np.int32), posting_slots.astype(np.int32), tf.astype(np.float32)
         )
+        self._segments.append(segment)
+        self._extend_scope_masks(segment, start)
         if len(self._segments) > MAX_SEGMENTS:
             self._segments = [self._segments[0], _merged(self._segments[1:])]
             if len(self._segments[1].slots) > len(self._segments[0].slots) // 4:
                 self._segments = [_merged(self._segments)]
+
+    def _extend_scope_masks(self, segment: _Segment, start: int) -> None:
+        """Extend each remembered scope mask over the slots from ``start`` on, which
+        ``segment`` alone holds postings of (the rows just added)."""
+        added = self._size - start
+        for key, mask in self._scope_masks.items():
+            part = np.full(added, bool(key))  # no token: no row (as ``in_scope``)
+            for token in key:
+                term_id = self._terms.get(SCOPE_KEY + token)
+                keep = np.zeros(added, dtype=bool)
+                if term_id is not None:
+                    keep[segment.postings(term_id)[0] - start] = True
+                part &= keep
+            self._scope_masks[key] = np.concatenate((mask[:start], part))
 
     def export(self) -> tuple[dict[str, np.ndarray], TermTable, dict[str, int]]:
         """What ``attach`` takes back: the arrays (postings merged into one segment),
@@ -463,6 +481,9 @@ class LexicalIndex:
         live = arrays["live"].astype(bool)
         lengths = arrays["lengths"].astype(np.float64)
         self._forget_scores()
+        self._scope_masks.clear()
+        self._dead_slots = np.flatnonzero(~live).astype(np.int64)
+        self._dead = int(self._dead_slots.size)
         self._terms = _Terms(terms)
         # Plain views of the (mapped) arrays: a numpy.memmap slices slower, in Python.
         self._segments = [_Segment(np.asarray(term_ids), np.asarray(slots), np.asarray(tfs))]
@@ -482,14 +503,18 @@ class LexicalIndex:
             self._rowids[: self._size], np.asarray(rowids, dtype=np.int64)
         )
         self._live[: self._size][hit] = False
-        self._dead += int(hit.sum())
+        gone = np.flatnonzero(hit)
+        self._dead += int(gone.size)
+        self._dead_slots = np.union1d(self._dead_slots, gone)
         self._forget_scores()
+        for mask in self._scope_masks.values():
+            mask[gone] = False
         self.documents -= int(hit.sum())
         self.tokens -= int(self._lengths[: self._size][hit].sum())
 
     def _forget_scores(self) -> None:
-        """Drop what was computed over the rows (they changed)."""
-        self._scope_masks.clear()
+        """Drop what was computed over the rows (they changed); the scope masks are
+        kept up to date instead (``add``, ``remove``)."""
         self._scope_slot_cache.clear()
         self._scored.clear()
         self._scoped.clear()
@@ -511,8 +536,23 @@ class LexicalIndex:
             tfs = np.concatenate([p[1] for p in parts])
         if not self._dead:
             return slots, tfs
-        live = self._live[slots]
-        return slots[live], tfs[live]
+        dead = self._dead_at(slots)
+        if dead is None:
+            return slots, tfs
+        return np.delete(slots, dead), np.delete(tfs, dead)
+
+    def _dead_at(self, slots: np.ndarray) -> np.ndarray | None:
+        """Where ``slots`` (ascending) hold removed ones (None: nowhere): a binary search
+        of each removed slot when they are the fewer, else a look at each slot."""
+        if not slots.size:
+            return None
+        if self._dead_slots.size < slots.size:
+            wanted = self._dead_slots.astype(slots.dtype, copy=False)
+            at = np.minimum(np.searchsorted(slots, wanted), slots.size - 1)
+            found = at[slots[at] == wanted]
+        else:
+            found = np.flatnonzero(~self._live[slots])
+        return found if found.size else None
 
     def in_scope(self, scope_tokens: Sequence[str]) -> np.ndarray:
         """A boolean mask over slots: rows holding every one of ``scope_tokens``."""
@@ -772,7 +812,11 @@ class LexicalIndex:
             return sum(slots.size for slots, _ in parts)
         found = self._live_counts.get(term)
         if found is None:
-            found = self._live_counts[term] = sum(int(self._live[s].sum()) for s, _ in parts)
+            found = 0
+            for slots, _ in parts:
+                dead = self._dead_at(slots)
+                found += slots.size - (0 if dead is None else dead.size)
+            self._live_counts[term] = found
         return found
 
     def search(

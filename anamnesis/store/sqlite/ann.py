@@ -11,9 +11,11 @@ rowid, under the store's ``vector_epoch``:
   any other change of the epoch (another process's) drops the graph for a rebuild.
 
 A persisted graph is mapped, not read (``AnnIndex.load(view=True)``): a fresh process
-searches it at once. A mapped graph cannot change, so the background worker copies it
-into memory before catching it up or taking out the rows this process removed or
-changed meanwhile (searches drop removed rows and rescore changed ones exactly).
+searches it at once. A mapped graph cannot change, and it stays mapped while it can
+serve: searches drop the rows this process removed (the dense index marks them) and
+score changed and appended rows exactly. It is copied into memory only when those
+rows are more than ``VIEW_EXACT_ROWS`` (by the background worker), or when it is
+saved (``warm_up``, ``close``) lagging the store: a removal itself copies nothing.
 
 Building runs on a background thread (``warm_up`` builds synchronously); until a
 graph is in step, searches are exact. Erasure deletes the persisted graph (it holds
@@ -40,6 +42,11 @@ from .index_files import one_writer
 SYNC_ROWS = 64
 #: Rows added per step by the background catch-up (it holds the store's lock per step).
 CATCH_UP_STEP = 512
+#: Rows a mapped graph leaves to the searches before the worker copies it into memory
+#: to take them in: appended and changed rows, which a search scores one by one, and
+#: removed ones, which it drops from the graph's candidates (too many, and too few
+#: candidates are left: the search falls back to the exact scan).
+VIEW_EXACT_ROWS = 2048
 
 
 def remove_files(store_path: Path) -> None:
@@ -123,22 +130,20 @@ class SQLiteAnn:
                 return
         graph = self._graph
         if graph.view:
-            # A mapped graph is read-only: changed and appended rows are scored exactly
-            # until the worker has a copy in memory to change.
-            if self._stale or self._pending or graph.max_rowid < dense.max_rowid:
-                if build:
-                    graph = self._graph = self._materialised(graph)
-                else:
-                    self._start_worker(dense, epoch)
+            # A mapped graph is read-only: removed rows are dropped by the searches,
+            # changed and appended ones scored exactly, until a build (``warm_up``) or,
+            # when they are many, the worker copies it.
+            behind = dense.size - dense.rows_upto(graph.max_rowid)
+            if build and (self._stale or self._pending or behind):
+                graph = self._graph = self._materialised(graph)
+            elif len(self._pending) + len(self._stale) + behind > VIEW_EXACT_ROWS:
+                self._start_worker(dense, epoch)
             if graph.view:
                 dense.ann = graph
                 dense.ann_stale = self._stale
                 return
         if self._stale:
-            stale = dense.positions(np.fromiter(self._stale, dtype=np.int64))
-            graph.add(dense.rowids_from(0)[stale], dense.vectors_at(stale))
-            self._stale.clear()
-            self._dirty = True
+            self._take_stale(dense, graph)
         start = dense.rows_upto(graph.max_rowid)
         behind = dense.size - start
         if behind and (build or behind <= SYNC_ROWS):
@@ -149,6 +154,16 @@ class SQLiteAnn:
             self._start_worker(dense, epoch)
         dense.ann = graph
         dense.ann_stale = self._stale
+
+    def _take_stale(self, dense: DenseIndex, graph: AnnIndex) -> None:
+        """Add the changed rows again with their vectors now (the caller holds the lock;
+        ``graph`` in memory, the old vectors already taken out)."""
+        # Rows past the graph's last are appended ones: the catch-up takes them.
+        held = [rowid for rowid in self._stale if rowid <= graph.max_rowid]
+        stale = np.sort(dense.positions(np.array(held, dtype=np.int64)))
+        graph.add(dense.rowids_from(0)[stale], dense.vectors_at(stale))
+        self._stale.clear()
+        self._dirty = True
 
     def warm_up(self, dense: DenseIndex, epoch: str) -> None:
         """Load, build or catch up the graph now; the build runs outside the lock.
@@ -267,8 +282,8 @@ class SQLiteAnn:
         if self._graph is None or self._epoch != epoch_before:
             return
         if self._graph.view:
-            # Copied into memory by the worker (``sync`` starts it), without these rows;
-            # meanwhile searches drop removed rows and rescore changed ones exactly.
+            # Taken out of the copy in memory, when one is made (``_materialised``); until
+            # then searches drop removed rows and rescore changed ones exactly.
             self._pending.update([*removed, *changed])
         else:
             self._graph.remove([*removed, *changed])
@@ -278,14 +293,35 @@ class SQLiteAnn:
         self._dirty = True
 
     def save(self, dense: DenseIndex, epoch: str) -> None:
-        """Persist the graph, if it changed since it was loaded or saved and is in step."""
+        """Persist the graph, if it changed since it was loaded or saved and is in step.
+        A mapped graph that lags the store (rows removed or changed since it was mapped,
+        its file gone after an erasure; rows appended) is copied into memory first,
+        without the removed rows and with the others (appended ones up to
+        ``VIEW_EXACT_ROWS``), so that the next open maps a graph in step rather than
+        copying it again."""
         graph = self._graph
-        if graph is None or not self._dirty or self._epoch != epoch or self._stale:
+        if graph is None or self._epoch != epoch:
             return
         if dense.removed:
             return  # a graph built meanwhile may hold removed rows: saved once compacted
         if graph.view:
-            return  # the file itself, or (with changes pending) not in step
+            behind = dense.size - dense.rows_upto(graph.max_rowid)
+            lags = bool(self._pending or self._stale)
+            if not lags and (not behind or behind > VIEW_EXACT_ROWS):
+                # The file itself: in step, or too far behind to catch up in a close
+                # (a graph behind the store is caught up after the next open).
+                return
+            graph = self._graph = self._materialised(graph)
+            if self._stale:
+                self._take_stale(dense, graph)
+            if behind <= VIEW_EXACT_ROWS:  # more would hold up the close
+                graph.add(*dense.live_rows(dense.size - behind, dense.size))
+                graph.max_rowid = dense.max_rowid  # removed rows among them too
+            self._dirty = True
+        if not self._dirty:
+            return
+        if self._stale:
+            self._take_stale(dense, graph)
         if dense.rows_upto(graph.max_rowid) != len(graph):
             return
         self._write(graph, dense, epoch)

@@ -503,6 +503,8 @@ class SQLiteReads:
             else:
                 self._dense.clear()
                 self._dense_file.load(self._dense, self._conn, epoch)
+            if mapping and any(held is mapping[0] for held in self._dense.mapping()):
+                mapping = []  # still the index's own (a removal only marks its rows)
             index_files.release_later(mapping)
         # Rowids only grow (AUTOINCREMENT), so rows past the last one loaded are exactly
         # the appends made since, by this process or another.
