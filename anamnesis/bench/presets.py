@@ -395,6 +395,7 @@ BENCH_PRESETS.update(
 BENCH_PRESETS.update(
     {
         "default-pool-1": _NOW.with_(pool=1),
+        "default-without-session": without(_NOW, channel="session"),
         "default-pool-1-no-session": without(_NOW, channel="session").with_(pool=1),
         "default-pool-1-no-prf": without(_NOW, channel="prf").with_(pool=1),
         "default-pool-1-lean": without(without(_NOW, channel="session"), channel="prf").with_(
