@@ -47,6 +47,21 @@ def test_the_best_few_items_are_the_first_of_the_whole_ranking_ties_included() -
     assert checked > 1000
 
 
+def test_an_item_without_a_number_for_a_cosine_ranks_as_in_the_whole_ranking() -> None:
+    # A NaN cosine ranks last in the whole sort; counted against the others it would
+    # rank first.
+    cosines, _ = _scores(np.random.default_rng(5), 500)
+    cosines[3] = np.nan
+    texts = {3: "dogs and many other words", 7: "dogs"}  # item 3 second by its words
+    store = _Items(
+        [(f"s{i}", "summary", texts.get(i, ""), np.array([c])) for i, c in enumerate(cosines)]
+    )
+    query = np.ones(1, np.float32)
+    whole = matching_items(store, Scope("u"), ["dogs"], query)  # type: ignore[arg-type]
+    best = matching_items(store, Scope("u"), ["dogs"], query, limit=4)  # type: ignore[arg-type]
+    assert [i for i, _ in best] == [i for i, _ in whole[:4]]
+
+
 def test_items_far_down_both_rankings_are_not_fused(monkeypatch: pytest.MonkeyPatch) -> None:
     rng = np.random.default_rng(3)
     n, dim = 5000, 8

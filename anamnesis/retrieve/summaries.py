@@ -217,8 +217,8 @@ def _fused_top(cosines: np.ndarray, lexical: np.ndarray, limit: int) -> np.ndarr
     so when the ``limit``-th item found scores above that, no item left out can come
     before it. None when it does not (the caller fuses every item)."""
     n = len(cosines)
-    if n <= 2 * FUSION_DEPTH:
-        return None
+    if n <= 2 * FUSION_DEPTH or not np.isfinite(cosines).all():
+        return None  # few items, or a NaN the partial sorts would place differently
     matched = np.flatnonzero(lexical > 0)
     by_cosine = _best(cosines, np.arange(n), FUSION_DEPTH)
     by_words = _best(lexical, matched, FUSION_DEPTH)
