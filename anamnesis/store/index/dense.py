@@ -592,11 +592,11 @@ class DenseIndex:
                 return found
         self.exact_searches += 1
         if rows.size == self._size:  # the whole index is in scope: no gather needed
-            scores = cosines(self._matrix[: self._size], query)
+            scores = _cosines(self._matrix[: self._size], query)
         elif rows.size < _SUBSET_FRACTION * self._size:
-            scores = cosines(self._matrix[rows], query)
+            scores = _cosines(self._matrix[rows], query)
         else:
-            scores = cosines(self._matrix[: self._size], query)[rows]
+            scores = _cosines(self._matrix[: self._size], query)[rows]
         return self._top(rows, scores, limit)
 
     def _top(self, rows: np.ndarray, scores: np.ndarray, limit: int) -> list[tuple[int, float]]:
@@ -697,7 +697,7 @@ def _positions(
     return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
-def cosines(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:
+def _cosines(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:
     """``matrix @ query`` in blocks of ``_SCAN_BLOCK`` rows, on this thread: the numbers
     single-threaded BLAS gives (threaded BLAS may round a row's last bit otherwise)."""
     if len(matrix) <= _SCAN_BLOCK:
