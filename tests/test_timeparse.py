@@ -144,3 +144,51 @@ def test_several_expressions_come_back_in_text_order() -> None:
 )
 def test_words_that_are_not_dates_resolve_to_nothing(sentence) -> None:
     assert resolve(sentence, datetime(2023, 5, 10, tzinfo=UTC)) == []
+
+
+# One or more expressions of every rule, beside words that only look like them.
+EVERY_RULE = [
+    "the day before yesterday, yesterday and last night; today, tonight and this morning",
+    "tomorrow; 3 days ago, a couple of weeks ago, several years ago",
+    "last Monday, this past Tues, next fri; this coming weekend, last weekend",
+    "last week, next month, this year; the past two weeks, over the last 3 months.",
+    "on 4 December 2023, on Dec. 4, 2023, on 2023-12-04, in May 2021, since March",
+    "in 2019, on the 15th, the week before Christmas, over Thanksgiving, for Easter",
+    "two weeks before Aug 11, 3 days after the 4th of July, a week after New Year's Day",
+    "by June 3, from the 9th of Sept, on Sunday, last April, this past summer",
+    "during the winter of 2022, autumn 2020, in the spring",
+    "Maybe my daughter's money is common knowledge: showed a doctor the market in 3 pages",
+]
+
+
+def test_every_rule_names_words_each_of_its_matches_holds() -> None:
+    # resolve skips a rule in an ASCII text that lacks one of its words: a word left
+    # out of its groups would lose the expressions that use it.
+    from anamnesis.ingest.timeparse import _WORDS, NEEDS, RULES, _lacks
+
+    matched = set()
+    for text in EVERY_RULE:
+        for pattern, resolver in RULES:
+            for match in pattern.finditer(text):
+                matched.add(resolver.__name__)
+                words = set(_WORDS.findall(match.group(0).lower()))
+                assert not _lacks(words, NEEDS[pattern]), (resolver.__name__, match.group(0))
+    assert matched == {resolver.__name__ for _, resolver in RULES}
+
+
+@pytest.mark.parametrize("text", [*EVERY_RULE, *(case[0] for case in CASES)])
+def test_skipping_rules_by_their_words_resolves_as_every_rule_does(monkeypatch, text) -> None:
+    from anamnesis.ingest import timeparse
+
+    said = datetime(2023, 5, 8, tzinfo=UTC)
+    skipping = resolve(text, said)
+    monkeypatch.setattr(timeparse, "NEEDS", dict.fromkeys(timeparse.NEEDS, ()))
+    assert skipping == resolve(text, said)
+
+
+def test_a_text_beyond_ascii_is_read_by_every_rule() -> None:
+    # The patterns match the long s as "s" (their case folding is Unicode's); the word
+    # lookup would find "pa" and "t" in "paſt", not "past".
+    said = datetime(2023, 5, 8, tzinfo=UTC)
+    found = resolve("I was busy the pa\u017ft two weeks", said)
+    assert [m.expression for m in found] == ["the pa\u017ft two weeks"]

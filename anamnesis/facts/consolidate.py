@@ -16,7 +16,7 @@ from typing import Literal
 import numpy as np
 
 from ..embed.base import Embedder
-from ..errors import InvalidInputError, StoreError
+from ..errors import InvalidInputError
 from ..llm import ChatClient
 from ..store.base import Store
 from ..types import Episode, Scope
@@ -45,7 +45,9 @@ def consolidate(
 
     ``extractor`` is ``"rules"`` (no model) or ``"llm"``; by default the LLM when
     one is configured, else the rules. With an LLM configured, the rule extractor
-    still sends ambiguous conflicts to it.
+    still sends ambiguous conflicts to it. Episodes are read in event-time order, each
+    batch after the last one read: an episode added meanwhile with an earlier time
+    waits for the next consolidation.
     """
     chosen = extractor or ("llm" if llm is not None else "rules")
     if chosen == "llm" and llm is None:
@@ -59,15 +61,13 @@ def consolidate(
     judge = LLMJudge(llm) if llm is not None else None
     labels: dict[str, np.ndarray] = {}
     remaining = limit
-    previous: str | None = None
+    last: Episode | None = None
     while remaining is None or remaining > 0:
         size = batch_size if remaining is None else min(batch_size, remaining)
-        episodes = store.unconsolidated_episodes(scope, size)
+        episodes = store.unconsolidated_episodes(scope, size, after=last)
         if not episodes:
             break
-        if episodes[0].id == previous:
-            raise StoreError(f"episode {previous} stays unconsolidated after being written")
-        previous = episodes[0].id
+        last = episodes[-1]
         for agent_id, group in _by_agent(episodes).items():
             home = Scope(scope.user_id, agent_id)
             resolver = Resolver(store, embedder, home, report, judge, labels)

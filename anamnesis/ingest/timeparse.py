@@ -173,39 +173,64 @@ _COUNT = r"\d+|a couple of|a couple|couple of|a few|few|several|an?|one|two|thre
 
 Resolver = Callable[[re.Match[str], date], TimeMention | None]
 RULES: list[tuple[re.Pattern[str], Resolver]] = []
+#: Words every match of a rule holds, in lower case: one of each group (``rule``).
+NEEDS: dict[re.Pattern[str], tuple[frozenset[str], ...]] = {}
+#: The words of a lower-case ASCII text that ``NEEDS`` are looked up among: its runs of
+#: letters, and each digit on its own.
+_WORDS = re.compile(r"[a-z]+|[0-9]")
+
+# Groups of words for ``rule``'s ``needs``: any one of a group.
+_DIGITS = tuple("0123456789")
+_MONTH_WORDS = tuple(MONTHS)
+_WEEKDAY_WORDS = (*WEEKDAYS, *WEEKDAY_ABBREVIATIONS)
+_HOLIDAY_WORDS = (
+    "christmas", "new", "valentine", "halloween", "thanksgiving", "easter", "independence",
+    "fourth",
+)  # fmt: skip
+_UNIT_WORDS = ("day", "days", "week", "weeks", "month", "months", "year", "years")
+_WHICH_WORDS = ("last", "next", "this", "past")
+_SEASON_WORDS = ("spring", "summer", "fall", "autumn", "winter")
 
 
-def rule(pattern: str) -> Callable[[Resolver], Resolver]:
-    """Register a resolver for a (case-insensitive, word-bounded) pattern."""
+def rule(pattern: str, *needs: tuple[str, ...]) -> Callable[[Resolver], Resolver]:
+    """Register a resolver for a (case-insensitive, word-bounded) pattern, every match
+    of which holds, as a whole word (``_WORDS``), a word of each group of ``needs``:
+    ``resolve`` skips the pattern in an ASCII text that lacks one (most texts hold no
+    time expression, and a few set lookups cost less than a pass of each pattern)."""
 
     def register(func: Resolver) -> Resolver:
-        RULES.append((re.compile(rf"\b(?:{pattern})\b", re.IGNORECASE), func))
+        compiled = re.compile(rf"\b(?:{pattern})\b", re.IGNORECASE)
+        RULES.append((compiled, func))
+        NEEDS[compiled] = tuple(frozenset(group) for group in needs)
         return func
 
     return register
 
 
-@rule(r"the day before yesterday")
+@rule(r"the day before yesterday", ("yesterday",))
 def _day_before_yesterday(m: re.Match[str], said: date) -> TimeMention:
     return _day(said - timedelta(days=2), m.group(0))
 
 
-@rule(r"yesterday|last night")
+@rule(r"yesterday|last night", ("yesterday", "night"))
 def _yesterday(m: re.Match[str], said: date) -> TimeMention:
     return _day(said - timedelta(days=1), m.group(0))
 
 
-@rule(r"today|tonight|this morning|this afternoon|this evening")
+@rule(
+    r"today|tonight|this morning|this afternoon|this evening",
+    ("today", "tonight", "morning", "afternoon", "evening"),
+)
 def _today(m: re.Match[str], said: date) -> TimeMention:
     return _day(said, m.group(0))
 
 
-@rule(r"tomorrow")
+@rule(r"tomorrow", ("tomorrow",))
 def _tomorrow(m: re.Match[str], said: date) -> TimeMention:
     return _day(said + timedelta(days=1), m.group(0))
 
 
-@rule(rf"(?P<count>{_COUNT})\s+(?P<unit>day|week|month|year)s?\s+ago")
+@rule(rf"(?P<count>{_COUNT})\s+(?P<unit>day|week|month|year)s?\s+ago", ("ago",))
 def _ago(m: re.Match[str], said: date) -> TimeMention | None:
     count = _number(m.group("count"))
     if count is None:
@@ -221,7 +246,9 @@ def _ago(m: re.Match[str], said: date) -> TimeMention | None:
 
 
 @rule(
-    rf"(?P<which>last|next|this|this past|this coming|past)\s+(?P<day>{_WEEKDAY_OR_ABBREVIATION})"
+    rf"(?P<which>last|next|this|this past|this coming|past)\s+(?P<day>{_WEEKDAY_OR_ABBREVIATION})",
+    _WHICH_WORDS,
+    _WEEKDAY_WORDS,
 )
 def _relative_weekday(m: re.Match[str], said: date) -> TimeMention:
     name = m.group("day").lower()
@@ -236,7 +263,7 @@ def _relative_weekday(m: re.Match[str], said: date) -> TimeMention:
     return _day(said - timedelta(days=back), m.group(0))
 
 
-@rule(r"(?P<which>last|next|this|this past|this coming|past)\s+weekend")
+@rule(r"(?P<which>last|next|this|this past|this coming|past)\s+weekend", _WHICH_WORDS, ("weekend",))
 def _weekend(m: re.Match[str], said: date) -> TimeMention:
     saturday = said + timedelta(days=5 - said.weekday())  # this week's Saturday
     which = m.group("which").lower()
@@ -247,7 +274,7 @@ def _weekend(m: re.Match[str], said: date) -> TimeMention:
     return _days(saturday, 2, m.group(0), "weekend")
 
 
-@rule(r"(?P<which>last|next|this)\s+(?P<unit>week|month|year)")
+@rule(r"(?P<which>last|next|this)\s+(?P<unit>week|month|year)", _WHICH_WORDS, _UNIT_WORDS)
 def _relative_period(m: re.Match[str], said: date) -> TimeMention:
     step = {"last": -1, "next": 1, "this": 0}[m.group("which").lower()]
     unit = m.group("unit").lower()
@@ -261,7 +288,9 @@ def _relative_period(m: re.Match[str], said: date) -> TimeMention:
 @rule(
     rf"(?:the\s+)?(?:past|last)\s+(?:(?P<count>{_COUNT})\s+)?(?P<unit>day|week|month|year)s?"
     r"(?=\s*(?:,|\.|\?|!|$|and|or|\bi\b|\bwe\b))"
-    r"|(?:the\s+)?past\s+(?:(?P<count2>{_COUNT})\s+)?(?P<unit2>day|week|month|year)s?"
+    r"|(?:the\s+)?past\s+(?:(?P<count2>{_COUNT})\s+)?(?P<unit2>day|week|month|year)s?",
+    ("past", "last"),
+    _UNIT_WORDS,
 )
 def _trailing_period(m: re.Match[str], said: date) -> TimeMention | None:
     """ "the past month", "the last two weeks": the span up to and including today."""
@@ -280,7 +309,9 @@ def _trailing_period(m: re.Match[str], said: date) -> TimeMention | None:
 
 @rule(
     rf"(?P<day>\d{{1,2}})(?:st|nd|rd|th)?(?:\s+of)?\s+(?P<month>{_MONTH})\.?,?\s+(?P<year>\d{{4}})"
-    rf"|(?P<month2>{_MONTH})\.?\s+(?P<day2>\d{{1,2}})(?:st|nd|rd|th)?,?\s+(?P<year2>\d{{4}})"
+    rf"|(?P<month2>{_MONTH})\.?\s+(?P<day2>\d{{1,2}})(?:st|nd|rd|th)?,?\s+(?P<year2>\d{{4}})",
+    _MONTH_WORDS,
+    _DIGITS,
 )
 def _full_date(m: re.Match[str], said: date) -> TimeMention | None:
     day = int(m.group("day") or m.group("day2"))
@@ -292,7 +323,7 @@ def _full_date(m: re.Match[str], said: date) -> TimeMention | None:
         return None
 
 
-@rule(r"(?P<year>(?:19|20)\d{2})-(?P<month>\d{2})-(?P<day>\d{2})")
+@rule(r"(?P<year>(?:19|20)\d{2})-(?P<month>\d{2})-(?P<day>\d{2})", _DIGITS)
 def _iso_date(m: re.Match[str], said: date) -> TimeMention | None:
     try:
         return _day(
@@ -302,7 +333,10 @@ def _iso_date(m: re.Match[str], said: date) -> TimeMention | None:
         return None
 
 
-@rule(rf"(?:in|during|since|by|until|of)\s+(?P<month>{_MONTH})(?:\s+(?P<year>(?:19|20)\d{{2}}))?")
+@rule(
+    rf"(?:in|during|since|by|until|of)\s+(?P<month>{_MONTH})(?:\s+(?P<year>(?:19|20)\d{{2}}))?",
+    _MONTH_WORDS,
+)
 def _month_name(m: re.Match[str], said: date) -> TimeMention | None:
     name = m.group("month").lower()
     if name in ("may", "mar") and m.group("year") is None and not m.group(0)[:2].lower() == "in":
@@ -314,7 +348,7 @@ def _month_name(m: re.Match[str], said: date) -> TimeMention | None:
     return _month(year, month, m.group(0))
 
 
-@rule(rf"(?P<month>{_MONTH})\.?,?\s+(?P<year>(?:19|20)\d{{2}})")
+@rule(rf"(?P<month>{_MONTH})\.?,?\s+(?P<year>(?:19|20)\d{{2}})", _MONTH_WORDS, _DIGITS)
 def _month_and_year(m: re.Match[str], said: date) -> TimeMention | None:
     word = m.group("month")
     if _is_modal_may(word):
@@ -322,12 +356,12 @@ def _month_and_year(m: re.Match[str], said: date) -> TimeMention | None:
     return _month(int(m.group("year")), MONTHS[word.lower()], m.group(0))
 
 
-@rule(r"(?:in|since|during)\s+(?P<year>(?:19|20)\d{2})")
+@rule(r"(?:in|since|during)\s+(?P<year>(?:19|20)\d{2})", _DIGITS)
 def _year_only(m: re.Match[str], said: date) -> TimeMention:
     return _year(int(m.group("year")), m.group(0))
 
 
-@rule(r"on the (?P<day>\d{1,2})(?:st|nd|rd|th)")
+@rule(r"on the (?P<day>\d{1,2})(?:st|nd|rd|th)", _DIGITS)
 def _day_of_month(m: re.Match[str], said: date) -> TimeMention | None:
     day = int(m.group("day"))
     year, month = (said.year, said.month) if day <= said.day else _shift_months(said, -1)
@@ -337,7 +371,11 @@ def _day_of_month(m: re.Match[str], said: date) -> TimeMention | None:
         return None
 
 
-@rule(rf"(?:the\s+)?(?P<span>week|weekend|day)\s+(?P<rel>before|after)\s+(?P<holiday>{HOLIDAYS})")
+@rule(
+    rf"(?:the\s+)?(?P<span>week|weekend|day)\s+(?P<rel>before|after)\s+(?P<holiday>{HOLIDAYS})",
+    ("before", "after"),
+    _HOLIDAY_WORDS,
+)
 def _around_holiday(m: re.Match[str], said: date) -> TimeMention | None:
     holiday = _nearest_holiday(m.group("holiday"), said)
     if holiday is None:
@@ -355,7 +393,7 @@ def _around_holiday(m: re.Match[str], said: date) -> TimeMention | None:
     return _days(saturday, 2, m.group(0), "weekend")
 
 
-@rule(rf"(?:on|at|for|over|since|by)\s+(?P<holiday>{HOLIDAYS})")
+@rule(rf"(?:on|at|for|over|since|by)\s+(?P<holiday>{HOLIDAYS})", _HOLIDAY_WORDS)
 def _on_holiday(m: re.Match[str], said: date) -> TimeMention | None:
     holiday = _nearest_holiday(m.group("holiday"), said)
     return _day(holiday, m.group(0)) if holiday else None
@@ -372,7 +410,9 @@ _ANCHOR = (
 
 @rule(
     rf"(?P<count>{_COUNT})\s+(?P<unit>day|week|month)s?\s+(?P<rel>before|after)\s+"
-    rf"(?P<anchor>{_ANCHOR})"
+    rf"(?P<anchor>{_ANCHOR})",
+    _UNIT_WORDS,
+    ("before", "after"),
 )
 def _offset_from_date(m: re.Match[str], said: date) -> TimeMention | None:
     """ "two weeks before Aug 11", "3 days after Christmas": the anchor date, shifted.
@@ -416,7 +456,9 @@ def _is_modal_may(word: str) -> bool:
     rf"(?:(?:on|by|until|till|since|before|after|from|due|starting|through)\s+)?"
     rf"(?:(?P<month>{_MONTH})\.?\s+(?P<day>\d{{1,2}})(?:st|nd|rd|th)?"
     rf"|(?:the\s+)?(?P<day2>\d{{1,2}})(?:st|nd|rd|th)?(?:\s+of)?\s+(?P<month2>{_MONTH}))"
-    rf"(?!\.?,?\s+\d{{4}})"
+    rf"(?!\.?,?\s+\d{{4}})",
+    _MONTH_WORDS,
+    _DIGITS,
 )
 def _day_and_month(m: re.Match[str], said: date) -> TimeMention | None:
     word = m.group("month") or m.group("month2")
@@ -435,7 +477,7 @@ def _day_and_month(m: re.Match[str], said: date) -> TimeMention | None:
     return _day(min(options, key=lambda d: abs((d - said).days)), m.group(0))
 
 
-@rule(rf"on\s+(?P<day>{_WEEKDAY})")
+@rule(rf"on\s+(?P<day>{_WEEKDAY})", _WEEKDAY_WORDS)
 def _bare_weekday(m: re.Match[str], said: date) -> TimeMention:
     target = WEEKDAYS[m.group("day").lower()]
     if _speaks_of_future(m):
@@ -443,7 +485,7 @@ def _bare_weekday(m: re.Match[str], said: date) -> TimeMention:
     return _day(said - timedelta(days=(said.weekday() - target) % 7 or 7), m.group(0))
 
 
-@rule(rf"(?P<which>last|next|this past)\s+(?P<month>{_MONTH})")
+@rule(rf"(?P<which>last|next|this past)\s+(?P<month>{_MONTH})", _WHICH_WORDS, _MONTH_WORDS)
 def _relative_month(m: re.Match[str], said: date) -> TimeMention | None:
     word = m.group("month")
     if _is_modal_may(word):
@@ -469,7 +511,8 @@ def _season(name: str, year: int, expression: str) -> TimeMention:
 @rule(
     rf"(?P<which>last|this|next|this past|this coming|past)\s+(?P<season>{_SEASON})"
     rf"|(?:in|during|over)\s+the\s+(?P<season2>{_SEASON})(?:\s+of\s+(?P<year>(?:19|20)\d{{2}}))?"
-    rf"|(?P<season3>{_SEASON})\s+(?:of\s+)?(?P<year3>(?:19|20)\d{{2}})"
+    rf"|(?P<season3>{_SEASON})\s+(?:of\s+)?(?P<year3>(?:19|20)\d{{2}})",
+    _SEASON_WORDS,
 )
 def _season_rule(m: re.Match[str], said: date) -> TimeMention:
     name = m.group("season") or m.group("season2") or m.group("season3")
@@ -505,8 +548,13 @@ def resolve(text: str, said_at: datetime) -> list[TimeMention]:
     "yesterday").
     """
     said = said_at.astimezone(UTC).date()
+    # Case folds beyond ASCII's (the long s, "ſ", matches "s") are left to the
+    # patterns: only an ASCII text skips a pattern for a word it lacks.
+    words = set(_WORDS.findall(text.lower())) if text.isascii() else None
     found: list[tuple[int, int, TimeMention]] = []
     for pattern, resolver in RULES:
+        if words is not None and _lacks(words, NEEDS[pattern]):
+            continue
         for match in pattern.finditer(text):
             try:
                 mention = resolver(match, said)
@@ -521,3 +569,11 @@ def resolve(text: str, said_at: datetime) -> list[TimeMention]:
             continue
         kept.append((start, end, mention))
     return [mention for _, _, mention in kept]
+
+
+def _lacks(words: set[str], needs: tuple[frozenset[str], ...]) -> bool:
+    """Whether ``words`` miss every word of one of the groups ``needs``."""
+    for group in needs:
+        if words.isdisjoint(group):
+            return True
+    return False

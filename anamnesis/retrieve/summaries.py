@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from ..store.base import Candidate, Store
+from ..store.index.dense import _cosines as scan_cosines
 from ..store.shared.derived import DERIVED_EPOCH
 from ..types import Scope
 from .query import words
@@ -174,21 +175,100 @@ def matching_items(
     vector: np.ndarray,
     kinds: Sequence[str] | None = None,
     resources: StageResources | None = None,
+    limit: int | None = None,
 ) -> list[tuple[str, float]]:
     """The ids of the scope's derived items (of ``kinds``, default every kind), best
-    match first, each with its cosine to ``vector``."""
+    match first, each with its cosine to ``vector``: the ``limit`` best (default all).
+
+    With a ``limit``, only the items near the top of either ranking are fused
+    (``_fused_top``), so that a scope of many sessions is not sorted whole on every
+    search; the order is the same as the whole ranking's."""
     index = item_index(store, scope, kinds, resources)
     if not index.ids:
         return []
-    cosines = index.matrix @ np.asarray(vector, dtype=np.float32)
+    # On this thread, as the dense index scans: BLAS's helper threads stall when the CPUs
+    # are busy.
+    cosines = scan_cosines(index.matrix, np.asarray(vector, dtype=np.float32))
     lexical = index.bm25(terms)
-    fused = np.zeros(len(index.ids))
-    fused[np.argsort(-cosines, kind="stable")] = 1.0 / (ITEM_RRF_K + _ranks(len(index.ids)))
+    order = _fused_top(cosines, lexical, limit) if limit is not None else None
+    if order is None:
+        order = _fused_order(cosines, lexical)[:limit]
+    return list(zip([index.ids[i] for i in order.tolist()], cosines[order].tolist(), strict=True))
+
+
+def _fused_order(cosines: np.ndarray, lexical: np.ndarray) -> np.ndarray:
+    """Every item, best first by the reciprocal-rank fusion of the two rankings (each
+    ranking and the fusion in item order on ties)."""
+    fused = np.zeros(len(cosines))
+    fused[np.argsort(-cosines, kind="stable")] = 1.0 / (ITEM_RRF_K + _ranks(len(cosines)))
     by_words = np.argsort(-lexical, kind="stable")
     matched = by_words[lexical[by_words] > 0]
     fused[matched] += 1.0 / (ITEM_RRF_K + _ranks(len(matched)))
-    order = np.argsort(-fused, kind="stable")
-    return list(zip([index.ids[i] for i in order.tolist()], cosines[order].tolist(), strict=True))
+    return np.argsort(-fused, kind="stable")
+
+
+#: How deep each ranking is read when only the best few fused items are wanted.
+FUSION_DEPTH = 64
+
+
+def _fused_top(cosines: np.ndarray, lexical: np.ndarray, limit: int) -> np.ndarray | None:
+    """The first ``limit`` items of ``_fused_order``, from the top ``FUSION_DEPTH`` of
+    each ranking: an item below both scores at most the fusion of the two next ranks,
+    so when the ``limit``-th item found scores above that, no item left out can come
+    before it. None when it does not (the caller fuses every item)."""
+    n = len(cosines)
+    if n <= 2 * FUSION_DEPTH or not np.isfinite(cosines).all():
+        return None  # few items, or a NaN the partial sorts would place differently
+    matched = np.flatnonzero(lexical > 0)
+    by_cosine = _best(cosines, np.arange(n), FUSION_DEPTH)
+    by_words = _best(lexical, matched, FUSION_DEPTH)
+    found = np.union1d(by_cosine, by_words)
+    fused = 1.0 / (ITEM_RRF_K + _ranks_in(cosines, np.arange(n), by_cosine, found))
+    words = np.isin(found, matched, assume_unique=True)
+    fused[words] += 1.0 / (ITEM_RRF_K + _ranks_in(lexical, matched, by_words, found[words]))
+    order = np.lexsort((found, -fused))[:limit]
+    bound = 1.0 / (ITEM_RRF_K + len(by_cosine) + 1)
+    if len(by_words) < len(matched):
+        bound += 1.0 / (ITEM_RRF_K + len(by_words) + 1)
+    if len(order) < limit or fused[order[-1]] <= bound:
+        return None
+    result: np.ndarray = found[order]
+    return result
+
+
+def _best(scores: np.ndarray, rows: np.ndarray, depth: int) -> np.ndarray:
+    """``rows`` scoring at least the ``depth``-th best score among them (every row tied
+    with it kept), best first, ties in row order."""
+    if depth < rows.size:
+        kth = np.partition(scores[rows], rows.size - depth)[rows.size - depth]
+        rows = rows[scores[rows] >= kth]
+    ordered: np.ndarray = rows[np.lexsort((rows, -scores[rows]))]
+    return ordered
+
+
+def _ranks_in(
+    scores: np.ndarray, rows: np.ndarray, top: np.ndarray, asked: np.ndarray
+) -> np.ndarray:
+    """The rank (from 1, ties in row order) among ``rows`` of each of ``asked``, given
+    ``top``, the best of ``rows`` in order (``_best``): read there, else counted."""
+    at = {row: i + 1 for i, row in enumerate(top.tolist())}
+    ranks = np.array([at.get(row, 0) for row in asked.tolist()], dtype=np.float64)
+    missing = np.flatnonzero(ranks == 0)
+    if missing.size:
+        pool = scores[rows]
+        ordered = np.sort(pool)
+        wanted = scores[asked[missing]]
+        above = len(pool) - np.searchsorted(ordered, wanted, side="right")
+        tied = np.searchsorted(ordered, wanted, side="right") - np.searchsorted(
+            ordered, wanted, side="left"
+        )
+        for i, row, score, ahead, ties in zip(
+            missing.tolist(), asked[missing].tolist(), wanted, above, tied, strict=True
+        ):
+            if ties > 1:  # rows tied with it count when they come first
+                ahead += np.count_nonzero((pool == score) & (rows < row))
+            ranks[i] = 1 + ahead
+    return ranks
 
 
 def _ranks(n: int) -> np.ndarray:
@@ -209,7 +289,8 @@ def summaries(request: SearchRequest, limit: int) -> list[Candidate]:
         request.query_vector,
         kinds,
         request.resources,
-    )[:TOP_ITEMS]
+        TOP_ITEMS,
+    )
     if not ranked:
         return []
     sources = request.store.derived_episodes(

@@ -643,8 +643,12 @@ class Store(Protocol):
         in event-time order."""
         ...
 
-    def unconsolidated_episodes(self, scope: Scope, limit: int) -> list[Episode]:
-        """Episodes in ``scope`` that no consolidation has read yet, in event-time order."""
+    def unconsolidated_episodes(
+        self, scope: Scope, limit: int, after: Episode | None = None
+    ) -> list[Episode]:
+        """Episodes in ``scope`` that no consolidation has read yet, in event-time order
+        (ties in insertion order); only those after episode ``after`` in that order,
+        when given (the last one of a batch just read)."""
         ...
 
     def unconsolidated_scopes(self) -> list[Scope]:

@@ -261,6 +261,52 @@ def test_unconsolidated_episodes_in_event_order(store):
     assert [(u, e) for u, e, _ in store.iter_consolidated()] == [("alice", second)]
 
 
+def test_unconsolidated_episodes_after_a_cursor_follow_it_ties_in_insertion_order(store):
+    # Consolidation reads batch after batch, each after the last episode read.
+    tied = [make_episode(f"tied {i}", scope=ALICE, event_time=T0 + DAY) for i in range(3)]
+    early, late = (
+        make_episode(t, scope=ALICE, event_time=T0 + d) for t, d in (("e", 0 * DAY), ("l", 2 * DAY))
+    )
+    store.insert_episodes([late, *tied, early], unit_vectors(5))
+    everything = [e.id for e in store.unconsolidated_episodes(ALICE, 10)]
+    assert everything == [early.id, *(e.id for e in tied), late.id]
+    for i, cursor in enumerate(store.unconsolidated_episodes(ALICE, 10)):
+        after = store.unconsolidated_episodes(ALICE, 10, after=cursor)
+        assert [e.id for e in after] == everything[i + 1 :]
+    store.write_facts(FactChanges(consolidated=[late.id], consolidated_at=T0), ALICE)
+    assert [e.id for e in store.unconsolidated_episodes(ALICE, 10, after=tied[0])] == [
+        tied[1].id,
+        tied[2].id,
+    ]
+
+
+def test_reading_after_a_cursor_costs_the_same_however_many_episodes_precede_it(tmp_path):
+    # Without the cursor each batch walked every consolidated episode before it: a
+    # consolidation of a large scope grew with the square of its size.
+    from anamnesis.store.sqlite import SQLiteStore
+
+    def steps(before: int) -> int:
+        store = SQLiteStore(tmp_path / f"m{before}.db", dim=8)
+        read = [make_episode(f"read {i}", scope=ALICE) for i in range(before)]
+        new = [make_episode(f"new {i}", scope=ALICE) for i in range(5)]
+        store.insert_episodes([*read, *new], unit_vectors(before + 5, 8))
+        store.write_facts(FactChanges(consolidated=[e.id for e in read], consolidated_at=T0), ALICE)
+        counted = [0]
+
+        def count() -> int:
+            counted[0] += 1
+            return 0
+
+        store._conn.set_progress_handler(count, 10)
+        found = store.unconsolidated_episodes(ALICE, 2, after=read[-1])
+        store._conn.set_progress_handler(None, 0)
+        assert [e.id for e in found] == [new[0].id, new[1].id]
+        store.close()
+        return counted[0]
+
+    assert steps(2000) <= steps(20) + 5
+
+
 def test_iter_facts_and_vector_replacement(store):
     boston_then_denver(store)
     fresh = np.ones(16, dtype=np.float32) / 4.0

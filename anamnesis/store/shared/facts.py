@@ -247,14 +247,26 @@ class FactSQL:
         owners = ("fact_sources", "fact_id", "facts f", self._scope(scope))
         return source_episodes(conn, self.d, owners, fact_ids, scope, filters)
 
-    def unconsolidated(self, conn: Conn, scope: Scope, limit: int) -> list[Episode]:
-        """Episodes of ``scope`` no consolidation has read, in event-time order."""
-        where, params = scope_clauses(scope, "e", self.d.mark)
+    def unconsolidated(
+        self, conn: Conn, scope: Scope, limit: int, after: Episode | None = None
+    ) -> list[Episode]:
+        """Episodes of ``scope`` no consolidation has read, in event-time order (only
+        those after ``after`` in that order, when given)."""
+        p = self.d.mark
+        where, params = scope_clauses(scope, "e", p)
+        if after is not None:
+            # From the cursor on, not from the scope's first episode: a consolidation
+            # reads batch after batch, and each would skip every batch before it.
+            where += (
+                f" AND (e.event_time, e.rowid) >"
+                f" ({p}, (SELECT a.rowid FROM episodes a WHERE a.id = {p}))"
+            )
+            params += [self.d.time_in(after.event_time), after.id]
         rows = conn.execute(
             f"""SELECT {self.d.episode_columns} FROM episodes e
                 WHERE {where} AND NOT EXISTS
                   (SELECT 1 FROM consolidated_episodes c WHERE c.episode_id = e.id)
-                ORDER BY e.event_time, e.rowid LIMIT {self.d.mark}""",
+                ORDER BY e.event_time, e.rowid LIMIT {p}""",
             [*params, limit],
         ).fetchall()
         return [self.d.episode_from_row(r) for r in rows]
@@ -383,9 +395,11 @@ class FactReads:
         with self._fact_snapshot() as conn:
             return self._facts.fact_episodes(conn, fact_ids, scope, filters)
 
-    def unconsolidated_episodes(self, scope: Scope, limit: int) -> list[Episode]:
+    def unconsolidated_episodes(
+        self, scope: Scope, limit: int, after: Episode | None = None
+    ) -> list[Episode]:
         with self._fact_snapshot() as conn:
-            return self._facts.unconsolidated(conn, scope, limit)
+            return self._facts.unconsolidated(conn, scope, limit, after)
 
     def unconsolidated_scopes(self) -> list[Scope]:
         with self._fact_snapshot() as conn:

@@ -127,9 +127,12 @@ class SQLiteReads:
         total = self._read(
             f"SELECT COUNT(*) FROM episodes e WHERE {where} AND {extra}", [*params, *extra_params]
         )[0][0]
+        # A session's rows are found by its index and sorted; ordering by the bare
+        # column would let SQLite walk the user's whole time index to skip the sort.
+        order = "+e.event_time" if scope.session_id is not None else "e.event_time"
         rows = self._read(
             f"SELECT {EPISODE_COLUMNS} FROM episodes e WHERE {where} AND {extra} "
-            "ORDER BY e.event_time, e.rowid LIMIT ? OFFSET ?",
+            f"ORDER BY {order}, e.rowid LIMIT ? OFFSET ?",
             [*params, *extra_params, limit, offset],
         )
         return [episode_from_row(r) for r in rows], total
