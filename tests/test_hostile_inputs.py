@@ -243,6 +243,17 @@ def test_the_cli_never_shows_a_traceback(tmp_path_factory, command, arguments, o
     )
 
 
+@pytest.mark.parametrize(
+    "text", ["I moved la\u017ft week", "I was there \u0130N May", "\u212aeep it"]
+)
+def test_text_with_letters_read_as_ascii_ones_is_added(memory: Memory, text) -> None:
+    # Unicode's case folding reads the long s, the dotted I and the Kelvin sign as "s",
+    # "i" and "k" when matching time words: text holding them is added and kept verbatim.
+    added = memory.add(text, user_id="folds", session_id="s1")
+    assert [e.content for e in added] == [text]
+    assert memory.get(added[0].id, user_id="folds").content == text
+
+
 def test_bytes_that_are_not_utf8_are_refused(memory: Memory) -> None:
     with pytest.raises(AnamnesisError):
         memory.import_jsonl([b"\xff\xfe not text"])  # type: ignore[list-item]

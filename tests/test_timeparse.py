@@ -192,3 +192,25 @@ def test_a_text_beyond_ascii_is_read_by_every_rule() -> None:
     said = datetime(2023, 5, 8, tzinfo=UTC)
     found = resolve("I was busy the pa\u017ft two weeks", said)
     assert [m.expression for m in found] == ["the pa\u017ft two weeks"]
+
+
+@pytest.mark.parametrize(
+    "letter, ascii_letter", [("\u017f", "s"), ("\u0131", "i"), ("\u0130", "I")]
+)
+def test_letters_the_patterns_read_as_ascii_resolve_as_the_ascii_word(letter, ascii_letter) -> None:
+    # Case-insensitive patterns take the long s, the dotless i and the dotted capital I
+    # for "s", "i" and "I": the words they match resolve as the ASCII words would, and
+    # the expression comes back as the text spells it.
+    said = datetime(2023, 5, 8, tzinfo=UTC)
+    for sentence in ("I moved last week", "I was there this Friday"):
+        respelled = sentence.replace(ascii_letter.lower(), letter).replace(
+            ascii_letter.upper(), letter
+        )
+        if respelled == sentence:
+            continue
+        expected = resolve(sentence, said)
+        found = resolve(respelled, said)
+        assert [(m.start, m.end, m.granularity) for m in found] == [
+            (m.start, m.end, m.granularity) for m in expected
+        ]
+        assert all(m.expression in respelled for m in found)

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, timedelta
 from typing import Literal
 
@@ -541,6 +541,11 @@ def _nearest_holiday(name: str, said: date) -> date | None:
     return min(dated, key=lambda d: abs((d - said).days)) if dated else None
 
 
+#: The letters beyond ASCII that case-insensitive patterns take for ASCII ones ("laſt"
+#: matches "last"), each as that ASCII letter: the same length, so spans are unchanged.
+_ASCII_FOLDS = str.maketrans({"\u0130": "I", "\u0131": "i", "\u212a": "K", "\u017f": "s"})
+
+
 def resolve(text: str, said_at: datetime) -> list[TimeMention]:
     """Every time expression in ``text`` resolved against ``said_at``, in text order.
 
@@ -548,8 +553,11 @@ def resolve(text: str, said_at: datetime) -> list[TimeMention]:
     "yesterday").
     """
     said = said_at.astimezone(UTC).date()
-    # Case folds beyond ASCII's (the long s, "ſ", matches "s") are left to the
-    # patterns: only an ASCII text skips a pattern for a word it lacks.
+    # The resolvers look matched words up as the patterns spell them; the expressions
+    # are given back as the text spells them.
+    original, text = text, text.translate(_ASCII_FOLDS)
+    # Only an ASCII text skips a pattern for a word it lacks (other case folds are
+    # left to the patterns).
     words = set(_WORDS.findall(text.lower())) if text.isascii() else None
     found: list[tuple[int, int, TimeMention]] = []
     for pattern, resolver in RULES:
@@ -567,6 +575,8 @@ def resolve(text: str, said_at: datetime) -> list[TimeMention]:
     for start, end, mention in found:
         if kept and start < kept[-1][1]:
             continue
+        if text != original and mention.expression == text[start:end]:
+            mention = replace(mention, expression=original[start:end])
         kept.append((start, end, mention))
     return [mention for _, _, mention in kept]
 
