@@ -13,6 +13,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ..ingest.timeparse import ASCII_FOLDS
 from .predicates import RELATIONS, normalise_value
 
 #: Longest object kept, in words; longer captures are cut (a fact is one short value).
@@ -318,7 +319,8 @@ def relation(match: re.Match[str]) -> tuple[str, str] | None:
     name = name_of(match.group("name"))
     if not name:
         return None
-    return RELATIONS[match.group("rel").lower()], name
+    # Spelled as the pattern matched it ("ſiſter" matches "sister"), looked up as ASCII.
+    return RELATIONS[match.group("rel").translate(ASCII_FOLDS).lower()], name
 
 
 def pet(match: re.Match[str]) -> tuple[str, str] | None:

@@ -542,8 +542,9 @@ def _nearest_holiday(name: str, said: date) -> date | None:
 
 
 #: The letters beyond ASCII that case-insensitive patterns take for ASCII ones ("laſt"
-#: matches "last"), each as that ASCII letter: the same length, so spans are unchanged.
-_ASCII_FOLDS = str.maketrans({"\u0130": "I", "\u0131": "i", "\u212a": "K", "\u017f": "s"})
+#: matches "last"), each as that ASCII letter (``str.translate``): a matched word so
+#: translated is spelled as the pattern's own, and a text keeps its length.
+ASCII_FOLDS = str.maketrans({"\u0130": "I", "\u0131": "i", "\u212a": "K", "\u017f": "s"})
 
 
 def resolve(text: str, said_at: datetime) -> list[TimeMention]:
@@ -555,7 +556,7 @@ def resolve(text: str, said_at: datetime) -> list[TimeMention]:
     said = said_at.astimezone(UTC).date()
     # The resolvers look matched words up as the patterns spell them; the expressions
     # are given back as the text spells them.
-    original, text = text, text.translate(_ASCII_FOLDS)
+    original, text = text, text.translate(ASCII_FOLDS)
     # Only an ASCII text skips a pattern for a word it lacks (other case folds are
     # left to the patterns).
     words = set(_WORDS.findall(text.lower())) if text.isascii() else None

@@ -152,3 +152,8 @@ def test_a_quoted_title_is_part_of_the_object() -> None:
     assert read('I love "Hotel California" by the Eagles.') == {
         ("add", "likes", "Hotel California by the Eagles")
     }
+
+
+def test_a_relation_spelled_with_letters_read_as_ascii_is_the_relation() -> None:
+    # The patterns match "ſiſter" (long s) as "sister": the relation is looked up as such.
+    assert read("My \u017fi\u017fter Emma visits often.") == {("add", "sister", "Emma")}
