@@ -214,3 +214,15 @@ def test_letters_the_patterns_read_as_ascii_resolve_as_the_ascii_word(letter, as
             (m.start, m.end, m.granularity) for m in expected
         ]
         assert all(m.expression in respelled for m in found)
+
+
+def test_the_past_few_units_resolve_whatever_follows() -> None:
+    # "the past two weeks" is the span up to today, at a sentence's end or before more words.
+    said = datetime(2023, 5, 8, tzinfo=UTC)
+    for text in ("I was busy the past two weeks.", "I was busy the past two weeks at work"):
+        (found,) = resolve(text, said)
+        assert found.expression == "the past two weeks"
+        assert (found.start.date().isoformat(), found.end.date().isoformat()) == (
+            "2023-04-25",
+            "2023-05-09",
+        )

@@ -288,7 +288,7 @@ def _relative_period(m: re.Match[str], said: date) -> TimeMention:
 @rule(
     rf"(?:the\s+)?(?:past|last)\s+(?:(?P<count>{_COUNT})\s+)?(?P<unit>day|week|month|year)s?"
     r"(?=\s*(?:,|\.|\?|!|$|and|or|\bi\b|\bwe\b))"
-    r"|(?:the\s+)?past\s+(?:(?P<count2>{_COUNT})\s+)?(?P<unit2>day|week|month|year)s?",
+    rf"|(?:the\s+)?past\s+(?:(?P<count2>{_COUNT})\s+)?(?P<unit2>day|week|month|year)s?",
     ("past", "last"),
     _UNIT_WORDS,
 )
