@@ -532,6 +532,29 @@ def test_session_channel_can_open_the_other_sides_turns_at_a_share_of_their_scor
             session(other_role=1.5)
 
 
+def test_session_channel_can_act_in_one_kind_of_chat_only(open_memory, tmp_path, embedder):
+    # Between named people (LoCoMo's speakers) a channel for "speakers" chats proposes
+    # what the channel for every chat does; in a user–assistant chat it proposes nothing.
+    def session(memory, question, **options):
+        config = BENCH_PRESETS["full"].with_options("session", **options)
+        return _request(memory, config, question)[1].channel("session", 10)
+
+    question = "When did Melanie paint a sunrise?"
+    assert session(open_memory, question, chats=("speakers",)) == session(open_memory, question)
+    assert session(open_memory, question, chats=("roles",)) == []
+    chat = [
+        {"role": "user", "content": "My sister recommended a hotel called the Grand Lisboa."},
+        {"role": "assistant", "content": "For Lisbon I recommend the Hotel Avenida Palace."},
+    ]
+    with Memory(path=tmp_path / "chat.db", embedder=embedder) as memory:
+        memory.add_many(chat, user_id=USER.user_id, session_id="s1")
+        question = "Which hotel did my sister recommend?"
+        assert session(memory, question, chats=("roles",)) == session(memory, question) != []
+        assert session(memory, question, chats=("speakers",)) == []
+        with pytest.raises(InvalidInputError, match="chats"):
+            session(memory, question, chats=("people",))
+
+
 def test_prf_expands_the_query_with_terms_from_the_best_lexical_hits(open_memory):
     _, request = _request(open_memory, BENCH_PRESETS["full"], "What did Melanie paint?")
     expanded = request.channel("prf", 50)

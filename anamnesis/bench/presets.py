@@ -396,6 +396,9 @@ BENCH_PRESETS.update(
     {
         "default-pool-1": _NOW.with_(pool=1),
         "default-without-session": without(_NOW, channel="session"),
+        # The session channel between named people only (study "What the default would
+        # give up to cost 1.5x fast"): a candidate left to the issue's owner.
+        "default-session-named-chats": _NOW.with_options("session", chats=("speakers",)),
         "default-pool-1-no-session": without(_NOW, channel="session").with_(pool=1),
         "default-pool-1-no-prf": without(_NOW, channel="prf").with_(pool=1),
         "default-pool-1-lean": without(without(_NOW, channel="session"), channel="prf").with_(

@@ -42,7 +42,7 @@ from .hyde import hyde
 from .llm_decompose import llm_subqueries
 from .query import search_terms, words
 from .request import SearchRequest
-from .understanding import is_summary_request, named_speakers, strip_names
+from .understanding import CHAT_KINDS, chat_kind, is_summary_request, named_speakers, strip_names
 
 #: RRF constant used to merge one channel's per-sub-query or per-speaker lists.
 _MERGE_K = 60
@@ -410,7 +410,9 @@ def session(request: SearchRequest, limit: int) -> list[Candidate]:
     the turns it opens are those of the role the question addresses, as the role
     channels' are (default ``"all"``: every turn of the session). With
     ``stage_options["session"]["other_role"] = f`` the other side's turns score ``f``
-    times their score (default 1: as the addressed side's; 0 leaves them out)."""
+    times their score (default 1: as the addressed side's; 0 leaves them out). With
+    ``stage_options["session"]["chats"]``, only in those kinds of chat (``CHAT_KINDS``,
+    told by the seeds' roles: ``chat_kind``; default every kind)."""
     config = request.config
     if is_summary_request(request.analysis.text):
         return []  # a summary covers the whole conversation, not its best sessions
@@ -418,6 +420,12 @@ def session(request: SearchRequest, limit: int) -> list[Candidate]:
     if not seeds:
         return []
     where = turn_info(request, [i for i, _ in seeds])
+    options = request.options("session")
+    chats = options.get("chats", CHAT_KINDS)
+    if not isinstance(chats, (tuple, list)) or not set(chats) <= set(CHAT_KINDS):
+        raise InvalidInputError(f"session chats must be among {CHAT_KINDS}, got {chats!r}")
+    if chat_kind([where.get(i, NO_TURN)[3] is not None for i, _ in seeds]) not in chats:
+        return []
     per_session: dict[str, list[float]] = defaultdict(list)
     for episode_id, score in seeds:
         session_id = where.get(episode_id, NO_TURN)[0]
@@ -428,7 +436,6 @@ def session(request: SearchRequest, limit: int) -> list[Candidate]:
     totals = {s: sum(sorted(v, reverse=True)[:3]) for s, v in per_session.items()}
     best = sorted(totals, key=lambda s: (-totals[s], s))[: config.sessions]
     top = totals[best[0]]
-    options = request.options("session")
     filters = request.filters
     if options.get("role", "all") == "addressed":
         filters = _role_filters(request) or filters

@@ -46,7 +46,7 @@ from .fusion import Fused, standardise
 from .query import words
 from .request import SearchRequest
 from .resources import StageResources, TextCache, load_model_file
-from .understanding import only_asks
+from .understanding import CHAT_KINDS, chat_kind, only_asks
 
 #: How many of the best fused candidates the model reorders. The fused top 100 holds
 #: more of LoCoMo's evidence than the top 50, and a model over 100 gained recall@50 as
@@ -156,20 +156,14 @@ class RankerModel:
         return asdict(self)
 
 
-#: The kinds of chat with a model each: turns of named people (LoCoMo) or of a user and
-#: an assistant (LongMemEval, BEAM). The signals differ: who speaks matters in the
-#: first, the role in the second; one model for both lost recall on BEAM.
-CHAT_KINDS = ("speakers", "roles")
+#: The ranker has a model for each kind of chat (``CHAT_KINDS``). The signals differ: who
+#: speaks matters between named people, the role between a user and an assistant; one
+#: model for both lost recall on BEAM.
 #: The kinds the stage reorders unless told otherwise (``stage_options["chats"]``).
 #: Held out, the user–assistant model gains turn recall and the evidence within 2,000
 #: tokens, and loses LongMemEval's session ndcg (BENCHMARKS.md, "Learned ranker");
 #: ``("speakers",)`` keeps those chats in the fused order (``full-ranker-speakers``).
 DEFAULT_CHATS = CHAT_KINDS
-
-
-def chat_kind(has_role: Sequence[bool]) -> str:
-    """``"roles"`` when most of the candidates have a chat role, else ``"speakers"``."""
-    return "roles" if 2 * sum(has_role) > len(has_role) else "speakers"
 
 
 @lru_cache(maxsize=8)

@@ -70,6 +70,16 @@ _NOT_NAMES = STOPWORDS | {
 }
 
 
+#: The kinds of chat: turns of named people (LoCoMo, the hand-written chats) or of a user
+#: and an assistant (LongMemEval, BEAM). Some parts of the pipeline act on one kind only.
+CHAT_KINDS = ("speakers", "roles")
+
+
+def chat_kind(has_role: Sequence[bool]) -> str:
+    """``"roles"`` when most of the candidates have a chat role, else ``"speakers"``."""
+    return "roles" if 2 * sum(has_role) > len(has_role) else "speakers"
+
+
 def question_type(text: str) -> str:
     """``when``, ``how-many``, ``where``, ``who``, ``why``, ``how``, ``which``, ``what``,
     ``yes-no`` or ``other``, from the question's opening words."""
