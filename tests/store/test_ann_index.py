@@ -575,7 +575,6 @@ def _held_by_a_file_beside(path, vector: np.ndarray) -> list[str]:
     ]
 
 
-@pytest.mark.xfail(strict=True, reason="usearch keeps a removed node's vector")
 @pytest.mark.parametrize("mapped", [False, True], ids=["graph-in-memory", "graph-mapped"])
 def test_a_graph_saved_after_a_forget_holds_no_byte_of_the_erased_vector(path, monkeypatch, mapped):
     """usearch's remove frees a node but keeps its vector, and a save writes every
@@ -588,6 +587,7 @@ def test_a_graph_saved_after_a_forget_holds_no_byte_of_the_erased_vector(path, m
     secret = make_episode("the zanzibarquux password", scope=ALICE)
     secret_vector = unit_vectors(1, seed=42)[0]
     store.insert_episodes([secret], secret_vector[None, :])
+    _fill(store, rows=10, seed=3)  # the secret is not the last row
     store.warm_up()
     assert any(".ann." in name for name in _held_by_a_file_beside(path, secret_vector))
     if mapped:
@@ -599,7 +599,7 @@ def test_a_graph_saved_after_a_forget_holds_no_byte_of_the_erased_vector(path, m
     got = store.dense_search(secret_vector, ALICE, NO_FILTERS, 10)  # the removal applied
     assert secret.id not in _ids(got) and episodes[3].id not in _ids(got)
     store.close()
-    assert json.loads(ann_module.state_path(path).read_text())["count"] == ROWS - 1
+    assert json.loads(ann_module.state_path(path).read_text())["count"] == ROWS + 11 - 2
     assert _held_by_a_file_beside(path, secret_vector) == []
     assert _held_by_a_file_beside(path, unit_vectors(ROWS)[3]) == []
     assert _held_by_a_file_beside(path, unit_vectors(ROWS)[4]) != []  # a kept row is there
@@ -610,3 +610,31 @@ def test_a_graph_saved_after_a_forget_holds_no_byte_of_the_erased_vector(path, m
     assert secret.id not in _ids(got) and episodes[3].id not in _ids(got)
     assert store._ann._graph.view  # the graph saved at close, mapped
     store.close()
+
+
+def test_a_graph_saved_with_removed_nodes_unscrubbed_is_deleted_and_rebuilt(path, monkeypatch):
+    """A graph file saved before removed nodes were overwritten (its state does not say
+    ``scrubbed``) may hold erased vectors: the next open deletes it and builds anew."""
+    monkeypatch.setattr(dense_file, "MIN_ROWS", 100)  # the matrix saved, as a large store's
+    store = _open(path)
+    episodes = _fill(store)
+    store.warm_up()
+    store.forget(ALICE, Selection(episode_ids=(episodes[3].id,)))
+    erased = unit_vectors(ROWS)[3]
+    with monkeypatch.context() as older:
+        older.setattr(AnnIndex, "scrub", lambda self: None)  # as an older version saved
+        store.dense_search(erased, ALICE, NO_FILTERS, 5)
+        store.close()
+    state = json.loads(ann_module.state_path(path).read_text())
+    del state["scrubbed"]
+    ann_module.state_path(path).write_text(json.dumps(state))
+    assert any(".ann." in name for name in _held_by_a_file_beside(path, erased))
+    store = _open(path)
+    got = store.dense_search(erased, ALICE, NO_FILTERS, 5)
+    assert episodes[3].id not in _ids(got)
+    assert not any(".ann." in name for name in _held_by_a_file_beside(path, erased))
+    store.warm_up()
+    assert store._ann.ready
+    store.close()
+    assert json.loads(ann_module.state_path(path).read_text())["scrubbed"]
+    assert _held_by_a_file_beside(path, erased) == []
