@@ -14,7 +14,7 @@ from store_fixtures import DIM, make_episode, unit_vectors
 
 from anamnesis.store.base import Filters, Selection
 from anamnesis.store.index import ann as ann_module
-from anamnesis.store.index.ann import AnnIndex
+from anamnesis.store.index.ann import AnnIndex, AnnState
 from anamnesis.store.index.dense import _SCAN_BLOCK, AnnSettings, _cosines
 from anamnesis.store.sqlite import SQLiteStore, dense_file
 from anamnesis.store.sqlite import ann as sqlite_ann
@@ -638,3 +638,38 @@ def test_a_graph_saved_with_removed_nodes_unscrubbed_is_deleted_and_rebuilt(path
     store.close()
     assert json.loads(ann_module.state_path(path).read_text())["scrubbed"]
     assert _held_by_a_file_beside(path, erased) == []
+
+
+def test_a_scrubbed_graph_holds_no_removed_vector_and_searches_as_before(tmp_path):
+    """``scrub`` overwrites every removed node (usearch reuses them for its
+    placeholders, then frees them again): the saved file holds no removed row's vector
+    and every kept row's, searches return live rows only, recall is kept, and rows
+    added afterwards take the freed nodes."""
+    vectors = unit_vectors(ROWS, seed=1)
+    rowids = np.arange(1, ROWS + 1)
+    graph = AnnIndex(DIM)
+    graph.add(rowids, vectors)
+    removed = np.arange(1, ROWS + 1, 10)  # a tenth of the rows
+    graph.remove(removed)
+    queries = unit_vectors(30, seed=2)
+    live = np.setdiff1d(rowids, removed)
+
+    def recall() -> float:
+        scores = queries @ vectors[live - 1].T
+        found = [set(graph.search(q, 50).tolist()) for q in queries]
+        assert all(f <= set(live.tolist()) for f in found)  # no removed row, no placeholder
+        exact = [set(live[np.argsort(-s)[:50]].tolist()) for s in scores]
+        return float(np.mean([len(e & f) / 50 for e, f in zip(exact, found, strict=True)]))
+
+    before = recall()
+    assert graph.removed_nodes() == len(removed)
+    graph.save(tmp_path / "memory.db", AnnState(DIM, "1", ROWS, len(live), "-"))
+    assert graph.removed_nodes() == len(removed) and len(graph) == len(live)
+    assert recall() >= before - 0.01
+    (saved,) = [f for f in tmp_path.iterdir() if not f.name.endswith(".json")]
+    data = saved.read_bytes()
+    assert not [r for r in removed if vectors[r - 1].astype(np.float16).tobytes() in data]
+    assert all(vectors[r - 1].astype(np.float16).tobytes() in data for r in live[:100])
+    assert json.loads(ann_module.state_path(tmp_path / "memory.db").read_text())["scrubbed"]
+    graph.add(np.arange(ROWS + 1, ROWS + 11), unit_vectors(10, seed=3))
+    assert graph.removed_nodes() == len(removed) - 10

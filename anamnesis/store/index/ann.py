@@ -142,7 +142,6 @@ class AnnIndex:
             raise ValueError("a mapped graph is read-only; use materialised() first")
         count = self.removed_nodes() if self.unscrubbed else 0
         if count:
-            nodes = self._index.stats.nodes
             keys = np.arange(PLACEHOLDER_KEY, PLACEHOLDER_KEY + count, dtype=np.uint64)
             expansion = self._index.expansion_add
             self._index.expansion_add = PLACEHOLDER_EXPANSION
@@ -151,7 +150,7 @@ class AnnIndex:
             finally:
                 self._index.expansion_add = expansion
                 self._index.remove(keys)
-            if self._index.stats.nodes != nodes:  # a placeholder took a new node, not a removed one
+            if self.removed_nodes() != count:  # a placeholder took a new node, not a removed one
                 raise RuntimeError("the graph's removed nodes could not all be overwritten")
         self.unscrubbed = False
 
