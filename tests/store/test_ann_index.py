@@ -14,7 +14,7 @@ from store_fixtures import DIM, make_episode, unit_vectors
 
 from anamnesis.store.base import Filters, Selection
 from anamnesis.store.index import ann as ann_module
-from anamnesis.store.index.ann import AnnIndex
+from anamnesis.store.index.ann import AnnIndex, AnnState
 from anamnesis.store.index.dense import _SCAN_BLOCK, AnnSettings, _cosines
 from anamnesis.store.sqlite import SQLiteStore, dense_file
 from anamnesis.store.sqlite import ann as sqlite_ann
@@ -561,3 +561,115 @@ def test_a_close_adds_no_more_than_view_exact_rows_to_a_mapped_graph(path, monke
     store.warm_up()
     assert len(store._ann._graph) == ROWS - 1 + 20
     store.close()
+
+
+def _held_by_a_file_beside(path, vector: np.ndarray) -> list[str]:
+    """The files beside the store (the store's own and every saved index, the graph
+    included) that hold ``vector``'s bytes in a precision a file keeps vectors in:
+    float32 (the store, the matrix) or half floats (the graph, ``GRAPH_DTYPE``)."""
+    needles = [vector.astype(np.float32).tobytes(), vector.astype(np.float16).tobytes()]
+    return [
+        file.name
+        for file in sorted(path.parent.glob(path.name + "*"))
+        if file.is_file() and any(needle in file.read_bytes() for needle in needles)
+    ]
+
+
+@pytest.mark.parametrize("mapped", [False, True], ids=["graph-in-memory", "graph-mapped"])
+def test_a_graph_saved_after_a_forget_holds_no_byte_of_the_erased_vector(path, monkeypatch, mapped):
+    """usearch's remove frees a node but keeps its vector, and a save writes every
+    node: the graph saved after a forget (here at close) must not hold the erased
+    row's vector, in memory or copied from the mapped file, nor any other file."""
+    assert ann_module.GRAPH_DTYPE == "f16"  # the precisions searched for below
+    monkeypatch.setattr(dense_file, "MIN_ROWS", 100)  # the matrix saved, as a large store's
+    store = _open(path)
+    episodes = _fill(store)
+    secret = make_episode("the zanzibarquux password", scope=ALICE)
+    secret_vector = unit_vectors(1, seed=42)[0]
+    store.insert_episodes([secret], secret_vector[None, :])
+    _fill(store, rows=10, seed=3)  # the secret is not the last row
+    store.warm_up()
+    assert any(".ann." in name for name in _held_by_a_file_beside(path, secret_vector))
+    if mapped:
+        store.close()
+        store = _open(path)
+        store.dense_search(secret_vector, ALICE, NO_FILTERS, 5)
+        assert store._ann._graph.view
+    store.forget(ALICE, Selection(episode_ids=(secret.id, episodes[3].id)))
+    got = store.dense_search(secret_vector, ALICE, NO_FILTERS, 10)  # the removal applied
+    assert secret.id not in _ids(got) and episodes[3].id not in _ids(got)
+    store.close()
+    assert json.loads(ann_module.state_path(path).read_text())["count"] == ROWS + 11 - 2
+    assert _held_by_a_file_beside(path, secret_vector) == []
+    assert _held_by_a_file_beside(path, unit_vectors(ROWS)[3]) == []
+    assert _held_by_a_file_beside(path, unit_vectors(ROWS)[4]) != []  # a kept row is there
+    for file in path.parent.glob(path.name + "*"):
+        assert b"zanzibarquux" not in file.read_bytes(), file.name
+    store = _open(path)
+    got = store.dense_search(secret_vector, ALICE, NO_FILTERS, 10)
+    assert secret.id not in _ids(got) and episodes[3].id not in _ids(got)
+    assert store._ann._graph.view  # the graph saved at close, mapped
+    store.close()
+
+
+def test_a_graph_saved_with_removed_nodes_unscrubbed_is_deleted_and_rebuilt(path, monkeypatch):
+    """A graph file saved before removed nodes were overwritten (its state does not say
+    ``scrubbed``) may hold erased vectors: the next open deletes it and builds anew."""
+    monkeypatch.setattr(dense_file, "MIN_ROWS", 100)  # the matrix saved, as a large store's
+    store = _open(path)
+    episodes = _fill(store)
+    store.warm_up()
+    store.forget(ALICE, Selection(episode_ids=(episodes[3].id,)))
+    erased = unit_vectors(ROWS)[3]
+    with monkeypatch.context() as older:
+        older.setattr(AnnIndex, "scrub", lambda self: None)  # as an older version saved
+        store.dense_search(erased, ALICE, NO_FILTERS, 5)
+        store.close()
+    state = json.loads(ann_module.state_path(path).read_text())
+    del state["scrubbed"]
+    ann_module.state_path(path).write_text(json.dumps(state))
+    assert any(".ann." in name for name in _held_by_a_file_beside(path, erased))
+    store = _open(path)
+    got = store.dense_search(erased, ALICE, NO_FILTERS, 5)
+    assert episodes[3].id not in _ids(got)
+    assert not any(".ann." in name for name in _held_by_a_file_beside(path, erased))
+    store.warm_up()
+    assert store._ann.ready
+    store.close()
+    assert json.loads(ann_module.state_path(path).read_text())["scrubbed"]
+    assert _held_by_a_file_beside(path, erased) == []
+
+
+def test_a_scrubbed_graph_holds_no_removed_vector_and_searches_as_before(tmp_path):
+    """``scrub`` overwrites every removed node (usearch reuses them for its
+    placeholders, then frees them again): the saved file holds no removed row's vector
+    and every kept row's, searches return live rows only, recall is kept, and rows
+    added afterwards take the freed nodes."""
+    vectors = unit_vectors(ROWS, seed=1)
+    rowids = np.arange(1, ROWS + 1)
+    graph = AnnIndex(DIM)
+    graph.add(rowids, vectors)
+    removed = np.arange(1, ROWS + 1, 10)  # a tenth of the rows
+    graph.remove(removed)
+    queries = unit_vectors(30, seed=2)
+    live = np.setdiff1d(rowids, removed)
+
+    def recall() -> float:
+        scores = queries @ vectors[live - 1].T
+        found = [set(graph.search(q, 50).tolist()) for q in queries]
+        assert all(f <= set(live.tolist()) for f in found)  # no removed row, no placeholder
+        exact = [set(live[np.argsort(-s)[:50]].tolist()) for s in scores]
+        return float(np.mean([len(e & f) / 50 for e, f in zip(exact, found, strict=True)]))
+
+    before = recall()
+    assert graph.removed_nodes() == len(removed)
+    graph.save(tmp_path / "memory.db", AnnState(DIM, "1", ROWS, len(live), "-"))
+    assert graph.removed_nodes() == len(removed) and len(graph) == len(live)
+    assert recall() >= before - 0.01
+    (saved,) = [f for f in tmp_path.iterdir() if not f.name.endswith(".json")]
+    data = saved.read_bytes()
+    assert not [r for r in removed if vectors[r - 1].astype(np.float16).tobytes() in data]
+    assert all(vectors[r - 1].astype(np.float16).tobytes() in data for r in live[:100])
+    assert json.loads(ann_module.state_path(tmp_path / "memory.db").read_text())["scrubbed"]
+    graph.add(np.arange(ROWS + 1, ROWS + 11), unit_vectors(10, seed=3))
+    assert graph.removed_nodes() == len(removed) - 10

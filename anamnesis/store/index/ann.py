@@ -47,6 +47,12 @@ PARALLEL_BUILD_ROWS = 50_000
 GRAPH_DTYPE = "f16"
 #: Bumped when the file layout or the settings above change: older files are rebuilt.
 FORMAT = 1
+#: Keys of the placeholders that overwrite removed nodes before a save: above every
+#: rowid (SQLite's are signed 64-bit), so no row has one.
+PLACEHOLDER_KEY = 2**63
+#: Insert expansion for those placeholders: they are removed at once, so the links
+#: they get do not matter and a narrow search to place them is enough.
+PLACEHOLDER_EXPANSION = 16
 
 
 def _usearch_index() -> Any:
@@ -76,6 +82,9 @@ class AnnState:
     fingerprint: str
     generation: str = ""
     format: int = FORMAT
+    #: The graph's removed nodes were overwritten before it was saved (``AnnIndex.save``);
+    #: False in files saved before that was done, whose removed nodes may hold vectors.
+    scrubbed: bool = False
 
     def matches(self, other: AnnState) -> bool:
         """Whether this graph's coverage is what the store holds up to the same rowid."""
@@ -112,16 +121,45 @@ class AnnIndex:
         )
         #: The largest rowid added: the store's rows above it are not in the graph.
         self.max_rowid = 0
+        #: Rows were removed since the last ``scrub``: removed nodes may hold their vectors.
+        self.unscrubbed = False
 
     def __len__(self) -> int:
         return len(self._index)
+
+    def removed_nodes(self) -> int:
+        """Nodes removed from the graph and not reused since: usearch keeps their
+        vectors, and a save writes them (``scrub``)."""
+        return int(self._index.stats.nodes) - len(self._index)
+
+    def scrub(self) -> None:
+        """Overwrite the vector of every removed node, if a row was removed since the
+        last scrub (or the graph was loaded from a file saved without one): add as many
+        placeholders (zero vectors, under keys no row has) as there are removed nodes,
+        which usearch puts in those nodes, then remove them. No search sees them: the
+        store's lock is held, and a key that is no row's is dropped anyway."""
+        if self.view:
+            raise ValueError("a mapped graph is read-only; use materialised() first")
+        count = self.removed_nodes() if self.unscrubbed else 0
+        if count:
+            keys = np.arange(PLACEHOLDER_KEY, PLACEHOLDER_KEY + count, dtype=np.uint64)
+            expansion = self._index.expansion_add
+            self._index.expansion_add = PLACEHOLDER_EXPANSION
+            try:
+                self._index.add(keys, np.zeros((count, self.dim), dtype=np.float32), threads=1)
+            finally:
+                self._index.expansion_add = expansion
+                self._index.remove(keys)
+            if self.removed_nodes() != count:  # a placeholder took a new node, not a removed one
+                raise RuntimeError("the graph's removed nodes could not all be overwritten")
+        self.unscrubbed = False
 
     def materialised(self) -> AnnIndex:
         """A copy in memory that can be changed (this graph itself when not a view)."""
         if not self.view:
             return self
         copy = AnnIndex(self.dim, self._index.copy())
-        copy.max_rowid = self.max_rowid
+        copy.max_rowid, copy.unscrubbed = self.max_rowid, self.unscrubbed
         return copy
 
     @staticmethod
@@ -149,6 +187,7 @@ class AnnIndex:
         keys = [int(r) for r in rowids if self._index.contains(int(r))]
         if keys:
             self._index.remove(keys)
+            self.unscrubbed = True
 
     def search(self, vector: np.ndarray, count: int) -> np.ndarray:
         """Rowids of about the ``count`` nearest rows, nearest first."""
@@ -161,8 +200,10 @@ class AnnIndex:
         return np.asarray(found.keys, dtype=np.int64)
 
     def save(self, store_path: Path, state: AnnState) -> None:
-        """Persist the graph beside the store: the graph under a new generation, then
-        the state naming it (atomically), then older generations are removed."""
+        """Persist the graph beside the store: the graph under a new generation, with
+        no vector of a removed row (``scrub``), then the state naming it (atomically),
+        then older generations are removed."""
+        self.scrub()
         generation = uuid.uuid4().hex[:12]
         graph = store_path.with_name(f"{store_path.name}.ann.{generation}")
         self._index.save(str(graph))
@@ -170,7 +211,8 @@ class AnnIndex:
         target = state_path(store_path)
         temporary = target.with_name(target.name + ".tmp")
         with open(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as out:
-            json.dump(asdict(AnnState(**{**asdict(state), "generation": generation})), out)
+            saved = {**asdict(state), "generation": generation, "scrubbed": True}
+            json.dump(asdict(AnnState(**saved)), out)
             out.flush()
             os.fsync(out.fileno())
         os.replace(temporary, target)
@@ -195,5 +237,5 @@ class AnnIndex:
         if index is None or index.ndim != state.dim or len(index) != state.count:
             return None
         loaded = cls(state.dim, index, view=view)
-        loaded.max_rowid = state.max_rowid
+        loaded.max_rowid, loaded.unscrubbed = state.max_rowid, not state.scrubbed
         return loaded, state
