@@ -152,3 +152,22 @@ def make_episode(
         content_hash=content_hash or f"hash-{content}",
         turn_index=turn_index,
     )
+
+
+def sqlite_steps(store: Any, action: Callable[[], Any]) -> tuple[int, Any]:
+    """The SQLite virtual-machine steps (in units of 100) that ``action()`` spends on the
+    store's connection, and what it returns: a cost that does not depend on the
+    machine's load."""
+    count = 0
+
+    def tick() -> int:
+        nonlocal count
+        count += 1
+        return 0
+
+    store._conn.set_progress_handler(tick, 100)
+    try:
+        result = action()
+    finally:
+        store._conn.set_progress_handler(None, 0)
+    return count, result

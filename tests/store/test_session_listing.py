@@ -3,6 +3,8 @@ consolidation lists every session of a scope, one after another, to summarise it
 
 from __future__ import annotations
 
+from store_fixtures import sqlite_steps
+
 from anamnesis import Memory
 from anamnesis.embed import get_embedder
 from anamnesis.types import Scope
@@ -11,19 +13,9 @@ from anamnesis.types import Scope
 def steps_of_listing(memory: Memory, scope: Scope) -> tuple[int, list[str]]:
     """SQLite virtual-machine steps (in units of 100) spent listing ``scope``, and the
     ids listed."""
-    store = memory.store
-    count = 0
-
-    def tick() -> int:
-        nonlocal count
-        count += 1
-        return 0
-
-    store._conn.set_progress_handler(tick, 100)  # type: ignore[attr-defined]
-    try:
-        page, total = store.list_episodes(scope, limit=100, offset=0)
-    finally:
-        store._conn.set_progress_handler(None, 0)  # type: ignore[attr-defined]
+    count, (page, total) = sqlite_steps(
+        memory.store, lambda: memory.store.list_episodes(scope, limit=100, offset=0)
+    )
     assert total == len(page)
     return count, [e.content for e in page]
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from store_fixtures import sqlite_steps
+
 from anamnesis import Memory
 from anamnesis.embed import get_embedder
 from anamnesis.types import Scope
@@ -9,19 +11,9 @@ from anamnesis.types import Scope
 
 def steps_of_lookup(memory: Memory, hashes: list[str]) -> int:
     """SQLite virtual-machine steps (in units of 100) spent by one hash lookup."""
-    store = memory.store
-    count = 0
-
-    def tick() -> int:
-        nonlocal count
-        count += 1
-        return 0
-
-    store._conn.set_progress_handler(tick, 100)  # type: ignore[attr-defined]
-    try:
-        store.vectors_for_hashes(hashes, Scope(user_id="u"))
-    finally:
-        store._conn.set_progress_handler(None, 0)  # type: ignore[attr-defined]
+    count, _ = sqlite_steps(
+        memory.store, lambda: memory.store.vectors_for_hashes(hashes, Scope(user_id="u"))
+    )
     return count
 
 

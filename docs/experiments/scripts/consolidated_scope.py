@@ -24,6 +24,8 @@ import sys
 import time
 from pathlib import Path
 
+from scale_default import distinct_turns  # the script beside this one
+
 from anamnesis import Memory
 from anamnesis.bench import datasets
 from anamnesis.bench.presets import BENCH_PRESETS
@@ -36,19 +38,8 @@ DATA = Path(__file__).parents[3] / ".." / "shared" / "data" / "longmemeval_s_dev
 
 
 def build(size: int, path: str) -> None:
-    dataset = datasets.load("longmemeval", str(DATA))
-    seen: set[tuple[str, str]] = set()
-    messages = []
-    for case in dataset.cases:
-        for message in case.messages:
-            key = (message["session_id"], message["metadata"]["turn_id"])
-            if key not in seen:
-                seen.add(key)
-                messages.append(message)
-        if len(messages) >= size:
-            break
     with Memory(path=path, embedder=get_embedder("edge")) as memory:
-        memory.add_many(messages[:size], user_id="u")
+        memory.add_many(distinct_turns(str(DATA), size), user_id="u")
 
 
 def consolidate(path: str) -> None:

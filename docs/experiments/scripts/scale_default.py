@@ -28,7 +28,9 @@ from anamnesis.types import Scope
 CONFIGS = ("hybrid", "default")
 
 
-def main(size: int, queries: int, data: str, configs: tuple[str, ...] = CONFIGS) -> None:
+def distinct_turns(data: str, size: int) -> list[dict]:
+    """The first ``size`` distinct turns of the LongMemEval file ``data`` (a turn is
+    kept once however many haystacks hold it)."""
     dataset = datasets.load("longmemeval", data)
     seen: set[tuple[str, str]] = set()
     messages = []
@@ -40,6 +42,12 @@ def main(size: int, queries: int, data: str, configs: tuple[str, ...] = CONFIGS)
                 messages.append(message)
         if len(messages) >= size:
             break
+    return messages[:size]
+
+
+def main(size: int, queries: int, data: str, configs: tuple[str, ...] = CONFIGS) -> None:
+    dataset = datasets.load("longmemeval", data)
+    messages = distinct_turns(data, size)
     with tempfile.TemporaryDirectory(dir=Path.cwd()) as folder:
         memory = Memory(path=Path(folder) / "memory.db", embedder=get_embedder("edge"))
         memory.add_many(messages[:size], user_id="u")
