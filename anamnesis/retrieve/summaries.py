@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from ..store.base import Candidate, Store
-from ..store.index.dense import _cosines as scan_cosines
+from ..store.index.dense import scan_cosines
 from ..store.shared.derived import DERIVED_EPOCH
 from ..types import Scope
 from .query import words

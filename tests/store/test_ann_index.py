@@ -15,7 +15,7 @@ from store_fixtures import DIM, make_episode, unit_vectors
 from anamnesis.store.base import Filters, Selection
 from anamnesis.store.index import ann as ann_module
 from anamnesis.store.index.ann import AnnIndex, AnnState
-from anamnesis.store.index.dense import _SCAN_BLOCK, AnnSettings, _cosines
+from anamnesis.store.index.dense import _SCAN_BLOCK, AnnSettings, scan_cosines
 from anamnesis.store.sqlite import SQLiteStore, dense_file
 from anamnesis.store.sqlite import ann as sqlite_ann
 from anamnesis.store.sqlite.ann import SQLiteAnn
@@ -369,7 +369,7 @@ def test_an_exact_scan_in_blocks_scores_as_one_product():
         matrix = rng.standard_normal((rows, 32)).astype(np.float32)
         query = rng.standard_normal(32).astype(np.float32)
         expected = np.array([float(np.dot(row, query)) for row in matrix], dtype=np.float32)
-        np.testing.assert_allclose(_cosines(matrix, query), expected, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(scan_cosines(matrix, query), expected, rtol=1e-5, atol=1e-6)
 
 
 def test_small_graphs_are_built_on_one_thread_large_ones_on_every_core():

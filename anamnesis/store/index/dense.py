@@ -695,11 +695,11 @@ class DenseIndex:
                 return found
         self.exact_searches += 1
         if rows.size == self._size:  # the whole index is in scope: no gather needed
-            scores = _cosines(self._matrix[: self._size], query)
+            scores = scan_cosines(self._matrix[: self._size], query)
         elif rows.size < _SUBSET_FRACTION * self._size:
-            scores = _cosines(self._matrix[rows], query)
+            scores = scan_cosines(self._matrix[rows], query)
         else:
-            scores = _cosines(self._matrix[: self._size], query)[rows]
+            scores = scan_cosines(self._matrix[: self._size], query)[rows]
         return self._top(rows, scores, limit)
 
     def _top(self, rows: np.ndarray, scores: np.ndarray, limit: int) -> list[tuple[int, float]]:
@@ -817,7 +817,7 @@ def _id_bytes(episode_id: str) -> bytes:
     return encoded
 
 
-def _cosines(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:
+def scan_cosines(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:
     """``matrix @ query`` in blocks of ``_SCAN_BLOCK`` rows, on this thread: the numbers
     single-threaded BLAS gives (threaded BLAS may round a row's last bit otherwise)."""
     if len(matrix) <= _SCAN_BLOCK:
