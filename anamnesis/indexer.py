@@ -19,6 +19,7 @@ from collections import defaultdict
 
 import numpy as np
 
+from .background import BackgroundThread
 from .embed import Embedder
 from .errors import IndexingError, StoreLockedError
 from .ingest.normalise import embedding_text
@@ -35,7 +36,7 @@ EMBED_CHUNK = 64
 LOCKED_RETRY = 0.5
 
 
-class VectorIndexer:
+class VectorIndexer(BackgroundThread):
     """Writes the vectors of the store's pending episodes, oldest first, until none is
     left; woken by ``notify`` when a write adds more."""
 
@@ -54,13 +55,6 @@ class VectorIndexer:
         self.error: BaseException | None = None
         self._thread = threading.Thread(target=self._loop, name="anamnesis-index", daemon=True)
         self._thread.start()
-
-    @property
-    def state(self) -> str:
-        """``running``, ``stopped`` or ``failed: <error>``."""
-        if self.error is not None:
-            return f"failed: {self.error}"
-        return "running" if self._thread.is_alive() else "stopped"
 
     def notify(self) -> None:
         """Note that episodes were stored without vectors (indexed at once)."""

@@ -32,7 +32,7 @@ PACKAGE = Path(anamnesis.__file__).parent
 #: name under ``anamnesis`` (``""`` is the package itself, ``anamnesis/__init__.py``).
 #: A module may import from its own layer and the layers listed before it.
 LAYERS: list[tuple[str, set[str]]] = [
-    ("foundation", {"types", "errors", "config", "version", "tokens", "offline"}),
+    ("foundation", {"types", "errors", "config", "version", "tokens", "offline", "background"}),
     ("models", {"embed", "llm"}),
     # Pure functions over incoming text (normalise, time parsing, salience, the gate's
     # rules); the store parses times with it, and the facade persists what it admits.

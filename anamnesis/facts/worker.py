@@ -14,12 +14,13 @@ import threading
 import warnings
 from collections.abc import Callable, Iterable
 
+from ..background import BackgroundThread
 from ..errors import ConsolidationError
 from ..store.base import fact_scope
 from ..types import Scope
 
 
-class ConsolidationWorker:
+class ConsolidationWorker(BackgroundThread):
     """Consolidates the scopes that receive episodes, every ``interval`` seconds."""
 
     def __init__(
@@ -45,13 +46,6 @@ class ConsolidationWorker:
             target=self._loop, name="anamnesis-consolidate", daemon=True
         )
         self._thread.start()
-
-    @property
-    def state(self) -> str:
-        """``running``, ``stopped`` or ``failed: <error>``."""
-        if self.error is not None:
-            return f"failed: {self.error}"
-        return "running" if self._thread.is_alive() else "stopped"
 
     def notify(self, scope: Scope) -> None:
         """Note that ``scope`` received episodes (consolidated at the next cycle)."""
