@@ -12,16 +12,20 @@ run in parallel against one database.
 
 from __future__ import annotations
 
+import json
 import os
+import random
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 import numpy as np
 import pytest
 
+from anamnesis.retrieve.query import search_terms
 from anamnesis.types import Episode, Scope
 
 POSTGRES_URL_ENV = "ANAMNESIS_TEST_POSTGRES_URL"
@@ -30,6 +34,7 @@ DIM = 16
 BACKENDS = ("sqlite", "postgres")
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 DEFAULT_SCOPE = Scope("alice")
+LOCOMO_FIXTURE = Path(__file__).parent / "fixtures" / "locomo_conv26_sessions1-4.json"
 
 
 def postgres_url_or_skip() -> str:
@@ -171,3 +176,20 @@ def sqlite_steps(store: Any, action: Callable[[], Any]) -> tuple[int, Any]:
     finally:
         store._conn.set_progress_handler(None, 0)
     return count, result
+
+
+def locomo_word_corpus() -> tuple[list[str], list[str], list[list[str]]]:
+    """Texts and queries for comparing a lexical ranking with a reference's: the 76
+    real turns of the LoCoMo fixture; 124 sentences of 4-40 words recombined from them
+    (so that term and document frequencies and lengths vary); and the queries, the
+    fixture's questions as the retriever sends them plus 30 single words of varied
+    frequency."""
+    data = json.loads(LOCOMO_FIXTURE.read_text())
+    conv = data["conversation"]
+    turns = [t["text"] for n in range(1, 5) for t in conv[f"session_{n}"]]
+    rng = random.Random(7)
+    words = [w for t in turns for w in t.split()]
+    mixed = [" ".join(rng.choice(words) for _ in range(rng.randint(4, 40))) for _ in range(124)]
+    queries = [search_terms(q["question"]) for q in data["qa"]]
+    queries += [[w] for w in search_terms(" ".join(turns))[:90:3]]
+    return turns, mixed, queries

@@ -3,13 +3,9 @@ stays exact through appends, updates and deletes by this process or another one.
 
 from __future__ import annotations
 
-import json
-import random
-from pathlib import Path
-
 import numpy as np
 import pytest
-from store_fixtures import DIM, make_episode, unit_vectors
+from store_fixtures import DIM, locomo_word_corpus, make_episode, unit_vectors
 
 from anamnesis.retrieve.query import search_terms
 from anamnesis.store.base import Candidate, Filters
@@ -20,7 +16,6 @@ from anamnesis.store.sqlite import lexical as sqlite_lexical
 from anamnesis.store.sqlite.erasure import TOKENIZE
 from anamnesis.types import Scope
 
-FIXTURE = Path(__file__).parent.parent / "fixtures" / "locomo_conv26_sessions1-4.json"
 CONVERSATION = Scope("conv-26", session_id="s1")
 OTHER_SESSION = Scope("conv-26", session_id="s2")
 OTHER_TENANT = Scope("bob", agent_id="helper")
@@ -29,19 +24,12 @@ NO_FILTERS = Filters()
 
 def _corpus() -> tuple[list, list[list[str]]]:
     """The 76 real LoCoMo turns in one scope; 124 sentences recombined from them in two
-    others (so that document frequencies, lengths and N span tenants); and the queries:
-    the fixture's questions as the retriever sends them, plus 30 single words."""
-    data = json.loads(FIXTURE.read_text())
-    conv = data["conversation"]
-    turns = [t["text"] for n in range(1, 5) for t in conv[f"session_{n}"]]
-    rng = random.Random(7)
-    words = [w for t in turns for w in t.split()]
-    mixed = [" ".join(rng.choice(words) for _ in range(rng.randint(4, 40))) for _ in range(124)]
+    others (so that document frequencies, lengths and N span tenants); and the queries
+    (``locomo_word_corpus``)."""
+    turns, mixed, queries = locomo_word_corpus()
     episodes = [make_episode(t, scope=CONVERSATION) for t in turns]
     episodes += [make_episode(t, scope=OTHER_SESSION) for t in mixed[:40]]
     episodes += [make_episode(t, scope=OTHER_TENANT) for t in mixed[40:]]
-    queries = [search_terms(q["question"]) for q in data["qa"]]
-    queries += [[w] for w in search_terms(" ".join(turns))[:90:3]]
     return episodes, queries
 
 

@@ -3,11 +3,9 @@ statistics stay exact through every write, migration and concurrent writer."""
 
 from __future__ import annotations
 
-import json
 import random
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
-from pathlib import Path
 
 import numpy as np
 import psycopg
@@ -15,12 +13,12 @@ import pytest
 from store_fixtures import (  # noqa: F401  (fixtures are found by their registered names)
     DIM,
     T0,
+    locomo_word_corpus,
     make_episode,
     postgres_schema_url_fixture,
     unit_vectors,
 )
 
-from anamnesis.retrieve.query import search_terms
 from anamnesis.store.base import Filters, Selection
 from anamnesis.store.postgres import PostgresStore, lexical, search
 from anamnesis.store.postgres.lexical import any_lexeme, token_count
@@ -28,7 +26,6 @@ from anamnesis.store.postgres.schema import MIGRATIONS
 from anamnesis.store.sqlite import SQLiteStore
 from anamnesis.types import Scope
 
-FIXTURE = Path(__file__).parent.parent / "fixtures" / "locomo_conv26_sessions1-4.json"
 CONVERSATION = Scope("conv-26", session_id="s1")
 OTHER_TENANT = Scope("bob", agent_id="helper")
 
@@ -41,23 +38,12 @@ def pg(postgres_schema_url):
 
 
 def _corpus() -> tuple[list, list[list[str]]]:
-    """200 episodes in two tenants, and the queries to run on them.
-
-    The first tenant holds the 76 real turns of the LoCoMo fixture; the second 124
-    sentences of 4-40 words recombined from them, so that term and document
-    frequencies and lengths vary and N counts both tenants. Queries: the fixture's 35
-    questions as the retriever sends them, and 30 single words of varied frequency.
-    """
-    data = json.loads(FIXTURE.read_text())
-    conv = data["conversation"]
-    turns = [t["text"] for n in range(1, 5) for t in conv[f"session_{n}"]]
-    rng = random.Random(7)
-    words = [w for t in turns for w in t.split()]
-    mixed = [" ".join(rng.choice(words) for _ in range(rng.randint(4, 40))) for _ in range(124)]
+    """200 episodes in two tenants, and the queries to run on them: the 76 real turns
+    of the LoCoMo fixture in the first, the 124 recombined sentences in the second, so
+    that N counts both tenants (``locomo_word_corpus``)."""
+    turns, mixed, queries = locomo_word_corpus()
     episodes = [make_episode(t, scope=CONVERSATION) for t in turns]
     episodes += [make_episode(t, scope=OTHER_TENANT) for t in mixed]
-    queries = [search_terms(q["question"]) for q in data["qa"]]
-    queries += [[w] for w in search_terms(" ".join(turns))[:90:3]]
     return episodes, queries
 
 

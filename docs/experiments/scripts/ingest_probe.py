@@ -123,6 +123,17 @@ def e2e(path: str, count: int, backend: str, name: str = "minilm") -> None:
     )
 
 
+def _fresh_memory(path: str, count: int, mode: str) -> tuple[list, Memory]:
+    """``count`` turns of ``path`` and a new Memory (MiniLM, warmed) indexing by ``mode``."""
+    messages = turns(path, count)
+    embedder = get_embedder("minilm")
+    embedder.embed_documents(["warm up"])
+    memory = Memory(
+        path=Path(tempfile.mkdtemp()) / "m.db", embedder=embedder, indexing=mode, warm=False
+    )
+    return messages, memory
+
+
 def indexing(path: str, count: int, mode: str) -> None:
     """``mode``: ``sync``, ``background``, or ``background:B`` (B episodes per indexer
     transaction instead of ``INDEX_BATCH``)."""
@@ -131,12 +142,7 @@ def indexing(path: str, count: int, mode: str) -> None:
     mode, _, size = mode.partition(":")
     if size:
         anamnesis.indexer.INDEX_BATCH = int(size)
-    messages = turns(path, count)
-    embedder = get_embedder("minilm")
-    embedder.embed_documents(["warm up"])
-    memory = Memory(
-        path=Path(tempfile.mkdtemp()) / "m.db", embedder=embedder, indexing=mode, warm=False
-    )
+    messages, memory = _fresh_memory(path, count, mode)
     load = os.getloadavg()[0]
     wall, cpu, main = time.perf_counter(), time.process_time(), time.thread_time()
     memory.add_many(messages, user_id="u")
@@ -166,12 +172,7 @@ def indexing(path: str, count: int, mode: str) -> None:
 
 
 def adds(path: str, count: int, mode: str) -> None:
-    messages = turns(path, count)
-    embedder = get_embedder("minilm")
-    embedder.embed_documents(["warm up"])
-    memory = Memory(
-        path=Path(tempfile.mkdtemp()) / "m.db", embedder=embedder, indexing=mode, warm=False
-    )
+    messages, memory = _fresh_memory(path, count, mode)
     load = os.getloadavg()[0]
     latencies = []
     start = time.perf_counter()
