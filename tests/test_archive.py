@@ -8,6 +8,8 @@ trip on both backends is in ``tests/store/test_contract.py``.
 from __future__ import annotations
 
 import json
+import sqlite3
+from contextlib import closing
 
 import numpy as np
 import pytest
@@ -16,6 +18,7 @@ from click.testing import CliRunner
 from anamnesis import Memory, NotFoundError
 from anamnesis.cli import main
 from anamnesis.embed import get_embedder
+from anamnesis.store.shared import forget as forget_sql
 from anamnesis.store.sqlite import SQLiteStore
 from anamnesis.types import Scope
 
@@ -88,7 +91,7 @@ def test_archive_and_restore_stay_in_scope(memory) -> None:
 def test_archive_is_write_ahead_and_a_cut_move_is_finished_later(memory, monkeypatch) -> None:
     first, second = memory.add(["the harbour was quiet", "the tide was high"], user_id="ana")
 
-    def killed(self, scope):  # the process dies after the copy is committed
+    def killed(self, scope, batch=None):  # the process dies after the copy is committed
         raise KeyboardInterrupt
 
     with monkeypatch.context() as patch:
@@ -104,6 +107,40 @@ def test_archive_is_write_ahead_and_a_cut_move_is_finished_later(memory, monkeyp
     assert [e.content for e in memory.get_all(user_id="ana").items] == ["the tide was low"]
     assert memory.restore(user_id="ana") == [first.id]
     assert memory.get_all(user_id="ana").total == 2
+
+
+def test_a_large_archive_moves_in_batches_each_whole_and_a_cut_one_is_finished_later(
+    memory, monkeypatch
+) -> None:
+    added = memory.add([f"note number {i}" for i in range(5)], user_id="ana")
+    before = {e.id: snapshot(memory, e.id) for e in added}
+    monkeypatch.setattr(forget_sql, "ARCHIVE_BATCH", 2)
+    leave = SQLiteStore._leave_hot_indexes
+    calls = []
+
+    def killed_in_second_batch(self, scope, batch=None):
+        calls.append(batch)
+        if len(calls) == 2:  # the process dies after the second batch's copy
+            raise KeyboardInterrupt
+        return leave(self, scope, batch)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(SQLiteStore, "_leave_hot_indexes", killed_in_second_batch)
+        with pytest.raises(KeyboardInterrupt):
+            memory.archive(user_id="ana")
+    # The first batch moved whole; the rest is hot and intact, the second batch's
+    # copies committed beside it.
+    assert [len(batch.episode_ids) for batch in calls] == [2, 2]
+    assert memory.get_all(user_id="ana").total == 3
+    with closing(sqlite3.connect(memory.store.path)) as conn:
+        assert conn.execute("SELECT COUNT(*) FROM archived_episodes").fetchone() == (4,)
+    assert sorted(memory.archive(user_id="ana")) == sorted(e.id for e in added[2:])
+    assert memory.get_all(user_id="ana").total == 0
+    assert sorted(memory.restore(user_id="ana")) == sorted(e.id for e in added)
+    for episode_id, (episode, history, vector, times) in before.items():
+        again = snapshot(memory, episode_id)
+        assert again[0] == episode and again[1] == history and again[3] == times
+        np.testing.assert_array_equal(again[2], vector)
 
 
 def test_forget_reaches_archived_episodes(memory) -> None:

@@ -159,12 +159,9 @@ class LifecycleVerbs(MemoryState):
         scope = self._scope(user_id, agent_id, session_id)
         rule = _policy(policy)
         weak: list[str] = []
-        offset: int | None = 0
-        while offset is not None:
-            page, total = self._store.list_episodes(scope, limit=DECAY_PAGE, offset=offset)
+        for page in self._store.scope_pages(scope, DECAY_PAGE):
             strengths = self._strengths(page, scope, now, rule)
             weak += [i for i, value in strengths.items() if value < rule.archive_below]
-            offset = offset + len(page) if page and offset + len(page) < total else None
         if dry_run or not weak:
             return weak
         return self._store.archive(scope, Selection(episode_ids=tuple(weak)), datetime.now(UTC))

@@ -514,6 +514,12 @@ class Store(Protocol):
         """A page of episodes in event-time order, and the total in scope."""
         ...
 
+    def scope_pages(self, scope: Scope, size: int) -> Iterator[list[Episode]]:
+        """Every episode of ``scope``, in pages of at most ``size``, in the order they
+        were stored. Each page is read by key after the last, so a page costs the same
+        however many came before it (``list_episodes``' offsets walk them all)."""
+        ...
+
     def episode_versions(self, episode_id: str, scope: Scope) -> list[EpisodeVersion]:
         """Prior versions of an episode, oldest first, each with the time an update
         replaced it (``changed_at``)."""

@@ -287,6 +287,20 @@ def test_list_episodes_pages_in_event_time_order(store):
     assert store.list_episodes(BOB, limit=10, offset=0) == ([], 0)
 
 
+def test_scope_pages_read_every_episode_of_the_scope_once_in_storage_order(store):
+    episodes = [make_episode(f"e{i}", scope=ALICE if i % 3 else BOB) for i in range(11)]
+    add(store, episodes)
+    pages = list(store.scope_pages(ALICE, 3))
+    assert [len(page) for page in pages] == [3, 3, 1]
+    assert [e.id for page in pages for e in page] == [
+        e.id for e in episodes if e.user_id == "alice"
+    ]
+    assert [e.id for page in store.scope_pages(BOB, 100) for e in page] == [
+        e.id for e in episodes if e.user_id == "bob"
+    ]
+    assert list(store.scope_pages(Scope("nobody"), 3)) == []
+
+
 @pytest.mark.parametrize(
     "filters, expected",
     [

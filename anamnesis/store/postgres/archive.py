@@ -21,7 +21,7 @@ import psycopg
 
 from ...types import Episode, Scope
 from ..base import Filters, Selection
-from ..shared.forget import POSTGRES_SELECTION, selection_sql
+from ..shared.forget import POSTGRES_SELECTION, archive_in_batches, selection_sql
 from .lexical import count_episodes, token_count, uncount_episodes
 from .schema import insert_times, time_rows
 from .sql import EPISODE_COLUMNS, episode, filters_sql, scope_sql
@@ -43,6 +43,19 @@ class PostgresArchive:
     def archive(self, scope: Scope, selection: Selection, archived_at: datetime) -> list[str]:
         where, params = selection_sql(scope, selection, POSTGRES_SELECTION)
         with self._transaction() as conn:
+            chosen = [
+                r[0] for r in conn.execute(f"SELECT e.id FROM episodes e WHERE {where}", params)
+            ]
+        return archive_in_batches(
+            chosen,
+            lambda batch: self._copy_to_archive(scope, batch, archived_at),
+            lambda batch: self._leave_hot_indexes(scope, batch),
+        )
+
+    def _copy_to_archive(self, scope: Scope, batch: Selection, archived_at: datetime) -> None:
+        """The first step of archiving: the verbatim copies of ``batch``, committed."""
+        where, params = selection_sql(scope, batch, POSTGRES_SELECTION)
+        with self._transaction() as conn:
             conn.execute(
                 f"""INSERT INTO archived_episodes ({ARCHIVE_COLUMNS}, embedding, archived_at)
                     SELECT {EPISODE_COLUMNS}, e.embedding, %s FROM episodes e
@@ -51,12 +64,15 @@ class PostgresArchive:
                     ON CONFLICT (id) DO NOTHING""",
                 [archived_at, *params],
             )
-        return self._leave_hot_indexes(scope)
 
-    def _leave_hot_indexes(self, scope: Scope) -> list[str]:
-        """The second step of archiving: every episode of ``scope`` whose verbatim copy
-        is committed leaves the hot tables (a copy an update made stale is dropped)."""
-        where, params = scope_sql(scope)
+    def _leave_hot_indexes(self, scope: Scope, batch: Selection | None = None) -> list[str]:
+        """The second step of archiving: every episode of ``scope`` (of ``batch`` only,
+        when given) whose verbatim copy is committed leaves the hot tables (a copy an
+        update made stale is dropped)."""
+        if batch is None:
+            where, params = scope_sql(scope)
+        else:
+            where, params = selection_sql(scope, batch, POSTGRES_SELECTION)
         copied = f"""{where} AND EXISTS (SELECT 1 FROM archived_episodes a WHERE a.id = e.id
                        AND a.version = e.version AND a.content_hash = e.content_hash)"""
         with self._transaction() as conn:
@@ -72,6 +88,9 @@ class PostgresArchive:
                 conn.execute("DELETE FROM episode_times WHERE episode_id = ANY(%s)", [moved])
                 conn.execute(f"DELETE FROM episodes e WHERE {copied}", params)
             archived_where, archived_params = scope_sql(scope, alias="a")
+            if batch is not None:
+                archived_where += " AND a.id = ANY(%s)"
+                archived_params.append(list(batch.episode_ids or ()))
             conn.execute(
                 f"""DELETE FROM archived_episodes a WHERE {archived_where}
                     AND EXISTS (SELECT 1 FROM episodes e WHERE e.id = a.id)""",

@@ -232,6 +232,21 @@ class PostgresReads:
             ).fetchall()
         return times_by_episode(rows, lambda moment: moment)
 
+    def scope_pages(self, scope: Scope, size: int) -> Iterator[list[Episode]]:
+        where, params = scope_sql(scope)
+        last = 0
+        while True:
+            with self._transaction() as conn:
+                rows = conn.execute(
+                    f"SELECT e.rowid, {EPISODE_COLUMNS} FROM episodes e "
+                    f"WHERE {where} AND e.rowid > %s ORDER BY e.rowid LIMIT %s",
+                    [*params, last, size],
+                ).fetchall()
+            if not rows:
+                return
+            yield [episode(row[1:]) for row in rows]
+            last = rows[-1][0]
+
     def iter_episodes(self, batch_size: int = 1000) -> Iterator[tuple[Episode, np.ndarray | None]]:
         last = 0
         while True:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -37,6 +38,33 @@ class SelectionDialect:
     json_text: Callable[[str], str]
     #: SQLite's ``+col`` keeps its planner on the id key when ids are given.
     key_prefix: str = ""
+
+
+#: Episodes ``archive`` moves per pair of transactions: a large move lets other writers
+#: in between its batches instead of holding the write lock throughout.
+ARCHIVE_BATCH = 500
+
+
+def archive_in_batches(
+    episode_ids: Sequence[str],
+    copy: Callable[[Selection], None],
+    leave: Callable[[Selection | None], list[str]],
+    pause: float = 0.0,
+) -> list[str]:
+    """Archive ``episode_ids`` at most ``ARCHIVE_BATCH`` at a time, each batch in the
+    two write-ahead steps: ``copy`` commits its verbatim copies, then ``leave`` takes
+    the copied episodes out of the hot tables; ``pause`` seconds between batches leave
+    the write lock to writers waiting for it. Last, ``leave(None)`` finishes the moves
+    of the whole scope a killed process left between the two steps. Returns the ids
+    moved."""
+    moved: list[str] = []
+    for start in range(0, len(episode_ids), ARCHIVE_BATCH):
+        if start and pause:
+            time.sleep(pause)
+        batch = Selection(episode_ids=tuple(episode_ids[start : start + ARCHIVE_BATCH]))
+        copy(batch)
+        moved += leave(batch)
+    return moved + leave(None)
 
 
 def selection_sql(scope: Scope, selection: Selection, d: SelectionDialect) -> tuple[str, list[Any]]:

@@ -25,7 +25,7 @@ import numpy as np
 
 from ...types import Episode, Scope
 from ..base import Filters, Selection
-from ..shared.forget import SQLITE_SELECTION, selection_sql
+from ..shared.forget import SQLITE_SELECTION, archive_in_batches, selection_sql
 from .ann import SQLiteAnn
 from .driver import sqlite3
 from .lexical import SQLiteLexical
@@ -36,6 +36,12 @@ ARCHIVE_COLUMNS = (
     "id, user_id, agent_id, session_id, role, speaker, content, modality, event_time, "
     "recorded_at, metadata, content_hash, turn_index, version"
 )
+
+
+#: Seconds between two batches of a large archive: a writer of another process waits in
+#: SQLite's busy handler, which retries at intervals of up to a tenth of a second, so a
+#: shorter gap would let the next batch take the lock first, batch after batch.
+ARCHIVE_PAUSE = 0.1
 
 
 class SQLiteArchive:
@@ -58,6 +64,19 @@ class SQLiteArchive:
 
     def archive(self, scope: Scope, selection: Selection, archived_at: datetime) -> list[str]:
         where, params = selection_sql(scope, selection, SQLITE_SELECTION)
+        chosen = [
+            row[0] for row in self._read(f"SELECT e.id FROM episodes e WHERE {where}", params)
+        ]
+        return archive_in_batches(
+            chosen,
+            lambda batch: self._copy_to_archive(scope, batch, archived_at),
+            lambda batch: self._leave_hot_indexes(scope, batch),
+            ARCHIVE_PAUSE,
+        )
+
+    def _copy_to_archive(self, scope: Scope, batch: Selection, archived_at: datetime) -> None:
+        """The first step of archiving: the verbatim copies of ``batch``, committed."""
+        where, params = selection_sql(scope, batch, SQLITE_SELECTION)
         with self._write() as conn:
             conn.execute(
                 f"""INSERT INTO archived_episodes ({ARCHIVE_COLUMNS}, embedding, archived_at)
@@ -67,12 +86,15 @@ class SQLiteArchive:
                       AND NOT EXISTS (SELECT 1 FROM archived_episodes a WHERE a.id = e.id)""",
                 [archived_at.timestamp(), *params],
             )
-        return self._leave_hot_indexes(scope)
 
-    def _leave_hot_indexes(self, scope: Scope) -> list[str]:
-        """The second step of archiving: every episode of ``scope`` whose verbatim copy
-        is committed leaves the hot tables (a copy an update made stale is dropped)."""
-        where, params = scope_sql(scope)
+    def _leave_hot_indexes(self, scope: Scope, batch: Selection | None = None) -> list[str]:
+        """The second step of archiving: every episode of ``scope`` (of ``batch`` only,
+        when given) whose verbatim copy is committed leaves the hot tables (a copy an
+        update made stale is dropped)."""
+        if batch is None:
+            where, params = scope_sql(scope)
+        else:
+            where, params = selection_sql(scope, batch, SQLITE_SELECTION)
         copied = """EXISTS (SELECT 1 FROM archived_episodes a WHERE a.id = e.id
                        AND a.version = e.version AND a.content_hash = e.content_hash)"""
         with self._write() as conn:
@@ -83,7 +105,10 @@ class SQLiteArchive:
             if moved:
                 conn.execute(f"DELETE FROM episodes AS e WHERE {where} AND {copied}", params)
                 epochs = self._bump_epoch(conn, removed=[row[0] for row in moved])
-            archived_where, archived_params = scope_sql(scope, alias="a")
+            archived_where, archived_params = scope_sql(scope, alias="a", by_key=batch is not None)
+            if batch is not None:
+                archived_where += " AND a.id IN (SELECT value FROM json_each(?))"
+                archived_params.append(SQLITE_SELECTION.ids_param(batch.episode_ids or ()))
             conn.execute(
                 f"""DELETE FROM archived_episodes AS a WHERE {archived_where}
                     AND EXISTS (SELECT 1 FROM episodes e WHERE e.id = a.id)""",

@@ -704,6 +704,22 @@ class SQLiteReads:
             )
         return times_by_episode(rows, from_epoch)
 
+    def scope_pages(self, scope: Scope, size: int) -> Iterator[list[Episode]]:
+        # The scope written ``+col`` keeps the planner on the rowid key: pages walk the
+        # table once in all, where the scope's indexes would sort its rows per page.
+        where, params = scope_sql(scope, by_key=True)
+        last = 0
+        while True:
+            rows = self._read(
+                f"SELECT e.rowid, {EPISODE_COLUMNS} FROM episodes e "
+                f"WHERE {where} AND e.rowid > ? ORDER BY e.rowid LIMIT ?",
+                [*params, last, size],
+            )
+            if not rows:
+                return
+            yield [episode_from_row(row[1:]) for row in rows]
+            last = rows[-1][0]
+
     def iter_episodes(self, batch_size: int = 1000) -> Iterator[tuple[Episode, np.ndarray | None]]:
         last = 0
         while True:
