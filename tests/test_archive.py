@@ -109,7 +109,7 @@ def test_archive_is_write_ahead_and_a_cut_move_is_finished_later(memory, monkeyp
     assert memory.get_all(user_id="ana").total == 2
 
 
-def test_a_large_archive_moves_in_batches_each_whole_and_a_cut_one_is_finished_later(
+def test_a_large_archive_and_restore_move_in_batches_each_whole_and_a_cut_one_is_finished_later(
     memory, monkeypatch
 ) -> None:
     added = memory.add([f"note number {i}" for i in range(5)], user_id="ana")
@@ -136,7 +136,23 @@ def test_a_large_archive_moves_in_batches_each_whole_and_a_cut_one_is_finished_l
         assert conn.execute("SELECT COUNT(*) FROM archived_episodes").fetchone() == (4,)
     assert sorted(memory.archive(user_id="ana")) == sorted(e.id for e in added[2:])
     assert memory.get_all(user_id="ana").total == 0
-    assert sorted(memory.restore(user_id="ana")) == sorted(e.id for e in added)
+
+    # Restoring moves back in batches too, each in one transaction: a kill inside the
+    # second rolls it back whole, and the next restore brings back the rest.
+    reinsert, rows = SQLiteStore._reinsert, []
+
+    def killed_in_second_restore(conn, row):
+        rows.append(row[0])
+        if len(rows) == 4:
+            raise KeyboardInterrupt
+        reinsert(conn, row)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(SQLiteStore, "_reinsert", staticmethod(killed_in_second_restore))
+        with pytest.raises(KeyboardInterrupt):
+            memory.restore(user_id="ana")
+    assert memory.get_all(user_id="ana").total == 2
+    assert len(memory.restore(user_id="ana")) == 3
     for episode_id, (episode, history, vector, times) in before.items():
         again = snapshot(memory, episode_id)
         assert again[0] == episode and again[1] == history and again[3] == times

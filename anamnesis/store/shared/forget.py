@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -45,23 +45,28 @@ class SelectionDialect:
 ARCHIVE_BATCH = 500
 
 
+def batches(episode_ids: Sequence[str], pause: float = 0.0) -> Iterator[Selection]:
+    """``episode_ids`` as selections of at most ``ARCHIVE_BATCH`` ids, in order, with
+    ``pause`` seconds before each after the first: the write lock left to writers
+    waiting for it between two transactions of a large move."""
+    for start in range(0, len(episode_ids), ARCHIVE_BATCH):
+        if start and pause:
+            time.sleep(pause)
+        yield Selection(episode_ids=tuple(episode_ids[start : start + ARCHIVE_BATCH]))
+
+
 def archive_in_batches(
     episode_ids: Sequence[str],
     copy: Callable[[Selection], None],
     leave: Callable[[Selection | None], list[str]],
     pause: float = 0.0,
 ) -> list[str]:
-    """Archive ``episode_ids`` at most ``ARCHIVE_BATCH`` at a time, each batch in the
-    two write-ahead steps: ``copy`` commits its verbatim copies, then ``leave`` takes
-    the copied episodes out of the hot tables; ``pause`` seconds between batches leave
-    the write lock to writers waiting for it. Last, ``leave(None)`` finishes the moves
-    of the whole scope a killed process left between the two steps. Returns the ids
-    moved."""
+    """Archive ``episode_ids`` in ``batches``, each in the two write-ahead steps:
+    ``copy`` commits its verbatim copies, then ``leave`` takes the copied episodes out
+    of the hot tables. Last, ``leave(None)`` finishes the moves of the whole scope a
+    killed process left between the two steps. Returns the ids moved."""
     moved: list[str] = []
-    for start in range(0, len(episode_ids), ARCHIVE_BATCH):
-        if start and pause:
-            time.sleep(pause)
-        batch = Selection(episode_ids=tuple(episode_ids[start : start + ARCHIVE_BATCH]))
+    for batch in batches(episode_ids, pause):
         copy(batch)
         moved += leave(batch)
     return moved + leave(None)

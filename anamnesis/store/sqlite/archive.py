@@ -25,7 +25,7 @@ import numpy as np
 
 from ...types import Episode, Scope
 from ..base import Filters, Selection
-from ..shared.forget import SQLITE_SELECTION, archive_in_batches, selection_sql
+from ..shared.forget import SQLITE_SELECTION, archive_in_batches, batches, selection_sql
 from .ann import SQLiteAnn
 from .driver import sqlite3
 from .lexical import SQLiteLexical
@@ -121,6 +121,30 @@ class SQLiteArchive:
 
     def restore(self, scope: Scope, selection: Selection) -> list[str]:
         where, params = selection_sql(scope, selection, SQLITE_SELECTION)
+        chosen = [
+            row[0]
+            for row in self._read(
+                f"""SELECT e.id FROM archived_episodes e WHERE {where}
+                      AND NOT EXISTS (SELECT 1 FROM episodes h WHERE h.id = e.id)
+                    ORDER BY e.event_time, e.id""",
+                params,
+            )
+        ]
+        restored: list[str] = []
+        for batch in batches(chosen, ARCHIVE_PAUSE):
+            restored += self._restore(scope, batch)
+        with self._write() as conn:  # copies beside a hot episode: an unfinished move
+            conn.execute(
+                f"""DELETE FROM archived_episodes AS e WHERE {where}
+                    AND EXISTS (SELECT 1 FROM episodes h WHERE h.id = e.id)""",
+                params,
+            )
+        return restored
+
+    def _restore(self, scope: Scope, batch: Selection) -> list[str]:
+        """One transaction of ``restore``: the batch's archived episodes back in the hot
+        tables, in event-time order, and their copies gone."""
+        where, params = selection_sql(scope, batch, SQLITE_SELECTION)
         with self._write() as conn:
             rows = conn.execute(
                 f"""SELECT {EPISODE_COLUMNS}, e.embedding FROM archived_episodes e
