@@ -1,11 +1,12 @@
 """Decay of a whole large scope, and what a second process's writes see meanwhile
 (study 2026-11-27-decay-at-scale).
 
-    python docs/experiments/scripts/decay_at_scale.py STORE.db USER NOW [decay|restore]
+    python docs/experiments/scripts/decay_at_scale.py STORE.db USER NOW [decay|restore|forget]
 
 ``decay`` (the default) runs ``decay(dry_run=True)``, then ``decay`` itself, on a
 store it may change (a copy: every episode weaker than the threshold at NOW is
-archived); ``restore`` then brings back every archived episode of USER. Meanwhile a
+archived); ``restore`` then brings back every archived episode of USER; ``forget``
+erases every episode of USER. Meanwhile a
 second process adds one short note to another user every half second and records how
 long each ``add`` waited; a write that fails is counted with its error. Prints one JSON
 line: the episodes chosen, each step's wall and CPU seconds, and the writer's adds,
@@ -56,8 +57,10 @@ def main() -> None:
     wall, cpu = time.perf_counter(), time.process_time()
     if step == "decay":
         moved = memory.decay(user_id=user, now=now)
-    else:
+    elif step == "restore":
         moved = memory.restore(user_id=user)
+    else:
+        moved = list(memory.forget(user_id=user).episode_ids)
     real = (time.perf_counter() - wall, time.process_time() - cpu)
     time.sleep(1)
     stop.set()
