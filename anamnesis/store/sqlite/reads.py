@@ -673,7 +673,8 @@ class SQLiteReads:
                     UNION
                     SELECT e.rowid FROM episode_times t
                     JOIN episodes e ON e.rowid = t.episode_rowid
-                    WHERE t.user_id = ? AND ({mentioned}) AND {where} AND {extra}""",
+                    WHERE t.user_id = ? AND ({mentioned}) AND {where} AND {extra}
+                    ORDER BY 1""",
                 [
                     *params,
                     *extra_params,
