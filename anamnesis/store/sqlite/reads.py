@@ -65,6 +65,24 @@ def _rows_key(scope: Scope, filters: Filters) -> tuple | None:
     )
 
 
+#: Scopes and filters whose rows ``_filtered_rowids`` keeps between searches.
+FILTERED_ROWS_CACHE = 16
+
+
+def _filters_key(filters: Filters) -> tuple:
+    """``filters`` as a dictionary key (metadata values as their sorted JSON)."""
+    return (
+        filters.role,
+        filters.not_role,
+        filters.speaker,
+        filters.modality,
+        filters.event_after,
+        filters.event_before,
+        filters.recorded_before,
+        json.dumps(filters.metadata, sort_keys=True),
+    )
+
+
 #: Rows whose id, scope and place in a conversation ``_in_scope`` keeps between searches.
 ROW_CACHE = 100_000
 #: The columns of ``episodes e`` the dense index keeps per row (``dense.Columns``), in
@@ -83,6 +101,9 @@ class SQLiteReads:
     _row_places_epoch: str | None = None
     #: The same rows by id: id -> rowid.
     _id_rows: dict[str, int] | None = None
+    #: ``_filtered_rowids``' rows, least recently used first: (scope, filters) ->
+    #: (vector epoch, metadata epoch, last rowid read, rowids).
+    _filtered_rows: dict[tuple, tuple[str | None, str | None, int, np.ndarray]]
 
     path: Path
     dim: int
@@ -381,12 +402,46 @@ class SQLiteReads:
             return self._dense.rowids_where(
                 scope.user_id, scope.agent_id, scope.session_id, filters
             )
-        where, params = scope_sql(scope)
+        return self._filtered_rowids(scope, filters)
+
+    def _filtered_rowids(self, scope: Scope, filters: Filters) -> np.ndarray:
+        """``_allowed_rowids`` in SQL, remembered per scope and filters.
+
+        A row's scope and filter columns never change in place, except its metadata,
+        and every change to them moves ``metadata_epoch`` (``update_episode``); deletes
+        move ``vector_epoch``; new rows get higher rowids. So while both epochs stay,
+        only rows past the last one read are evaluated. Epochs and the last rowid are
+        read in one statement, and rows past it are left for the next call."""
+        vector_epoch, metadata_epoch, last = self._conn.execute(
+            "SELECT (SELECT value FROM meta WHERE key = 'vector_epoch'), "
+            "(SELECT value FROM meta WHERE key = 'metadata_epoch'), "
+            "(SELECT COALESCE(MAX(rowid), 0) FROM episodes)"
+        ).fetchone()
+        key = (scope, _filters_key(filters))
+        known = self._filtered_rows.pop(key, None)
         extra, extra_params = filters_sql(filters)
-        return self._rowids(
-            f"SELECT e.rowid FROM episodes e WHERE {where} AND {extra} ORDER BY e.rowid",
-            [*params, *extra_params],
-        )
+        if known is not None and known[:2] == (vector_epoch, metadata_epoch) and known[2] <= last:
+            rowids = known[3]
+            if known[2] < last:
+                # By the rowid key (scope written ``+col``): only the new rows are read.
+                where, params = scope_sql(scope, by_key=True)
+                new = self._rowids(
+                    f"SELECT e.rowid FROM episodes e WHERE {where} AND {extra} "
+                    "AND e.rowid > ? AND e.rowid <= ? ORDER BY e.rowid",
+                    [*params, *extra_params, known[2], last],
+                )
+                rowids = np.concatenate([rowids, new])
+        else:
+            where, params = scope_sql(scope)
+            rowids = self._rowids(
+                f"SELECT e.rowid FROM episodes e WHERE {where} AND {extra} "
+                "AND e.rowid <= ? ORDER BY e.rowid",
+                [*params, *extra_params, last],
+            )
+        self._filtered_rows[key] = (vector_epoch, metadata_epoch, last, rowids)
+        while len(self._filtered_rows) > FILTERED_ROWS_CACHE:
+            self._filtered_rows.pop(next(iter(self._filtered_rows)))
+        return rowids
 
     def _user_has_pending(self, user_id: str) -> bool:
         """Whether some of the user's episodes wait for their vector (caller holds the lock)."""

@@ -123,6 +123,7 @@ class SQLiteStore(
         self._usage_lock = threading.Lock()
         self._dense = DenseIndex(dim, ann)
         self._dense_loaded = False
+        self._filtered_rows = {}
         self._dense_epoch: str | None = None
         #: This process's last removal (the epoch it made, its rowids), for the matrix
         #: to take out at the next search if nothing else changed meanwhile.
@@ -610,6 +611,12 @@ class SQLiteStore(
                 conn.execute(
                     "UPDATE vectors SET embedding = ? WHERE episode_rowid = ?",
                     (np.asarray(vector, dtype=np.float32).tobytes(), rowid),
+                )
+            if json.dumps(metadata, ensure_ascii=False) != old_metadata:
+                # Rows remembered as passing a metadata filter are read again.
+                conn.execute(
+                    """INSERT INTO meta (key, value) VALUES ('metadata_epoch', '1')
+                       ON CONFLICT (key) DO UPDATE SET value = CAST(value AS INTEGER) + 1"""
                 )
             epochs = None
             if vector is not None or content != old_content:
