@@ -6,9 +6,11 @@ the question and each item's vector, and BM25 over the items' words, both in num
 over an index of the scope's items that is kept between searches until a derived item
 is written or deleted (``item_index``: a long-lived scope holds one summary per
 session, thousands of them), fused by reciprocal rank. The best ``TOP_ITEMS`` items
-then propose their provenance episodes that pass the scope and filters (in SQL), each
+then propose their provenance episodes that are in scope and pass the filters, each
 scored by the mean of its item's cosine and its own cosine to the question. An item
-proposes at most ``ITEM_EPISODES`` of its episodes. In the default pipeline;
+proposes at most ``ITEM_EPISODES`` of its episodes, the closest to the question
+(``Store.derived_nearest``: a profile cites every turn behind its facts, which the
+SQLite store scores off its dense index). In the default pipeline;
 ``consolidate`` builds the items, and until it has the channel proposes nothing.
 The constants are first guesses, not tuned (docs/experiments/2026-11-25-summaries-and-profiles.md).
 """
@@ -293,20 +295,16 @@ def summaries(request: SearchRequest, limit: int) -> list[Candidate]:
     )
     if not ranked:
         return []
-    sources = request.store.derived_episodes(
-        [item_id for item_id, _ in ranked], request.scope, request.filters
+    nearest = request.store.derived_nearest(
+        [item_id for item_id, _ in ranked],
+        request.query_vector,
+        request.scope,
+        request.filters,
+        ITEM_EPISODES,
     )
-    vectors = request.stored_vectors([e for ids in sources.values() for e in ids])
-    query = request.query_vector
     best: dict[str, float] = {}
     for item_id, item_cosine in ranked:
-        scored = [
-            (episode_id, float(vectors[episode_id] @ query) if episode_id in vectors else 0.0)
-            for episode_id in sources.get(item_id, [])
-        ]
-        scored.sort(key=lambda pair: -pair[1])
-        scored = scored[:ITEM_EPISODES]
-        for episode_id, cosine in scored:
+        for episode_id, cosine in nearest.get(item_id, []):
             score = 0.5 * item_cosine + 0.5 * cosine
             if score > best.get(episode_id, -math.inf):
                 best[episode_id] = score
