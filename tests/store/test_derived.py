@@ -353,14 +353,15 @@ def test_the_closest_rows_are_found_among_rows_within_a_rounding_of_each_other()
     rows = (base + noise).astype(np.float32)
     index = DenseIndex(256)
     index.append((i + 1, "alice", None, "s1", row.tobytes()) for i, row in enumerate(rows))
-    positions = np.arange(3000)
+    positions, groups = np.arange(3000), np.repeat([0, 1], [1000, 2000])
     for _ in range(20):
         query = (base + rng.normal(0, 0.01, 256)).astype(np.float32)
         exact = np.array([float(row @ query) for row in rows])
-        found, cosines = index.nearest_among(query, positions, 8)
+        found, cosines = index.nearest_among(query, positions, groups, 8)
         assert cosines.tolist() == exact[found].tolist()
-        best = np.sort(exact)[::-1][:8]
-        assert np.sort(cosines)[::-1][:8].tolist() == best.tolist()
+        for group in (0, 1):
+            mine = np.sort(cosines[groups[found] == group])[::-1][:8]
+            assert mine.tolist() == np.sort(exact[groups == group])[::-1][:8].tolist()
 
 
 def test_the_summaries_channel_proposes_a_profiles_best_turns(store) -> None:
@@ -395,3 +396,35 @@ def test_the_summaries_channel_proposes_a_profiles_best_turns(store) -> None:
             for episode_id, cosine in _expected(alice, vectors, ITEM_EPISODES, keep)
         ]
         assert len(alice) > ITEM_EPISODES and not {i for i, _ in proposed} & set(bob)
+
+
+def test_sqlite_reads_an_items_sources_at_a_cost_that_does_not_grow_with_the_items(
+    tmp_path,
+) -> None:
+    # The first search that asks for an item reads its cited rowids: by the item's id,
+    # not by walking every derived item of the user (the scope's index would let
+    # SQLite's planner do that, without statistics).
+    from anamnesis.store.sqlite import SQLiteStore
+
+    def steps(items: int) -> int:
+        store = SQLiteStore(tmp_path / f"m{items}.db", dim=16)
+        ids = _episodes(store, ALICE, "s1", *(f"turn {i}" for i in range(items)))
+        store.write_derived(
+            ALICE,
+            [_item(ALICE, f"sum_{i}", [episode_id]) for i, episode_id in enumerate(ids)],
+            unit_vectors(items),
+        )
+        store.dense_search(unit_vectors(1)[0], ALICE, Filters(), 1)  # the index loaded
+        counted = [0]
+
+        def count() -> int:
+            counted[0] += 1
+            return 0
+
+        store._conn.set_progress_handler(count, 10)
+        asked = ["sum_0", "sum_1", "sum_2", "sum_3"]  # as many as the channel asks for
+        assert len(store.derived_nearest(asked, unit_vectors(1)[0], ALICE, Filters(), 8)) == 4
+        store.close()
+        return counted[0]
+
+    assert steps(2000) <= steps(20) + 5

@@ -636,13 +636,13 @@ class DenseIndex:
         session_id: str | None,
         where: Filters,
     ) -> np.ndarray:
-        """Those of ``positions`` whose rows are in the scope and pass ``where``'s column
-        filters (metadata filters are the caller's), read off the rows' own columns:
-        no pass over the scope. Filters need every row's filter columns."""
+        """Which of ``positions`` (a boolean array) are rows in the scope that pass
+        ``where``'s column filters (metadata filters are the caller's), read off the
+        rows' own columns: no pass over the scope. Filters need every row's columns."""
         user = self._user_codes.lookup(user_id)
-        if user is None or positions.size == 0:
-            return positions[:0]
-        keep = self._users[positions] == user
+        if user is None:
+            return np.zeros(positions.size, dtype=bool)
+        keep: np.ndarray = self._users[positions] == user
         if agent_id is not None:
             agent = self._agent_codes.lookup(agent_id)
             keep &= self._agents[positions] == (-2 if agent is None else agent)
@@ -653,30 +653,44 @@ class DenseIndex:
             if self._columns_size != self._size:
                 raise ValueError("filter columns are not loaded for every row")
             keep &= self._passing(positions, where)
-        kept: np.ndarray = positions[keep]
-        return kept
+        return keep
 
     def nearest_among(
-        self, query: np.ndarray, positions: np.ndarray, limit: int
+        self, query: np.ndarray, positions: np.ndarray, groups: np.ndarray, limit: int
     ) -> tuple[np.ndarray, np.ndarray]:
-        """The rows among ``positions`` that can be among the ``limit`` closest to
+        """In each group of ``positions`` (``groups``: a group number per position,
+        ascending), the rows that can be among the group's ``limit`` closest to
         ``query`` when a row's cosine is its own product with it (``row @ query``, what
-        one stored vector gives, to the last bit), and those cosines, unordered.
+        one stored vector gives, to the last bit): their indexes in ``positions`` and
+        those cosines.
 
         The blocked scan finds them: its products round differently from a single
         row's, so every row within twice the rounding of a dot product of this length
-        of the ``limit``-th best is kept, then taken one by one."""
+        of its group's ``limit``-th best is kept, then taken one by one."""
         if positions.size == 0 or limit <= 0:
-            return positions[:0], np.zeros(0)
+            return np.zeros(0, dtype=np.int64), np.zeros(0)
         rows = np.asarray(self._matrix[positions])
-        if positions.size > limit:
+        picked = np.arange(positions.size)
+        edges = np.concatenate(([0], np.flatnonzero(np.diff(groups)) + 1, [positions.size]))
+        sizes = np.diff(edges)
+        if (sizes > limit).any():
             scanned = scan_cosines(rows, query)
             if np.isfinite(scanned).all():  # a NaN has no place in a partial sort
-                kth = np.partition(scanned, positions.size - limit)[positions.size - limit]
-                near = np.flatnonzero(scanned >= kth - _rounding(rows, query))
-                positions, rows = positions[near], rows[near]
-        cosines = np.array([float(row @ query) for row in rows])
-        return positions, cosines
+                margin = _rounding(rows, query)
+                keep = np.ones(positions.size, dtype=bool)
+                for start, stop in zip(edges[:-1].tolist(), edges[1:].tolist(), strict=True):
+                    if stop - start > limit:
+                        group = scanned[start:stop]
+                        kth = np.partition(group, group.size - limit)[group.size - limit]
+                        keep[start:stop] = group >= kth - margin
+                picked = np.flatnonzero(keep)
+        cosines = np.array([float(rows[i] @ query) for i in picked.tolist()])
+        return picked, cosines
+
+    def rowids_at(self, positions: np.ndarray) -> np.ndarray:
+        """The rowids of the rows at ``positions``."""
+        rowids: np.ndarray = self._rowids[positions]
+        return rowids
 
     def search_many(
         self,

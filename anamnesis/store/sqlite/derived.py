@@ -101,40 +101,44 @@ class SQLiteDerived:
         if not filters.is_empty():
             self._load_dense_columns()
         dense = self._dense
-        picked: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-        for item_id, rowids in self._cited_rowids(item_ids, scope).items():
-            positions = dense.positions(rowids)
-            if positions.size < rowids.size:
-                return None
-            positions = dense.in_scope(
-                positions, scope.user_id, scope.agent_id, scope.session_id, filters
-            )
-            found, cosines = dense.nearest_among(vector, positions, limit)
-            rowids_found = np.array([dense.rowid_at(p) for p in found.tolist()], dtype=np.int64)
-            picked[item_id] = (rowids_found, cosines)
-        kept = sorted({r for rowids, _ in picked.values() for r in rowids.tolist()})
+        cited = self._cited_rowids(item_ids, scope)
+        names = list(cited)
+        rowids = np.concatenate([cited[name] for name in names]) if names else np.zeros(0, int)
+        groups = np.repeat(np.arange(len(names)), [cited[name].size for name in names])
+        positions = dense.positions(rowids)
+        if positions.size < rowids.size:
+            return None
+        inside = dense.in_scope(positions, scope.user_id, scope.agent_id, scope.session_id, filters)
+        positions, groups = positions[inside], groups[inside]
+        found, cosines = dense.nearest_among(vector, positions, groups, limit)
+        owners = groups[found].tolist()
+        kept = dense.rowids_at(positions[found]).tolist()
         # The rows kept, checked in SQL too (scope and filters), with what orders them
         # on ties as the shared path does: oldest first, then by id.
         where, params = scope_sql(scope, by_key=True)
         extra, extra_params = filters_sql(filters)
+        unique = sorted(set(kept))
         rows: list[tuple[int, str, float]] = []
-        for start in range(0, len(kept), 500):
-            chunk = kept[start : start + 500]
+        for start in range(0, len(unique), 500):
+            chunk = unique[start : start + 500]
             rows += self._conn.execute(
                 f"""SELECT e.rowid, e.id, e.event_time FROM episodes e
                     WHERE e.rowid IN ({",".join("?" * len(chunk))}) AND {where} AND {extra}""",
                 [*chunk, *params, *extra_params],
             ).fetchall()
-        if len(rows) < len(kept):
+        if len(rows) < len(unique):
             return None
         rows.sort(key=lambda row: (row[2], row[1]))
-        out: dict[str, list[tuple[str, float]]] = {}
-        for item_id, (rowids, cosines) in picked.items():
-            if rowids.size:
-                of_item = dict(zip(rowids.tolist(), cosines.tolist(), strict=True))
-                by_id = {i: of_item[rowid] for rowid, i, _ in rows if rowid in of_item}
-                out[item_id] = closest(list(by_id), by_id, limit)
-        return out
+        ids = {rowid: episode_id for rowid, episode_id, _ in rows}
+        scored: list[dict[str, float]] = [{} for _ in names]
+        for owner, rowid, cosine in zip(owners, kept, cosines.tolist(), strict=True):
+            scored[owner][ids[rowid]] = cosine
+        oldest_first = [episode_id for _, episode_id, _ in rows]
+        return {
+            name: closest([i for i in oldest_first if i in scored[j]], scored[j], limit)
+            for j, name in enumerate(names)
+            if scored[j]
+        }
 
     def _cited_rowids(self, item_ids: Sequence[str], scope: Scope) -> dict[str, np.ndarray]:
         """The rowids of the episodes each of ``item_ids`` cites, ascending: only items of
@@ -168,7 +172,7 @@ class SQLiteDerived:
                     )
         if unread:
             top = self._top_rowid()
-            where, params = scope_sql(home, alias="d")
+            where, params = scope_sql(home, alias="d", by_key=True)
             sources: dict[str, tuple[list[int], list[str]]] = {i: ([], []) for i in unread}
             for start in range(0, len(unread), 500):
                 chunk = unread[start : start + 500]
