@@ -33,11 +33,12 @@ CITED_ITEMS = 4096
 
 @dataclass
 class _CitedRows:
-    """Each asked item's cited episodes as rowids, valid for one ``DERIVED_EPOCH`` (the
-    items' sources) and one ``vector_epoch`` (rows keep their rowid until a delete,
-    which moves it). A cited id with no row (archived) is kept aside with the highest
-    rowid when it was looked for: a restore gives it a new row, above that, without a
-    delete, so it is looked for again once rows have been added."""
+    """Each asked item's cited episodes as rowids, valid while ``DERIVED_EPOCH`` (moved by
+    every change of the items' sources) and ``vector_epoch`` (moved by every delete;
+    until one, a row keeps its rowid) stay the same. A cited id with no row (archived)
+    is kept aside with the highest rowid when it was looked for: a restore gives it a
+    new row above that without a delete, so it is looked for again once rows have been
+    added."""
 
     epochs: tuple[str | None, str | None]
     #: (user, agent, item id) -> (rowids ascending, ids without a row, highest rowid then).
