@@ -4,6 +4,7 @@
     python docs/experiments/scripts/summaries_channel_bounded.py ranks STORE.db USER OUT.json
     python docs/experiments/scripts/summaries_channel_bounded.py compare A.json B.json
     python docs/experiments/scripts/summaries_channel_bounded.py channel STORE.db USER
+    python docs/experiments/scripts/summaries_channel_bounded.py nearest STORE.db USER
     python docs/experiments/scripts/summaries_channel_bounded.py consolidation STORE.db USER COPY.db
 
 ``ranks``: the default's result lists (50 hits, ``explain``; ids and scores in full
@@ -13,7 +14,9 @@ with a role filter and with a time filter; run it with each checkout, then
 ``compare`` the two files. ``channel``: the channel alone on the same asks, its cited
 turns scored through ``Store.derived_nearest`` (after) or through the shared SQL path
 (``derived_episodes`` and ``episode_vectors``, the reads the channel made before),
-interleaved ask by ask in one process, thread CPU p50. ``consolidation``: copies STORE,
+interleaved ask by ask in one process, thread CPU p50. ``nearest``:
+``Store.derived_nearest`` against the shared SQL path on the profile and three summaries
+for 60 questions, four filters and three limits. ``consolidation``: copies STORE,
 searches once, adds the next 300 distinct LongMemEval turns and consolidates them, then
 times the next three searches and the item index's rebuild in the first.
 """
@@ -133,6 +136,28 @@ def channel_ab(path: str, user: str) -> None:
         )
 
 
+def nearest(path: str, user: str) -> None:
+    from anamnesis.store.shared.derived import DerivedReads
+
+    questions = [question for question, _ in asks()[:60]]
+    later = Filters(event_after=datetime(2023, 5, 1, tzinfo=UTC))
+    filters = (Filters(), Filters(role="user"), Filters(not_role="user"), later)
+    with Memory(path=path, embedder=get_embedder("edge")) as memory:
+        store, scope = memory.store, Scope(user)
+        items = [item for item, _, _, _ in store.derived_texts(scope)]
+        profiles = [item for item in items if item.startswith("prof")]
+        calls = differ = 0
+        for k, question in enumerate(questions):
+            vector = memory.embedder.embed_query(question)
+            asked = profiles + items[k * 7 : k * 7 + 3]
+            for where in filters:
+                for limit in (3, 8, 50):
+                    calls += 1
+                    shared = DerivedReads.derived_nearest(store, asked, vector, scope, where, limit)
+                    differ += store.derived_nearest(asked, vector, scope, where, limit) != shared
+    print(f"{calls} calls, {differ} differ from the shared path")
+
+
 def consolidation(path: str, user: str, copy: str) -> None:
     for old in glob.glob(copy + "*"):
         os.remove(old)
@@ -179,5 +204,7 @@ if __name__ == "__main__":
         compare(*args)
     elif command == "channel":
         channel_ab(*args)
+    elif command == "nearest":
+        nearest(*args)
     else:
         consolidation(*args)
