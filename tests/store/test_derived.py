@@ -286,6 +286,42 @@ def test_a_source_waiting_for_its_vector_scores_zero(store) -> None:
     assert nearest == {"prof_a": expected}
 
 
+def test_a_metadata_filter_and_a_changed_vector_are_honoured(store) -> None:
+    # A metadata filter is evaluated in SQL only; a re-embedded turn is scored by its
+    # new vector at once.
+    alice, vectors, _ = _cited(store)
+    tagged = {e.id for e in alice[::3]}
+    for episode in alice[::3]:
+        store.update_episode(
+            episode.id,
+            ALICE,
+            content=episode.content,
+            content_hash=episode.content_hash,
+            metadata={"topic": "pets"},
+            vector=None,
+            changed_at=NOW,
+        )
+    pets = Filters(metadata={"topic": "pets"})
+    assert store.derived_nearest(["prof_a"], _QUESTION, ALICE, pets, 8) == {
+        "prof_a": _expected(alice, vectors, 8, lambda e: e.id in tagged)
+    }
+    worst = _expected(alice, vectors, 20)[-1][0]
+    at = [e.id for e in alice].index(worst)
+    vectors[at] = _QUESTION
+    store.update_episode(
+        worst,
+        ALICE,
+        content="now the closest",
+        content_hash="h-closest",
+        metadata={},
+        vector=_QUESTION,
+        changed_at=NOW,
+    )
+    nearest = store.derived_nearest(["prof_a"], _QUESTION, ALICE, Filters(), 8)
+    assert nearest == {"prof_a": _expected(alice, vectors, 8)}
+    assert nearest["prof_a"][0][0] == worst
+
+
 def test_sqlite_scores_many_sources_each_by_its_own_product(tmp_path) -> None:
     # The SQLite store finds an item's closest sources with the dense index's blocked
     # scan, whose products round differently from one vector's: the cosines it gives,
