@@ -70,7 +70,8 @@ class ItemIndex:
     from ``item_offsets[i]`` to ``item_offsets[i + 1]``, with ``item_counts``), which a
     rebuild reuses for every item whose text has not changed, and by term
     (``term_rows`` and ``term_counts`` from ``term_starts[t]`` to ``term_starts[t + 1]``,
-    rows ascending), which BM25 reads."""
+    rows ascending), which BM25 reads. A rebuilt index keeps its predecessor's
+    vocabulary, so a word no item holds any more keeps its number, with no postings."""
 
     ids: tuple[str, ...]
     texts: tuple[str, ...]
