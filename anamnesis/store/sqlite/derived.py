@@ -2,7 +2,7 @@
 dense index, not read one by one.
 
 A profile cites every turn behind its facts, a number that grows with the user's life;
-reading them and their vectors through SQL at each search costs as much. Here each
+reading them and their vectors through SQL at each search costs in proportion. Here each
 item's cited rowids are kept (``_CitedRows``) while nothing they depend on changes, the
 scope and filters are checked on the dense index's own columns (every row carries its
 user, agent, session, role, speaker, modality and times), the cosines come from its
