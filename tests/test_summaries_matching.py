@@ -79,3 +79,62 @@ def test_items_far_down_both_rankings_are_not_fused(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(summaries, "_fused_order", every_item)
     best = matching_items(store, Scope("u"), ["dogs"], query, limit=4)  # type: ignore[arg-type]
     assert best == whole[:4]
+
+
+_WORDS = "dog dogs cat cats hiking trip trips paris rome wine cooking class classes run".split()
+
+
+def _texts(rng: np.random.Generator, n: int) -> list[str]:
+    return [" ".join(rng.choice(_WORDS, size=int(rng.integers(0, 12)))) for _ in range(n)]
+
+
+def test_an_index_rebuilt_from_an_older_one_matches_one_built_from_scratch() -> None:
+    # After a consolidation the channel rebuilds its index of the scope's items, taking
+    # the words of every unchanged text from the index it had: items rewritten, added,
+    # dropped and moving place must match exactly as in an index read afresh.
+    rng = np.random.default_rng(3)
+    for _ in range(30):
+        texts = _texts(rng, 40)
+        vectors = rng.standard_normal((60, 4)).astype(np.float32)
+        old = summaries.ItemIndex.build([(f"s{i}", t, vectors[i]) for i, t in enumerate(texts)])
+        now = [(f"s{i}", t, vectors[i]) for i, t in enumerate(texts) if rng.random() > 0.2]
+        now = [(i, _texts(rng, 1)[0] if rng.random() < 0.2 else t, v) for i, t, v in now]
+        now += [(f"n{i}", t, vectors[40 + i]) for i, t in enumerate(_texts(rng, 20))]
+        now = [now[i] for i in rng.permutation(len(now))]
+        reused = summaries.ItemIndex.build(now, old)
+        fresh = summaries.ItemIndex.build(now)
+        assert (reused.ids, reused.texts) == (fresh.ids, fresh.texts)
+        assert np.array_equal(reused.matrix, fresh.matrix)
+        assert np.array_equal(reused.lengths, fresh.lengths)
+        for word in {*reused.vocabulary, *fresh.vocabulary}:
+            for mine, theirs in zip(reused.postings(word), fresh.postings(word), strict=True):
+                assert mine.tolist() == theirs.tolist()
+        for _ in range(5):
+            terms = list(rng.choice(_WORDS, size=3))
+            assert reused.bm25(terms).tolist() == fresh.bm25(terms).tolist()
+
+
+def test_a_rebuilt_index_reads_the_words_of_changed_items_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from anamnesis.retrieve.resources import StageResources
+
+    vectors = np.eye(4, dtype=np.float32)
+    store = _Items([(f"s{i}", "summary", f"text {i}", vectors[i]) for i in range(3)])
+    store.get_meta = lambda key: "epoch 1"  # type: ignore[method-assign]
+    resources = StageResources()
+    summaries.item_index(store, Scope("u"), None, resources)  # type: ignore[arg-type]
+    read: list[str] = []
+    terms_of = summaries._terms_of
+    monkeypatch.setattr(summaries, "_terms_of", lambda text: read.append(text) or terms_of(text))
+    store.rows = [store.rows[0], ("s1", "summary", "text 1 grew", vectors[1]), store.rows[2]]
+    store.rows.append(("s3", "summary", "text 3", vectors[3]))
+    store.get_meta = lambda key: "epoch 2"  # type: ignore[method-assign]
+    index = summaries.item_index(store, Scope("u"), None, resources)  # type: ignore[arg-type]
+    assert sorted(read) == ["text 1 grew", "text 3"]
+    assert (
+        index.bm25(["grew"]).tolist()
+        == summaries.ItemIndex.build([(i, t, v) for i, _, t, v in store.rows])
+        .bm25(["grew"])
+        .tolist()
+    )

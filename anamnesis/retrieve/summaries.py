@@ -6,9 +6,11 @@ the question and each item's vector, and BM25 over the items' words, both in num
 over an index of the scope's items that is kept between searches until a derived item
 is written or deleted (``item_index``: a long-lived scope holds one summary per
 session, thousands of them), fused by reciprocal rank. The best ``TOP_ITEMS`` items
-then propose their provenance episodes that pass the scope and filters (in SQL), each
+then propose their provenance episodes that are in scope and pass the filters, each
 scored by the mean of its item's cosine and its own cosine to the question. An item
-proposes at most ``ITEM_EPISODES`` of its episodes. In the default pipeline;
+proposes at most ``ITEM_EPISODES`` of its episodes, the closest to the question
+(``Store.derived_nearest``: a profile cites every turn behind its facts, which the
+SQLite store scores off its dense index). In the default pipeline;
 ``consolidate`` builds the items, and until it has the channel proposes nothing.
 The constants are first guesses, not tuned (docs/experiments/2026-11-25-summaries-and-profiles.md).
 """
@@ -62,31 +64,81 @@ def _terms_of(text: str) -> tuple[Counter[str], int]:
 class ItemIndex:
     """The derived items of one scope (and kind), ready to match: their ids, their
     vectors as one matrix, and their stemmed words as postings for BM25. Built once
-    and kept between searches until the store's ``DERIVED_EPOCH`` changes."""
+    and kept between searches until the store's ``DERIVED_EPOCH`` changes.
+
+    The words are held twice, as numbers into ``vocabulary``: by item (``item_terms``
+    from ``item_offsets[i]`` to ``item_offsets[i + 1]``, with ``item_counts``), which a
+    rebuild reuses for every item whose text has not changed, and by term
+    (``term_rows`` and ``term_counts`` from ``term_starts[t]`` to ``term_starts[t + 1]``,
+    rows ascending), which BM25 reads. A rebuilt index keeps its predecessor's
+    vocabulary, so a word no item holds any more keeps its number, with no postings."""
 
     ids: tuple[str, ...]
+    texts: tuple[str, ...]
     matrix: np.ndarray
     lengths: np.ndarray
-    postings: dict[str, tuple[np.ndarray, np.ndarray]]
+    vocabulary: dict[str, int]
+    item_offsets: np.ndarray
+    item_terms: np.ndarray
+    item_counts: np.ndarray
+    term_starts: np.ndarray
+    term_rows: np.ndarray
+    term_counts: np.ndarray
 
     @classmethod
-    def build(cls, rows: Sequence[tuple[str, str, np.ndarray]]) -> ItemIndex:
-        """The index of ``(id, text, vector)`` rows, in their order."""
+    def build(
+        cls, rows: Sequence[tuple[str, str, np.ndarray]], previous: ItemIndex | None = None
+    ) -> ItemIndex:
+        """The index of ``(id, text, vector)`` rows, in their order; the words of a text
+        ``previous`` (an older index of the same scope) holds are taken from it rather
+        than read again: it matches the same with or without ``previous``."""
+        vocabulary = dict(previous.vocabulary) if previous is not None else {}
+        known = {text: i for i, text in enumerate(previous.texts)} if previous else {}
         lengths = np.zeros(len(rows))
-        items: dict[str, list[int]] = {}
-        counts: dict[str, list[float]] = {}
+        terms: list[np.ndarray] = []
+        counts: list[np.ndarray] = []
         for i, (_, text, _) in enumerate(rows):
+            at = known.get(text)
+            if previous is not None and at is not None:
+                start, stop = previous.item_offsets[at], previous.item_offsets[at + 1]
+                terms.append(previous.item_terms[start:stop])
+                counts.append(previous.item_counts[start:stop])
+                lengths[i] = previous.lengths[at]
+                continue
             words_of, lengths[i] = _terms_of(text)
-            for term, n in words_of.items():
-                items.setdefault(term, []).append(i)
-                counts.setdefault(term, []).append(float(n))
+            ids_of = [vocabulary.setdefault(term, len(vocabulary)) for term in words_of]
+            terms.append(np.array(ids_of, dtype=np.int64))
+            counts.append(np.array(list(words_of.values()), dtype=np.float64))
+        sizes = np.array([len(t) for t in terms], dtype=np.int64)
+        item_offsets = np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)
+        item_terms = np.concatenate(terms) if terms else np.zeros(0, np.int64)
+        item_counts = np.concatenate(counts) if counts else np.zeros(0)
+        # By term, each term's items ascending (a stable sort of the items' terms).
+        by_term = np.argsort(item_terms, kind="stable")
+        term_starts = np.zeros(len(vocabulary) + 1, dtype=np.int64)
+        np.cumsum(np.bincount(item_terms, minlength=len(vocabulary)), out=term_starts[1:])
         dim = len(rows[0][2]) if rows else 0
         return cls(
             ids=tuple(item_id for item_id, _, _ in rows),
+            texts=tuple(text for _, text, _ in rows),
             matrix=np.stack([v for _, _, v in rows]) if rows else np.zeros((0, dim), np.float32),
             lengths=lengths,
-            postings={t: (np.array(items[t]), np.array(counts[t])) for t in items},
+            vocabulary=vocabulary,
+            item_offsets=item_offsets,
+            item_terms=item_terms,
+            item_counts=item_counts,
+            term_starts=term_starts,
+            term_rows=np.repeat(np.arange(len(rows), dtype=np.int64), sizes)[by_term],
+            term_counts=item_counts[by_term],
         )
+
+    def postings(self, term: str) -> tuple[np.ndarray, np.ndarray]:
+        """The items holding ``term`` (ascending) and how often each does."""
+        at = self.vocabulary.get(term)
+        if at is None:
+            return self.term_rows[:0], self.term_counts[:0]
+        start, stop = self.term_starts[at], self.term_starts[at + 1]
+        return self.term_rows[start:stop], self.term_counts[start:stop]
 
     def bm25(self, terms: Sequence[str]) -> np.ndarray:
         """Okapi BM25 of each item for ``terms`` (light plural stemming on both sides)."""
@@ -96,9 +148,9 @@ class ItemIndex:
             return scores
         average = float(self.lengths.sum()) / n or 1.0
         for term in dict.fromkeys(_stem(t) for t in terms):
-            if term not in self.postings:
+            rows, tf = self.postings(term)
+            if not rows.size:
                 continue
-            rows, tf = self.postings[term]
             idf = math.log(1 + (n - len(rows) + 0.5) / (len(rows) + 0.5))
             norm = tf + BM25_K1 * (1 - BM25_B + BM25_B * self.lengths[rows] / average)
             scores[rows] += idf * tf * (BM25_K1 + 1) / norm
@@ -126,6 +178,12 @@ class _KeptIndexes:
             self._indexes.move_to_end(key)
             return kept[1]
 
+    def older(self, key: Any) -> ItemIndex | None:
+        """The index kept for ``key`` at whatever epoch (what a rebuild reuses)."""
+        with self._lock:
+            kept = self._indexes.get(key)
+            return None if kept is None else kept[1]
+
     def keep(self, key: Any, epoch: str, index: ItemIndex) -> None:
         with self._lock:
             self._indexes[key] = (epoch, index)
@@ -151,20 +209,24 @@ def item_index(
     key = (scope, None if kinds is None else tuple(kinds))
     index = kept.get(key, epoch)
     if index is None:
-        index = _read_index(store, scope, kinds)
+        index = _read_index(store, scope, kinds, kept.older(key))
         kept.keep(key, epoch, index)
     return index
 
 
-def _read_index(store: Store, scope: Scope, kinds: Sequence[str] | None) -> ItemIndex:
-    """The index of the scope's derived items of ``kinds``, read from the store now."""
+def _read_index(
+    store: Store, scope: Scope, kinds: Sequence[str] | None, previous: ItemIndex | None = None
+) -> ItemIndex:
+    """The index of the scope's derived items of ``kinds``, read from the store now (the
+    words of texts ``previous`` holds taken from it: a consolidation rewrites few)."""
     one_kind = kinds[0] if kinds is not None and len(kinds) == 1 else None  # asked in SQL
     return ItemIndex.build(
         [
             (item_id, text, v)
             for item_id, kind, text, v in store.derived_texts(scope, one_kind)
             if kinds is None or kind in kinds
-        ]
+        ],
+        previous,
     )
 
 
@@ -293,20 +355,16 @@ def summaries(request: SearchRequest, limit: int) -> list[Candidate]:
     )
     if not ranked:
         return []
-    sources = request.store.derived_episodes(
-        [item_id for item_id, _ in ranked], request.scope, request.filters
+    nearest = request.store.derived_nearest(
+        [item_id for item_id, _ in ranked],
+        request.query_vector,
+        request.scope,
+        request.filters,
+        ITEM_EPISODES,
     )
-    vectors = request.stored_vectors([e for ids in sources.values() for e in ids])
-    query = request.query_vector
     best: dict[str, float] = {}
     for item_id, item_cosine in ranked:
-        scored = [
-            (episode_id, float(vectors[episode_id] @ query) if episode_id in vectors else 0.0)
-            for episode_id in sources.get(item_id, [])
-        ]
-        scored.sort(key=lambda pair: -pair[1])
-        scored = scored[:ITEM_EPISODES]
-        for episode_id, cosine in scored:
+        for episode_id, cosine in nearest.get(item_id, []):
             score = 0.5 * item_cosine + 0.5 * cosine
             if score > best.get(episode_id, -math.inf):
                 best[episode_id] = score

@@ -712,6 +712,20 @@ class Store(Protocol):
         ``filters``, in event-time order."""
         ...
 
+    def derived_nearest(
+        self,
+        item_ids: Sequence[str],
+        vector: np.ndarray,
+        scope: Scope,
+        filters: Filters,
+        limit: int,
+    ) -> dict[str, list[tuple[str, float]]]:
+        """For each derived item, the ``limit`` of its ``derived_episodes`` (in ``scope``,
+        passing ``filters``) closest to ``vector``: ``(episode id, cosine)``, best first,
+        ties oldest first; an episode still waiting for its vector scores 0. The cosine
+        is ``float(stored_vector @ vector)`` exactly, on every path."""
+        ...
+
     def session_prints(self, scope: Scope) -> list[SessionPrint]:
         """The fingerprint and time span of every session with episodes in ``scope``."""
         ...

@@ -601,6 +601,11 @@ class DenseIndex:
         if self._columns_size != self._size:
             raise ValueError("filter columns are not loaded for every row")
         rows = self._rows_in_scope(user_id, agent_id, session_id)
+        return self._rowids[rows[self._passing(rows, where)]]
+
+    def _passing(self, rows: np.ndarray, where: Filters) -> np.ndarray:
+        """Which of the rows at ``rows`` pass ``where``'s column filters (metadata
+        aside), as a boolean array; every row needs its filter columns."""
         mask = np.ones(rows.size, dtype=bool)
         for value, codes, column in (
             (where.role, self._role_codes, self._roles),
@@ -621,7 +626,71 @@ class DenseIndex:
             mask &= self._event_times[rows] < where.event_before.timestamp()
         if where.recorded_before is not None:
             mask &= self._recorded[rows] <= where.recorded_before.timestamp()
-        return self._rowids[rows[mask]]
+        return mask
+
+    def in_scope(
+        self,
+        positions: np.ndarray,
+        user_id: str,
+        agent_id: str | None,
+        session_id: str | None,
+        where: Filters,
+    ) -> np.ndarray:
+        """Which of ``positions`` (a boolean array) are rows in the scope that pass
+        ``where``'s column filters (metadata filters are the caller's), read off the
+        rows' own columns: no pass over the scope. Filters need every row's columns."""
+        user = self._user_codes.lookup(user_id)
+        if user is None:
+            return np.zeros(positions.size, dtype=bool)
+        keep: np.ndarray = self._users[positions] == user
+        if agent_id is not None:
+            agent = self._agent_codes.lookup(agent_id)
+            keep &= self._agents[positions] == (-2 if agent is None else agent)
+        if session_id is not None:
+            session = self._session_codes.lookup((user_id, session_id))
+            keep &= self._sessions[positions] == (-2 if session is None else session)
+        if not where.is_empty():
+            if self._columns_size != self._size:
+                raise ValueError("filter columns are not loaded for every row")
+            keep &= self._passing(positions, where)
+        return keep
+
+    def nearest_among(
+        self, query: np.ndarray, positions: np.ndarray, groups: np.ndarray, limit: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """In each group of ``positions`` (``groups``: a group number per position,
+        ascending), the rows that can be among the group's ``limit`` closest to
+        ``query`` when a row's cosine is its own product with it (``row @ query``, what
+        one stored vector gives, to the last bit): their indexes in ``positions`` and
+        those cosines.
+
+        The blocked scan finds them: its products round differently from a single
+        row's, so every row within twice the rounding of a dot product of this length
+        of its group's ``limit``-th best is kept, then taken one by one."""
+        if positions.size == 0 or limit <= 0:
+            return np.zeros(0, dtype=np.int64), np.zeros(0)
+        rows = np.asarray(self._matrix[positions])
+        picked = np.arange(positions.size)
+        edges = np.concatenate(([0], np.flatnonzero(np.diff(groups)) + 1, [positions.size]))
+        sizes = np.diff(edges)
+        if (sizes > limit).any():
+            scanned = scan_cosines(rows, query)
+            if np.isfinite(scanned).all():  # a NaN has no place in a partial sort
+                margin = _rounding(rows, query)
+                keep = np.ones(positions.size, dtype=bool)
+                for start, stop in zip(edges[:-1].tolist(), edges[1:].tolist(), strict=True):
+                    if stop - start > limit:
+                        group = scanned[start:stop]
+                        kth = np.partition(group, group.size - limit)[group.size - limit]
+                        keep[start:stop] = group >= kth - margin
+                picked = np.flatnonzero(keep)
+        cosines = np.array([float(rows[i] @ query) for i in picked.tolist()])
+        return picked, cosines
+
+    def rowids_at(self, positions: np.ndarray) -> np.ndarray:
+        """The rowids of the rows at ``positions``."""
+        rowids: np.ndarray = self._rowids[positions]
+        return rowids
 
     def search_many(
         self,
@@ -816,6 +885,17 @@ def _id_bytes(episode_id: str) -> bytes:
     if len(encoded) > _MAX_ID_BYTES or encoded.endswith(b"\0"):
         return b""
     return encoded
+
+
+def _rounding(rows: np.ndarray, query: np.ndarray) -> float:
+    """Twice the most by which two float32 dot products of ``query`` with one of ``rows``
+    summed in different orders can differ: each is within ``n u / (1 - n u)`` of
+    ``|row| |query|`` of the exact one (``n`` terms, unit roundoff ``u``), with room
+    for the rounding of the norms themselves."""
+    n, unit = rows.shape[1], float(np.finfo(np.float32).eps) / 2
+    gamma = n * unit / (1 - n * unit)
+    longest = float(np.sqrt(np.max(np.einsum("ij,ij->i", rows, rows))))
+    return 4 * gamma * longest * float(np.linalg.norm(query)) * 1.01
 
 
 def scan_cosines(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:

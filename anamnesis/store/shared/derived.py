@@ -16,7 +16,7 @@ delete sets ``meta[DERIVED_EPOCH]`` to a new random token in its transaction.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -293,6 +293,36 @@ class DerivedReads:
         with self._fact_snapshot() as conn:
             return self._derived.episodes(conn, list(item_ids), scope, filters)
 
+    #: The store's own read of episode vectors (``Store.episode_vectors``).
+    episode_vectors: Callable[[Sequence[str], Scope], dict[str, np.ndarray]]
+
+    def derived_nearest(
+        self,
+        item_ids: Sequence[str],
+        vector: np.ndarray,
+        scope: Scope,
+        filters: Filters,
+        limit: int,
+    ) -> dict[str, list[tuple[str, float]]]:
+        """``Store.derived_nearest`` over every source: each item's episodes in scope that
+        pass the filters (``derived_episodes``), each scored by its stored vector."""
+        if limit <= 0:
+            return {}
+        sources = self.derived_episodes(item_ids, scope, filters)
+        vectors = self.episode_vectors([e for ids in sources.values() for e in ids], scope)
+        cosines = {episode_id: float(v @ vector) for episode_id, v in vectors.items()}
+        return {item_id: closest(ids, cosines, limit) for item_id, ids in sources.items()}
+
     def session_prints(self, scope: Scope) -> list[SessionPrint]:
         with self._fact_snapshot() as conn:
             return self._derived.session_prints(conn, scope)
+
+
+def closest(
+    episode_ids: Sequence[str], cosines: Mapping[str, float], limit: int
+) -> list[tuple[str, float]]:
+    """The ``limit`` of ``episode_ids`` (oldest first) with the highest cosine, best first,
+    ties oldest first; an episode without a cosine (no vector yet) scores 0."""
+    scored = [(episode_id, cosines.get(episode_id, 0.0)) for episode_id in episode_ids]
+    scored.sort(key=lambda pair: -pair[1])
+    return scored[:limit]

@@ -38,6 +38,7 @@ from .ann import SQLiteAnn
 from .archive import SQLiteArchive
 from .dense_file import DenseFile
 from .dense_file import remove_files as remove_dense_files
+from .derived import SQLiteDerived
 from .driver import sqlite3
 from .facts import SQLiteFacts
 from .gate import SQLiteGate
@@ -74,7 +75,13 @@ def create_private_file(path: Path) -> None:
 
 
 class SQLiteStore(
-    SQLiteReads, SQLiteFacts, SQLiteLifecycle, SQLiteArchive, SQLiteUsage, SQLiteGate
+    SQLiteReads,
+    SQLiteDerived,
+    SQLiteFacts,
+    SQLiteLifecycle,
+    SQLiteArchive,
+    SQLiteUsage,
+    SQLiteGate,
 ):
     """A Store backed by one SQLite file.
 
