@@ -45,30 +45,6 @@ def _chunks(values: Sequence[Any], size: int = 500) -> Iterator[list[Any]]:
         yield list(values[start : start + size])
 
 
-def _rows_key(scope: Scope, filters: Filters) -> tuple | None:
-    """What names the rows ``scope`` and ``filters`` let through while the file's rows do
-    not change (their scope and filter columns never change in place), or None when
-    there are no filters, or metadata filters (evaluated in SQL, not remembered)."""
-    if filters.is_empty() or filters.metadata:
-        return None
-    return (
-        scope.user_id,
-        scope.agent_id,
-        scope.session_id,
-        filters.role,
-        filters.not_role,
-        filters.speaker,
-        filters.modality,
-        filters.event_after,
-        filters.event_before,
-        filters.recorded_before,
-    )
-
-
-#: Scopes and filters whose rows ``_filtered_rowids`` keeps between searches.
-FILTERED_ROWS_CACHE = 16
-
-
 def _filters_key(filters: Filters) -> tuple:
     """``filters`` as a dictionary key (metadata values as their sorted JSON)."""
     return (
@@ -81,6 +57,20 @@ def _filters_key(filters: Filters) -> tuple:
         filters.recorded_before,
         json.dumps(filters.metadata, sort_keys=True),
     )
+
+
+def _rows_key(scope: Scope, filters: Filters) -> tuple | None:
+    """What names the rows ``scope`` and ``filters`` let through while the file's rows do
+    not change (their scope and filter columns never change in place), or None when
+    there are no filters, or metadata filters (which an update changes in place:
+    ``_filtered_rowids`` keeps their rows under its own epochs)."""
+    if filters.is_empty() or filters.metadata:
+        return None
+    return (scope, _filters_key(filters))
+
+
+#: Scopes and filters whose rows ``_filtered_rowids`` keeps between searches.
+FILTERED_ROWS_CACHE = 16
 
 
 #: Rows whose id, scope and place in a conversation ``_in_scope`` keeps between searches.
