@@ -1,13 +1,14 @@
 """Fault injection: kill writers at random moments, then prove nothing acknowledged was lost.
 
-A *workload* runs in a child process and writes through the public ``Memory`` API,
-to an SQLite file or (``url``) a PostgreSQL database.
-After each call returns (the write is acknowledged) it appends a line to a journal
-and fsyncs it. The parent SIGKILLs the child at a random moment, then *verifies* the
-store: SQLite's and FTS5's integrity checks, episodes, full-text rows and vectors in
-agreement (``Memory.check``), every journaled episode present with its exact text,
-every journaled delete gone, every fact's and every summary's and profile's
-provenance present, and a consolidation able to finish. ``run_kills`` repeats that;
+A *workload* runs in a child process and writes through the public ``Memory`` API, to
+an SQLite file or (``url``) a PostgreSQL database. After each call returns (the write
+is acknowledged) it appends a line to a journal and fsyncs it. The parent SIGKILLs the
+child at a random moment, reads the store's counts (``stats``, which must match its
+rows) before anything resumes the kill's backlog, then *verifies* the store: SQLite's
+and FTS5's integrity checks, episodes, full-text rows and vectors in agreement
+(``Memory.check``), every journaled episode present with its exact text, every
+journaled delete gone, every fact's and every summary's and profile's provenance
+present, and a consolidation able to finish. ``run_kills`` repeats that;
 ``run_concurrent`` runs writer and reader processes side by side and counts the
 errors they saw.
 
@@ -239,17 +240,31 @@ def _child(store: str | Path, journal: Path, workload: str, seed: int) -> subpro
     )
 
 
-def _backlog(store: str | Path) -> int:
-    """How many episodes wait for their vector, read without a ``Memory`` (whose open
-    would start indexing them)."""
+def _after_kill(store: str | Path) -> tuple[int, list[str]]:
+    """How many episodes a kill left waiting for their vector, and where the store's
+    counts (``stats``) differ from its rows; read without a ``Memory``, whose open
+    would start indexing them."""
     from anamnesis.embed import get_embedder
     from anamnesis.store import open_url
     from anamnesis.store.sqlite import SQLiteStore
+    from anamnesis.types import Scope
 
+    if not is_url(store) and not Path(store).exists():
+        return 0, []
     dim = get_embedder(EMBEDDER).dim
     opened = open_url(str(store), dim=dim) if is_url(store) else SQLiteStore(store, dim=dim)
     try:
-        return opened.pending_count(None)
+        rows = [(e.user_id, v is not None) for e, v in opened.iter_episodes()]
+        problems = []
+        for scope in (None, Scope(USER)):
+            mine = [has for user, has in rows if scope is None or user == scope.user_id]
+            stats = opened.stats(scope)
+            if (stats["episodes"], stats["vectors"]) != (len(mine), sum(mine)):
+                problems.append(
+                    f"stats({scope}) counts {stats['episodes']} episodes and "
+                    f"{stats['vectors']} vectors; the store holds {len(mine)} and {sum(mine)}"
+                )
+        return opened.pending_count(None), problems
     finally:
         opened.close()
 
@@ -469,8 +484,9 @@ def run_kills(
         child.send_signal(signal.SIGKILL)
         child.wait(timeout=60)
         report.kills += 1
-        if workload == "index" and _backlog(store):
-            report.left_pending += 1
+        pending, problems = _after_kill(store)
+        report.left_pending += pending > 0
+        report.problems.extend(f"after kill {kill}: {p}" for p in problems)
         if (kill + 1) % verify_every == 0 or kill == kills - 1:
             problems, report.acknowledged, report.deleted = verify(
                 store, journal, vectors=workload == "index"
