@@ -749,22 +749,25 @@ class SQLiteReads:
     def stats(self, scope: Scope | None) -> dict[str, Any]:
         params: list[Any]
         if scope is None:
-            where, params, bound = "1", [], "1"
+            where, params = "1", []
+            # No index leads with event_time: one scan counts and finds both ends.
+            ends, ends_params = "MIN(e.event_time), MAX(e.event_time)", []
         else:
             where, params = scope_sql(scope)
+            # Two seeks in the scope's (user_id, event_time) index, each a subquery of
+            # its own (SQLite seeks for a MIN or MAX only when it is the whole query).
             bound = scope_sql(scope, "b")[0]
+            ends = (
+                f"(SELECT MIN(b.event_time) FROM episodes b WHERE {bound}), "
+                f"(SELECT MAX(b.event_time) FROM episodes b WHERE {bound})"
+            )
+            ends_params = [*params, *params]
         # Two statements, each answered from an index on (user_id, ...) alone: one
-        # statement reading every column it needs read every row of the table. The first
-        # and last event are two index seeks, each a subquery of its own (SQLite seeks
-        # for a MIN or MAX only when it is the whole query).
+        # statement reading every column it needs read every row of the table.
         waiting, waiting_params = self._pending_sql(scope)
         episodes, first, last, pending = self._read(
-            f"""SELECT COUNT(*),
-                       (SELECT MIN(b.event_time) FROM episodes b WHERE {bound}),
-                       (SELECT MAX(b.event_time) FROM episodes b WHERE {bound}),
-                       ({waiting})
-                FROM episodes e WHERE {where}""",
-            [*params, *params, *waiting_params, *params],
+            f"SELECT COUNT(*), {ends}, ({waiting}) FROM episodes e WHERE {where}",
+            [*ends_params, *waiting_params, *params],
         )[0]
         users, sessions = self._read(
             f"""SELECT COUNT(DISTINCT user_id), COUNT(*) FROM (
