@@ -1,7 +1,7 @@
 """A scope's statistics count what it holds, whatever happened to it: episodes stored
 with their vector or waiting for it, indexed, updated, deleted, forgotten, archived and
-restored, on both backends. On SQLite they cost a bounded number of reads of the
-scope's index entries, whatever the store holds beside."""
+restored, on both backends. They are read from the scope's index entries: on SQLite
+in a few passes over them, on PostgreSQL without reading the rows (each holds a vector)."""
 
 from __future__ import annotations
 
@@ -161,3 +161,50 @@ def test_a_users_stats_cost_a_few_reads_of_its_index_entries(tmp_path) -> None:
         assert memory.stats(user_id="u")["vectors"] == 4000
     # Joining every episode to its vector and to its versions cost nine times a count.
     assert cost <= 4 * counting, (cost, counting)
+
+
+def test_a_users_stats_on_postgresql_read_its_indexes_not_its_rows(
+    postgres_schema_url: str,
+) -> None:
+    """A row holds the episode's vector: reading the rows to count a user's episodes,
+    sessions and vectors read (and sorted) every vector."""
+    import psycopg
+
+    from anamnesis.store.postgres import PostgresStore
+
+    dim, rows = 256, 3000
+    store = PostgresStore(postgres_schema_url, dim=dim, min_connections=1, max_connections=1)
+    try:
+        episodes = [
+            make_episode(f"note {i}", scope=Scope("u", None, f"s{i % 30}")) for i in range(rows)
+        ]
+        for start in range(0, rows, 1000):
+            chunk = episodes[start : start + 1000]
+            store.insert_episodes(chunk, unit_vectors(len(chunk), dim=dim, seed=start))
+        with psycopg.connect(postgres_schema_url, autocommit=True) as conn:
+            conn.execute("VACUUM (ANALYZE) episodes")
+
+        def row_pages_read() -> int:
+            """Pages of the episodes' rows this store's one connection has read."""
+            with store._transaction() as conn:
+                conn.execute("SELECT pg_stat_force_next_flush()")
+            with store._transaction() as conn:
+                conn.execute("SELECT pg_stat_clear_snapshot()")
+                row = conn.execute(
+                    """SELECT heap_blks_read + heap_blks_hit FROM pg_statio_user_tables
+                       WHERE relname = 'episodes' AND schemaname = current_schema()"""
+                ).fetchone()
+            assert row is not None
+            return int(row[0])
+
+        with store._transaction() as conn:
+            pages = conn.execute("SELECT relpages FROM pg_class WHERE oid = 'episodes'::regclass")
+            (row_pages,) = pages.fetchone() or (0,)
+        before = row_pages_read()
+        stats = store.stats(Scope("u"))
+        read = row_pages_read() - before
+    finally:
+        store.close()
+    assert (stats["episodes"], stats["vectors"], stats["sessions"]) == (rows, rows, 30)
+    # The planner may probe a few rows at an index's ends; reading them all reads every page.
+    assert row_pages > 100 and read < row_pages // 20, (read, row_pages)

@@ -406,17 +406,9 @@ class PostgresStore(
 
     def pending_count(self, scope: Scope | None) -> int:
         """How many episodes of ``scope`` (None: the whole store) wait for a vector."""
+        sql, params = self._pending_sql(scope)
         with self._transaction() as conn:
-            if scope is None:
-                row = conn.execute("SELECT COUNT(*) FROM pending_vectors").fetchone()
-            else:
-                where, params = scope_sql(scope)
-                row = conn.execute(
-                    f"""SELECT COUNT(*) FROM pending_vectors p
-                        JOIN episodes e ON e.rowid = p.episode_rowid
-                        WHERE p.user_id = %s AND {where}""",
-                    [scope.user_id, *params],
-                ).fetchone()
+            row = conn.execute(sql, params).fetchone()
         return int(row[0]) if row is not None else 0
 
     def index_pending(self, vectors: Sequence[tuple[PendingVector, np.ndarray]]) -> int:
