@@ -208,3 +208,28 @@ def test_a_users_stats_on_postgresql_read_its_indexes_not_its_rows(
     assert (stats["episodes"], stats["vectors"], stats["sessions"]) == (rows, rows, 30)
     # The planner may probe a few rows at an index's ends; reading them all reads every page.
     assert row_pages > 100 and read < row_pages // 20, (read, row_pages)
+
+
+def test_a_reindex_cut_after_its_first_batch_leaves_the_rest_waiting_on_postgresql(
+    postgres_schema_url: str,
+) -> None:
+    """Re-embedding with a model of another dimension drops every vector in its first
+    batch's transaction; a kill after it must leave the others marked as waiting, not
+    without vector or mark (which ``stats`` would count as vectors)."""
+    from anamnesis.store.postgres import PostgresStore
+
+    store = PostgresStore(postgres_schema_url, dim=16)
+    try:
+        episodes = [make_episode(f"note {i}") for i in range(10)]
+        store.insert_episodes(episodes, unit_vectors(10))
+        first_batch = {e.id: v for e, v in zip(episodes[:3], unit_vectors(3, dim=8), strict=True)}
+        store.replace_vectors(first_batch)  # then the process is killed
+        assert store.check() == []
+        assert store.pending_count(None) == 7
+        assert store.stats(None)["vectors"] == 3
+        store.replace_vectors(
+            {e.id: v for e, v in zip(episodes[3:], unit_vectors(7, dim=8), strict=True)}
+        )
+        assert store.pending_count(None) == 0 and store.stats(None)["vectors"] == 10
+    finally:
+        store.close()
