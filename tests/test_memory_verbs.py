@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
+import numpy as np
 import pytest
 from store_fixtures import (  # noqa: F401  (fixtures are found by their registered names)
     backend_fixture,
@@ -11,7 +13,9 @@ from store_fixtures import (  # noqa: F401  (fixtures are found by their registe
     store_url_fixture,
 )
 
-from anamnesis import Memory, NotFoundError
+from anamnesis import EmbedderMismatchError, Memory, NotFoundError
+from anamnesis.embed import get_embedder
+from anamnesis.memory.writes import WRITE_BATCH
 from anamnesis.store.sqlite.driver import sqlite3
 
 
@@ -183,6 +187,54 @@ def test_reindex_re_embeds_from_stored_text(memory: Memory) -> None:
     memory.add(["alpha", "beta"], user_id="ana")
     assert memory.reindex() == 2
     assert memory.search("alpha", user_id="ana", limit=1)[0].episode.content == "alpha"
+
+
+class HalfEdge:
+    """The edge embedder's first 128 dimensions: a model of another dimension."""
+
+    name, dim = "half-edge", 128
+
+    def embed_documents(self, texts: list[str]) -> np.ndarray:
+        vectors = get_embedder("edge").embed_documents(texts)[:, :128]
+        return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self.embed_documents([text])[0]
+
+
+def test_a_reindex_killed_midway_must_be_finished_before_the_store_opens(
+    backend: str, store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each batch of a re-embedding commits alone: a kill after the first leaves vectors
+    of two models (of two dimensions here), which the next open must not search."""
+    where = {"url": store_url} if backend == "postgres" else {"path": store_url}
+    edge = get_embedder("edge")
+    with Memory(**where, embedder=edge, warm=False) as memory:  # type: ignore[arg-type]
+        memory.add_many([f"note {i} about the harbour" for i in range(WRITE_BATCH + 10)])
+    store_class = type(memory.store)
+    replace = store_class.replace_vectors
+    batches = 0
+
+    def killed_after_one_batch(self: Any, vectors: dict[str, np.ndarray]) -> None:
+        nonlocal batches
+        batches += 1
+        if batches > 1:
+            raise KeyboardInterrupt("killed")
+        replace(self, vectors)
+
+    monkeypatch.setattr(store_class, "replace_vectors", killed_after_one_batch)
+    with pytest.raises(KeyboardInterrupt):
+        Memory(**where, embedder=HalfEdge(), warm=False, reindex=True)  # type: ignore[arg-type]
+    monkeypatch.setattr(store_class, "replace_vectors", replace)
+    for embedder, reindex in ((edge, False), (edge, True), (HalfEdge(), False)):
+        with pytest.raises(EmbedderMismatchError, match="half-edge .* was cut short"):
+            Memory(**where, embedder=embedder, warm=False, reindex=reindex)  # type: ignore[arg-type]
+    with Memory(**where, embedder=HalfEdge(), warm=False, reindex=True) as memory:  # type: ignore[arg-type]
+        assert memory.check() == []
+        assert memory.stats()["vectors"] == WRITE_BATCH + 10
+        assert memory.search("note 3 about the harbour")
+    with Memory(**where, embedder=HalfEdge(), warm=False) as memory:  # type: ignore[arg-type]
+        assert memory.search("note 3 about the harbour")
 
 
 def test_store_survives_close_and_reopen(db_path, embedder) -> None:

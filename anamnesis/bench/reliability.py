@@ -1,12 +1,14 @@
 """Fault injection: kill writers at random moments, then prove nothing acknowledged was lost.
 
-A *workload* runs in a child process and writes through the public ``Memory`` API.
-After each call returns (the write is acknowledged) it appends a line to a journal
-and fsyncs it. The parent SIGKILLs the child at a random moment, then *verifies* the
-store: SQLite's and FTS5's integrity checks, episodes, full-text rows and vectors in
-agreement (``Memory.check``), every journaled episode present with its exact text,
-every journaled delete gone, every fact's and every summary's and profile's
-provenance present, and a consolidation able to finish. ``run_kills`` repeats that;
+A *workload* runs in a child process and writes through the public ``Memory`` API, to
+an SQLite file or (``url``) a PostgreSQL database. After each call returns (the write
+is acknowledged) it appends a line to a journal and fsyncs it. The parent SIGKILLs the
+child at a random moment, reads the store's counts (``stats``, which must match its
+rows) before anything resumes the kill's backlog, then *verifies* the store: SQLite's
+and FTS5's integrity checks, episodes, full-text rows and vectors in agreement
+(``Memory.check``), every journaled episode present with its exact text, every
+journaled delete gone, every fact's and every summary's and profile's provenance
+present, and a consolidation able to finish. ``run_kills`` repeats that;
 ``run_concurrent`` runs writer and reader processes side by side and counts the
 errors they saw.
 
@@ -93,22 +95,38 @@ def _export_lines(tag: str, count: int) -> list[str]:
     return lines
 
 
-def work(store: Path, journal_path: Path, workload: str, seed: int) -> None:
+def is_url(store: str | Path) -> bool:
+    """Whether ``store`` names a database server rather than an SQLite file."""
+    return str(store).startswith(("postgresql://", "postgres://"))
+
+
+def open_memory(store: str | Path, **options: Any) -> Any:
+    """A ``Memory`` on ``store``: an SQLite file's path, or a database URL."""
+    from anamnesis import Memory
+
+    if is_url(store):
+        return Memory(url=str(store), embedder=EMBEDDER, warm=False, **options)
+    return Memory(path=store, embedder=EMBEDDER, warm=False, **options)
+
+
+def work(store: str | Path, journal_path: Path, workload: str, seed: int) -> None:
     """Run ``workload`` until killed (the child's body)."""
     from anamnesis import Memory
 
     rng = random.Random(seed)
     journal = Journal(journal_path)
     if workload == "create":
+        if is_url(store):
+            raise SystemExit("the create workload creates SQLite files; it takes no URL")
         print("ready", flush=True)
         while True:
-            path = store.parent / f"created-{seed}-{rng.randrange(10**9)}.db"
+            path = Path(store).parent / f"created-{seed}-{rng.randrange(10**9)}.db"
             journal.ack(op="creating", path=str(path))
             with Memory(path=path, embedder=EMBEDDER, warm=False) as memory:
                 (episode,) = memory.add("the first words of a new store", user_id=USER)
             journal.ack(op="add", path=str(path), id=episode.id, content=episode.content)
     indexing = "background" if workload == "index" else "sync"
-    with Memory(path=store, embedder=EMBEDDER, warm=False, indexing=indexing) as memory:
+    with open_memory(store, indexing=indexing) as memory:
         print("ready", flush=True)
         n = 0
         while True:
@@ -198,11 +216,13 @@ class KillReport:
     kills: int = 0
     acknowledged: int = 0
     deleted: int = 0
+    #: Kills that left episodes waiting for their vector (the indexer was behind).
+    left_pending: int = 0
     problems: list[str] = field(default_factory=list)
     seconds: float = 0.0
 
 
-def _child(store: Path, journal: Path, workload: str, seed: int) -> subprocess.Popen[str]:
+def _child(store: str | Path, journal: Path, workload: str, seed: int) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [
             sys.executable,
@@ -220,13 +240,45 @@ def _child(store: Path, journal: Path, workload: str, seed: int) -> subprocess.P
     )
 
 
-def verify(store: Path, journal: Path, *, vectors: bool = False) -> tuple[list[str], int, int]:
-    """(problems, acknowledged episodes, acknowledged deletes) for one store. Episodes
-    left waiting for their vector are indexed first (as any open does), and must all
-    be; ``vectors``: every vector must also be its episode's current text's."""
+def _after_kill(store: str | Path) -> tuple[int, list[str]]:
+    """How many episodes a kill left waiting for their vector, and where the store's
+    counts (``stats``) differ from its rows; read without a ``Memory``, whose open
+    would start indexing them."""
+    from anamnesis.embed import get_embedder
+    from anamnesis.store import open_url
+    from anamnesis.store.sqlite import SQLiteStore
+    from anamnesis.types import Scope
+
+    if not is_url(store) and not Path(store).exists():
+        return 0, []
+    dim = get_embedder(EMBEDDER).dim
+    opened = open_url(str(store), dim=dim) if is_url(store) else SQLiteStore(store, dim=dim)
+    try:
+        rows = [(e.user_id, v is not None) for e, v in opened.iter_episodes()]
+        problems = []
+        for scope in (None, Scope(USER)):
+            mine = [has for user, has in rows if scope is None or user == scope.user_id]
+            stats = opened.stats(scope)
+            if (stats["episodes"], stats["vectors"]) != (len(mine), sum(mine)):
+                problems.append(
+                    f"stats({scope}) counts {stats['episodes']} episodes and "
+                    f"{stats['vectors']} vectors; the store holds {len(mine)} and {sum(mine)}"
+                )
+        return opened.pending_count(None), problems
+    finally:
+        opened.close()
+
+
+def verify(
+    store: str | Path, journal: Path, *, vectors: bool = False
+) -> tuple[list[str], int, int]:
+    """(problems, acknowledged episodes, acknowledged deletes) for one store (an SQLite
+    file's path or a database URL). Episodes left waiting for their vector are indexed
+    first (as any open does), and must all be; ``vectors``: every vector must also be
+    its episode's current text's, and find its episode in a dense search."""
     import warnings
 
-    from anamnesis import AnamnesisError, Memory
+    from anamnesis import AnamnesisError
     from anamnesis.types import Scope
 
     records = read_journal(journal)
@@ -236,14 +288,14 @@ def verify(store: Path, journal: Path, *, vectors: bool = False) -> tuple[list[s
         by_path.setdefault(record.get("path", str(store)), []).append(record)
     adds = deletes = 0
     for path, items in by_path.items():
-        if not Path(path).exists():
+        if not is_url(path) and not Path(path).exists():
             if any(r["op"] == "add" for r in items):
                 problems.append(f"{path}: acknowledged, but the file is gone")
             continue
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("error", RuntimeWarning)
-                memory = Memory(path=path, embedder=EMBEDDER, warm=False)
+                memory = open_memory(path)
         except AnamnesisError as exc:
             if any(r["op"] == "add" for r in items):
                 problems.append(f"{path}: does not open: {type(exc).__name__}: {exc}")
@@ -261,6 +313,7 @@ def verify(store: Path, journal: Path, *, vectors: bool = False) -> tuple[list[s
                 problems.extend(f"{path}: after indexing: {p}" for p in memory.check())
             if vectors:
                 problems.extend(f"{path}: {p}" for p in _stale_vectors(memory))
+                problems.extend(f"{path}: {p}" for p in _unfound_by_vector(memory))
             stored = _stored_texts(memory)
             gone = {r["id"] for r in items if r["op"] == "delete"}
             going = {r["id"] for r in items if r["op"] == "deleting"}
@@ -311,6 +364,41 @@ def _stale_vectors(memory: Any) -> list[str]:
                 problems.append(f"episode {episode.id} has no vector")
             elif not np.allclose(held[episode.id], vector, atol=1e-5):
                 problems.append(f"episode {episode.id}'s vector is not its text's")
+    return problems
+
+
+#: Episodes ``_unfound_by_vector`` looks up per verification, the newest and a sample.
+FOUND_SAMPLE = 60
+#: How far below the episodes that tie with it (the workload's texts differ in numbers
+#: a static embedder may not see) a dense search may place an episode.
+FOUND_WITHIN = 5
+
+
+def _unfound_by_vector(memory: Any) -> list[str]:
+    """Episodes a dense search with their own text's vector does not find (the dense
+    index, or the vectors behind it, lost them): the newest and a random sample."""
+    import numpy as np
+
+    from anamnesis.ingest.normalise import embedding_text
+    from anamnesis.store.base import Filters
+    from anamnesis.types import Scope
+
+    episodes = [e for e, _ in memory.store.iter_episodes() if e.user_id == USER]
+    newest = episodes[-FOUND_SAMPLE // 2 :]
+    rest = episodes[: -FOUND_SAMPLE // 2]
+    sample = newest + random.Random(len(episodes)).sample(rest, min(len(rest), FOUND_SAMPLE))
+    if not sample:
+        return []
+    held = memory.store.episode_vectors([e.id for e in episodes], Scope(USER))
+    stored = np.stack(list(held.values())) if held else np.zeros((0, memory.embedder.dim))
+    texts = [embedding_text(e.content, e.speaker) for e in sample]
+    vectors = memory.embedder.embed_documents(texts)
+    problems = []
+    for episode, vector in zip(sample, vectors, strict=True):
+        ties = int(np.count_nonzero(stored @ vector >= 1.0 - 1e-5))
+        hits = memory.store.dense_search(vector, Scope(USER), Filters(), ties + FOUND_WITHIN)
+        if episode.id not in {hit.episode_id for hit in hits}:
+            problems.append(f"episode {episode.id} is not found by its own vector")
     return problems
 
 
@@ -372,12 +460,15 @@ def run_kills(
     verify_every: int = 1,
     pause: tuple[float, float] = (0.05, 1.2),
     progress: Callable[[KillReport], None] | None = None,
+    url: str | None = None,
 ) -> KillReport:
     """Kill ``workload`` ``kills`` times at random moments in one store, verifying it
     every ``verify_every`` kills; a kill comes a random ``pause`` (seconds) after the
-    workload is ready."""
+    workload is ready. The store is an SQLite file in ``directory`` (which holds the
+    journal), or the database at ``url``, which should be empty at the start."""
     directory.mkdir(parents=True, exist_ok=True)
-    store, journal = directory / "store.db", directory / "journal.jsonl"
+    journal = directory / "journal.jsonl"
+    store: str | Path = url if url is not None else directory / "store.db"
     rng = random.Random(seed)
     report = KillReport(workload)
     started = time.perf_counter()
@@ -393,6 +484,9 @@ def run_kills(
         child.send_signal(signal.SIGKILL)
         child.wait(timeout=60)
         report.kills += 1
+        pending, problems = _after_kill(store)
+        report.left_pending += pending > 0
+        report.problems.extend(f"after kill {kill}: {p}" for p in problems)
         if (kill + 1) % verify_every == 0 or kill == kills - 1:
             problems, report.acknowledged, report.deleted = verify(
                 store, journal, vectors=workload == "index"
@@ -500,7 +594,7 @@ def _main(argv: list[str]) -> None:
     command, *rest = argv
     if command == "work":
         store, journal, workload, seed = rest
-        work(Path(store), Path(journal), workload, int(seed))
+        work(store if is_url(store) else Path(store), Path(journal), workload, int(seed))
     elif command == "write":
         store, journal, seed, until = rest
         _writer(Path(store), Path(journal), int(seed), float(until))

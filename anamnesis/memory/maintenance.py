@@ -15,6 +15,10 @@ from .writes import WRITE_BATCH
 
 T = TypeVar("T")
 
+#: Meta key naming the embedder (``name<TAB>dim``) a re-embedding with another one is
+#: moving the store to; empty once it has finished.
+REINDEX_MARK = "reindexing_to"
+
 
 class MaintenanceVerbs(MemoryState):
     """The store as a whole: re-embedding, checks, counts, export and import."""
@@ -24,6 +28,12 @@ class MaintenanceVerbs(MemoryState):
         """Re-embed every episode (and fact) from its stored text with the current
         embedder; returns the number of episodes."""
         done = 0
+        stored = (self._store.get_meta("embedder_name"), self._store.get_meta("embedder_dim"))
+        target = (self._embedder.name, str(self._embedder.dim))
+        if stored != target:
+            # Until the last batch, the store holds vectors of two embedders: an open
+            # after a kill must finish the work, not search among them.
+            self._store.set_meta(REINDEX_MARK, "\t".join(target))
 
         def episodes(batch: list[Episode]) -> None:
             nonlocal done
@@ -42,6 +52,8 @@ class MaintenanceVerbs(MemoryState):
         _in_batches((f for f, _ in self._store.iter_facts()), facts)
         self._store.set_meta("embedder_name", self._embedder.name)
         self._store.set_meta("embedder_dim", str(self._embedder.dim))
+        if stored != target:
+            self._store.set_meta(REINDEX_MARK, "")
         return done
 
     @writes

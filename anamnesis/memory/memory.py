@@ -40,7 +40,7 @@ from ..usage import UsageLog
 from .derived import DerivedView
 from .facts import FactVerbs
 from .lifecycle import LifecycleVerbs
-from .maintenance import MaintenanceVerbs
+from .maintenance import REINDEX_MARK, MaintenanceVerbs
 from .reads import ReadVerbs
 from .state import ProgressCallback
 from .writes import WriteVerbs
@@ -283,6 +283,14 @@ class Memory(WriteVerbs, ReadVerbs, FactVerbs, LifecycleVerbs, MaintenanceVerbs)
         stored_name = self._store.get_meta("embedder_name")
         stored_dim = self._store.get_meta("embedder_dim")
         current = (self._embedder.name, str(self._embedder.dim))
+        unfinished = self._store.get_meta(REINDEX_MARK)
+        if unfinished and (tuple(unfinished.split("\t")) != current or not reindex):
+            name, dim = unfinished.split("\t")
+            raise EmbedderMismatchError(
+                f"re-embedding this store with {name} ({dim}-d) was cut short, so its "
+                f"vectors are of two embedders. Open it with {name} and reindex=True "
+                f"(CLI: anamnesis reindex --embedder {name}) to finish."
+            )
         if stored_name is None:
             self._store.set_meta("embedder_name", current[0])
             self._store.set_meta("embedder_dim", current[1])

@@ -614,7 +614,9 @@ class Store(Protocol):
 
     def stats(self, scope: Scope | None) -> dict[str, Any]:
         """Counts for one scope; for the whole store (``scope`` None) also where it is
-        and its size, which no one scope's figures reveal."""
+        and its size, which no one scope's figures reveal. ``vectors`` counts the
+        episodes that have theirs, not those still waiting for one (``pending_vectors``);
+        read from the scope's indexes, not from its rows."""
         ...
 
     # -- facts --------------------------------------------------------------------------

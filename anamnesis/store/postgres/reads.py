@@ -278,20 +278,53 @@ class PostgresReads:
                 metadata=metadata,
             )
 
+    @staticmethod
+    def _pending_sql(scope: Scope | None) -> tuple[str, list[Any]]:
+        """A statement counting the episodes of ``scope`` that wait for their vector,
+        found through the marks' user index."""
+        if scope is None:
+            return "SELECT count(*) FROM pending_vectors", []
+        where, params = scope_sql(scope, "w")
+        return (
+            f"""SELECT count(*) FROM pending_vectors p JOIN episodes w
+                ON w.rowid = p.episode_rowid WHERE p.user_id = %s AND {where}""",
+            [scope.user_id, *params],
+        )
+
     def stats(self, scope: Scope | None) -> dict[str, Any]:
         params: list[Any]
         if scope is None:
             where, params = "TRUE", []
+            # No index leads with event_time: one scan counts and finds both ends.
+            ends, ends_params = "min(e.event_time), max(e.event_time)", []
         else:
             where, params = scope_sql(scope)
+            # Each end is one seek in the scope's (user_id, event_time) index, which the
+            # planner makes only of a query holding nothing but that min or max.
+            bound = scope_sql(scope, "b")[0]
+            ends = (
+                f"(SELECT min(b.event_time) FROM episodes b WHERE {bound}), "
+                f"(SELECT max(b.event_time) FROM episodes b WHERE {bound})"
+            )
+            ends_params = [*params, *params]
+        waiting, waiting_params = self._pending_sql(scope)
         with self._transaction() as conn:
-            episodes, users, sessions, first, last, vectors = conn.execute(
-                f"""SELECT count(*), count(DISTINCT e.user_id),
-                           count(DISTINCT (e.user_id, COALESCE(e.session_id, ''))),
-                           min(e.event_time), max(e.event_time), count(e.embedding)
-                    FROM episodes e WHERE {where}""",
+            # Each statement reads only the columns of one index on (user_id, ...): a
+            # statement reading them all, the vector among them, sorted whole rows.
+            episodes, first, last, pending = conn.execute(
+                f"SELECT count(*), {ends}, ({waiting}) FROM episodes e WHERE {where}",
+                [*ends_params, *waiting_params, *params],
+            ).fetchone()  # type: ignore[misc]
+            users, sessions = conn.execute(
+                f"""SELECT count(DISTINCT s.user_id), count(*) FROM (
+                        SELECT DISTINCT e.user_id, COALESCE(e.session_id, '') AS session_id
+                        FROM episodes e WHERE {where}) AS s""",
                 params,
             ).fetchone()  # type: ignore[misc]
+            # Every episode has one vector or one mark saying it waits for it, never both
+            # (``check`` verifies it): the vectors are counted without reading them, from
+            # the scope's episodes, counted in one statement with its marks.
+            vectors = episodes - pending
             versions = conn.execute(
                 f"SELECT count(*) FROM episode_versions v JOIN episodes e ON e.id = v.episode_id "
                 f"WHERE {where}",

@@ -406,17 +406,9 @@ class PostgresStore(
 
     def pending_count(self, scope: Scope | None) -> int:
         """How many episodes of ``scope`` (None: the whole store) wait for a vector."""
+        sql, params = self._pending_sql(scope)
         with self._transaction() as conn:
-            if scope is None:
-                row = conn.execute("SELECT COUNT(*) FROM pending_vectors").fetchone()
-            else:
-                where, params = scope_sql(scope)
-                row = conn.execute(
-                    f"""SELECT COUNT(*) FROM pending_vectors p
-                        JOIN episodes e ON e.rowid = p.episode_rowid
-                        WHERE p.user_id = %s AND {where}""",
-                    [scope.user_id, *params],
-                ).fetchone()
+            row = conn.execute(sql, params).fetchone()
         return int(row[0]) if row is not None else 0
 
     def index_pending(self, vectors: Sequence[tuple[PendingVector, np.ndarray]]) -> int:
@@ -658,7 +650,9 @@ class PostgresStore(
     def _change_dim(self, conn: psycopg.Connection[Any], dim: int) -> None:
         """Switch the embedding column to ``dim`` (re-embedding with another model).
 
-        Every stored vector is dropped; the caller re-embeds every episode.
+        Every stored vector is dropped and every episode marked as waiting for one, so
+        that a re-embedding cut short leaves each episode with a vector or a mark; the
+        caller re-embeds every episode.
         """
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
         conn.execute("DROP INDEX IF EXISTS episodes_embedding")
@@ -667,6 +661,10 @@ class PostgresStore(
             conn.execute(
                 f"ALTER TABLE {table} ALTER COLUMN embedding TYPE vector({int(dim)}) USING NULL"
             )
+        conn.execute(
+            """INSERT INTO pending_vectors (episode_rowid, user_id)
+               SELECT rowid, user_id FROM episodes ON CONFLICT DO NOTHING"""
+        )
         for statement in [*embedding_index(dim), *scope_vector_index(dim)]:
             conn.execute(statement)
         conn.execute(

@@ -794,17 +794,42 @@ class SQLiteReads:
                 metadata=json.loads(metadata),
             )
 
+    def _pending_sql(self, scope: Scope | None) -> tuple[str, list[Any]]:
+        """A statement counting the episodes of ``scope`` that wait for their vector,
+        led by the marks, which are few, rather than by the scope's episodes."""
+        if not self._pending_table:
+            return "SELECT 0", []
+        if scope is None:
+            return "SELECT COUNT(*) FROM pending_vectors", []
+        where, params = scope_sql(scope, "w", by_key=True)
+        return (
+            f"""SELECT COUNT(*) FROM pending_vectors p CROSS JOIN episodes w
+                ON w.rowid = p.episode_rowid WHERE p.user_id = ? AND {where}""",
+            [scope.user_id, *params],
+        )
+
     def stats(self, scope: Scope | None) -> dict[str, Any]:
         params: list[Any]
         if scope is None:
             where, params = "1", []
+            # No index leads with event_time: one scan counts and finds both ends.
+            ends, ends_params = "MIN(e.event_time), MAX(e.event_time)", []
         else:
             where, params = scope_sql(scope)
+            # Two seeks in the scope's (user_id, event_time) index, each a subquery of
+            # its own (SQLite seeks for a MIN or MAX only when it is the whole query).
+            bound = scope_sql(scope, "b")[0]
+            ends = (
+                f"(SELECT MIN(b.event_time) FROM episodes b WHERE {bound}), "
+                f"(SELECT MAX(b.event_time) FROM episodes b WHERE {bound})"
+            )
+            ends_params = [*params, *params]
         # Two statements, each answered from an index on (user_id, ...) alone: one
         # statement reading every column it needs read every row of the table.
-        episodes, first, last = self._read(
-            f"SELECT COUNT(*), MIN(e.event_time), MAX(e.event_time) FROM episodes e WHERE {where}",
-            params,
+        waiting, waiting_params = self._pending_sql(scope)
+        episodes, first, last, pending = self._read(
+            f"SELECT COUNT(*), {ends}, ({waiting}) FROM episodes e WHERE {where}",
+            [*ends_params, *waiting_params, *params],
         )[0]
         users, sessions = self._read(
             f"""SELECT COUNT(DISTINCT user_id), COUNT(*) FROM (
@@ -812,18 +837,15 @@ class SQLiteReads:
                     FROM episodes e WHERE {where})""",
             params,
         )[0]
-        # Every vector's episode exists (they are written and deleted together), so the
-        # whole store's count needs no join.
-        vectors = self._read(
-            "SELECT COUNT(*) FROM vectors"
-            if scope is None
-            else f"SELECT COUNT(*) FROM vectors v JOIN episodes e ON e.rowid = v.episode_rowid "
-            f"WHERE {where}",
-            params,
-        )[0][0]
+        # Every episode has one vector or one mark saying it waits for it, never both
+        # (``check`` verifies it), so the vectors are counted without reading them: from
+        # the scope's episodes, counted in one statement with its marks.
+        vectors = episodes - pending
+        # Versions exist only of updated episodes, so they lead the join: the scope's
+        # episodes are looked up by id for each version instead of the reverse.
         versions = self._read(
-            f"SELECT COUNT(*) FROM episode_versions v JOIN episodes e ON e.id = v.episode_id "
-            f"WHERE {where}",
+            f"SELECT COUNT(*) FROM episode_versions v CROSS JOIN episodes e "
+            f"ON e.id = v.episode_id WHERE {where}",
             params,
         )[0][0]
         fact_where, fact_params = ("1", []) if scope is None else scope_sql(fact_scope(scope), "f")

@@ -653,18 +653,8 @@ class SQLiteStore(
 
     def pending_count(self, scope: Scope | None) -> int:
         """How many episodes of ``scope`` (None: the whole store) wait for a vector."""
-        if not self._pending_table:
-            return 0
-        if scope is None:
-            return int(self._read("SELECT COUNT(*) FROM pending_vectors")[0][0])
-        where, params = scope_sql(scope, by_key=True)
-        rows = self._read(
-            f"""SELECT COUNT(*) FROM pending_vectors p
-                JOIN episodes e ON e.rowid = p.episode_rowid
-                WHERE p.user_id = ? AND {where}""",
-            [scope.user_id, *params],
-        )
-        return int(rows[0][0])
+        sql, params = self._pending_sql(scope)
+        return int(self._read(sql, params)[0][0])
 
     def index_pending(self, vectors: Sequence[tuple[PendingVector, np.ndarray]]) -> int:
         """Write the vectors of pending episodes and take their marks away, in one
