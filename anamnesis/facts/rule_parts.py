@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..ingest.timeparse import ASCII_FOLDS
-from .letters import CAPITAL, LETTERS, LOWER, MARKS, capitalised
+from .letters import CAPITAL, LOWER, MARKS, WORD, capitalised, letter_or
 from .predicates import RELATIONS, normalise_value
 
 #: Longest object kept, in words; longer captures are cut (a fact is one short value).
@@ -73,7 +73,12 @@ _REACTION = re.compile(
     r"option|options|caption|post|posts|tips|recommendations|one|ones|sound|look|way|name)$",
     re.IGNORECASE,
 )
-NAME = rf"(?P<name>{CAPITAL}[{LETTERS}'’-]+(?:\s{CAPITAL}[{LETTERS}'’-]+)?)"
+# A letter of a name, or an apostrophe or a hyphen in one ("O'Brien", "Jean-Luc").
+_NAME_LETTER = letter_or("'’-")
+NAME = rf"(?P<name>{CAPITAL}{_NAME_LETTER}+(?:\s{CAPITAL}{_NAME_LETTER}+)?)"
+#: Where a name ends: on a letter or a mark, before no word character (``\b`` would
+#: end "Zoe" and U+0308, a decomposed "Zoë", before its mark).
+END_OF_NAME = rf"(?<!['’-])(?!{WORD})"
 OBJ = r"(?P<obj>[^,.;:!?()\"\n]+)"
 #: Adverbs between the subject and the verb; they stack ("I actually already bought").
 LEAD = (

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import re
 
-from .letters import CAPITAL, LETTERS, LOWER, MARKS, WORD, WORD_END
+from .letters import CAPITAL, LOWER, MARKS, WORD, letter_or
 from .rule_parts import (
     CLAUSE_END,
+    END_OF_NAME,
     IM,
     LEAD,
     NAME,
@@ -40,6 +41,12 @@ from .rule_parts import (
     simple,
 )
 
+# A letter of a word, with the hyphen of "sous-chef"; with an apostrophe ("mom's");
+# or a space, in a favourite's category ("ice cream flavor").
+_WORD_LETTER = letter_or("-")
+_ROUTINE_LETTER = letter_or("'-")
+_CATEGORY_LETTER = letter_or(" ")
+
 #: Occupations "I'm a ..." names; from common job titles (US BLS occupation groups,
 #: abridged to the everyday words people use of themselves).
 OCCUPATIONS = (
@@ -61,9 +68,9 @@ _OPINION = (
     r"better|best|horrible|awful|huge|massive|true)\b)"
 )
 #: An occupation with up to two words before it ("software engineer", "registered nurse").
-JOB = rf"(?P<obj>(?:{_OPINION}[{LETTERS}-]+\s+){{0,2}}?(?:{OCCUPATIONS}))\b"
+JOB = rf"(?P<obj>(?:{_OPINION}{_WORD_LETTER}+\s+){{0,2}}?(?:{OCCUPATIONS}))\b"
 #: An occupation, not captured, for rules that capture something else.
-_OCCUPATION = rf"(?:(?:{_OPINION}[{LETTERS}-]+\s+){{0,2}}?(?!student\b)(?:{OCCUPATIONS}))\b"
+_OCCUPATION = rf"(?:(?:{_OPINION}{_WORD_LETTER}+\s+){{0,2}}?(?!student\b)(?:{OCCUPATIONS}))\b"
 #: Verbs that take the speaker to an employer when a role follows ("joined Globex as
 #: a staff engineer", "moved to Globex as an engineer").
 _TO_EMPLOYER = r"(?i:joined|moved to|moved over to|switched to)"
@@ -97,7 +104,7 @@ _NOT_ROUTINE = (
 # What may follow a frequency: the end of the clause, not a noun ("my daily commute").
 _OFTEN_END = r"(?=\s*(?:[,.;:!?)]|$)|\s+(?:and|but|to|so|because|for|with|at|in|on|or)\b)"
 _ROUTINE = (
-    rf"(?P<obj>{_NOT_ROUTINE}{LOWER}+(?:\s+[{LETTERS}'-]+){{0,5}}?)\s+(?:{_OFTEN}){_OFTEN_END}"
+    rf"(?P<obj>{_NOT_ROUTINE}{LOWER}+(?:\s+{_ROUTINE_LETTER}+){{0,5}}?)\s+(?:{_OFTEN}){_OFTEN_END}"
 )
 
 
@@ -280,7 +287,7 @@ STATE_RULES: tuple[Rule, ...] = (
         place("studies_at"),
     ),
     # relationships ("my sister Emma", "my husband's name is Tom", "I'm married to Tom")
-    rule(rf"(?i:\bmy\s+(?P<rel>{RELATION_WORDS}))(?:,)?\s+{NAME}{WORD_END}", relation),
+    rule(rf"(?i:\bmy\s+(?P<rel>{RELATION_WORDS}))(?:,)?\s+{NAME}{END_OF_NAME}", relation),
     rule(
         rf"(?i:\bmy\s+(?P<rel>{RELATION_WORDS})(?:'s|’s)\s+name\s+is)\s+{NAME}",
         relation,
@@ -300,7 +307,7 @@ STATE_RULES: tuple[Rule, ...] = (
         rf"(?:new\s+)?(?:little\s+)?){PETS}(?i:,?\s+(?:named|called))\s+{NAME}",
         pet,
     ),
-    rule(rf"(?i:\b(?:my|our)\s+(?:new\s+)?){PETS}(?:,)?\s+{NAME}{WORD_END}", pet),
+    rule(rf"(?i:\b(?:my|our)\s+(?:new\s+)?){PETS}(?:,)?\s+{NAME}{END_OF_NAME}", pet),
     rule(
         rf"(?i:\b(?:I|we)\s+(?:{LEAD})?(?:have|had|got|adopted|rescued|'ve got|’ve got)\b)"
         rf"[^.!?]*?,\s+(?i:an?\s+(?:[\w{MARKS}-]+\s+){{0,3}}?){PETS}"
@@ -326,13 +333,13 @@ STATE_RULES: tuple[Rule, ...] = (
     ),
     # preferences
     rule(
-        rf"(?i:\bmy\s+(?:all-time\s+|new\s+|absolute\s+)?fav(?:ou|o)rite)\s+(?P<cat>[{LETTERS} ]+?)"
+        rf"(?i:\bmy\s+(?:all-time\s+|new\s+|absolute\s+)?fav(?:ou|o)rite)\s+(?P<cat>{_CATEGORY_LETTER}+?)"
         rf"\s+(?i:is|are|has to be|would be|right now is|these days is)\s+{OBJ}",
         favourite,
     ),
     rule(
         rf"(?i:\bmy\s+(?:all-time\s+|new\s+|absolute\s+)?fav(?:ou|o)rite)\s+"
-        rf"(?P<cat>[{LETTERS} ]+?),\s+{OBJ}",
+        rf"(?P<cat>{_CATEGORY_LETTER}+?),\s+{OBJ}",
         favourite,
     ),
     rule(
@@ -426,7 +433,7 @@ STATE_RULES: tuple[Rule, ...] = (
     ),
     rule(
         rf"{I}\s+(?i:usually|always|often|regularly|normally|typically)\s+"
-        rf"(?P<obj>{_NOT_ROUTINE}{LOWER}+(?:\s+[{LETTERS}'-]+){{1,9}})",
+        rf"(?P<obj>{_NOT_ROUTINE}{LOWER}+(?:\s+{_ROUTINE_LETTER}+){{1,9}})",
         _routine,
     ),
     rule(rf"{I}\s+(?i:{LEAD})?(?i:smoke)\b", fixed("habit", "smoking")),
