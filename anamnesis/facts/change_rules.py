@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 
+from .letters import CAPITAL, LOWER, capitalised
 from .predicates import RELATIONS
 from .rule_parts import (
     CLAUSE_END,
@@ -70,7 +71,7 @@ _LIGHT_VERBS = frozenset({"take", "do", "get", "make", "have", "go", "use", "wea
 def _left(match: re.Match[str]) -> tuple[str, str] | None:
     """What "I left X" ended: a job or a home, by the other words of the sentence."""
     obj = clean(match.group("obj"))
-    if obj is None or not obj[:1].isupper():
+    if obj is None or not capitalised(obj):
         return None
     job = bool(_JOB_WORDS.search(match.string))
     home = bool(_HOME_WORDS.search(match.string))
@@ -141,8 +142,11 @@ CHANGE_RULES: tuple[Rule, ...] = tuple(
         (rf"{I}\s+{_NO_LONGER}\s+(?i:work)\s+(?i:at|for)\s+{OBJ}", employer("works_at")),
         (rf"{I}\s+(?i:used to)\s+(?i:work)\s+(?i:at|for)\s+{OBJ}", employer("works_at")),
         (rf"{IM}\s+(?i:{LEAD})?(?i:unemployed|between jobs|out of work)\b", fixed("works_at", "")),
-        (rf"{I}\s+(?i:{LEAD})?(?i:left|quit)\s+(?P<obj>[A-Z][^,.;:!?()\"\n]*)", _left),
-        (r"\b(?i:after|since)\s+(?i:leaving|quitting)\s+(?P<obj>[A-Z][^,.;:!?()\"\n]*)", _left),
+        (rf"{I}\s+(?i:{LEAD})?(?i:left|quit)\s+(?P<obj>{CAPITAL}[^,.;:!?()\"\n]*)", _left),
+        (
+            rf"\b(?i:after|since)\s+(?i:leaving|quitting)\s+(?P<obj>{CAPITAL}[^,.;:!?()\"\n]*)",
+            _left,
+        ),
         (rf"{I}\s+(?i:used to be)\s+(?i:an?\s+)?{JOB}", phrase("job")),
         (rf"{IM}\s+{_NOT_ANYMORE}\s+(?i:an?\s+)?{JOB}", phrase("job")),
         # home
@@ -214,15 +218,15 @@ CHANGE_RULES: tuple[Rule, ...] = tuple(
         (rf"{IM}\s+{_NOT_ANYMORE}\s+(?i:an?\s+)?{DIETS}\b", phrase("diet")),
         (
             rf"{I}(?:'ve|’ve| have)?\s+(?i:{LEAD})?(?i:quit|stopped|gave up|given up)\s+"
-            rf"(?P<obj>[a-z]+ing\b[^,.;:!?()\"\n]*)",
+            rf"(?P<obj>{LOWER}+ing\b[^,.;:!?()\"\n]*)",
             _habit,
         ),
         (
-            rf"{NOT_RELATIVE}{I}\s+{_NO_LONGER}\s+(?P<obj>{_NOT_HABIT}[a-z]+\b[^,.;:!?()\"\n]*)",
+            rf"{NOT_RELATIVE}{I}\s+{_NO_LONGER}\s+(?P<obj>{_NOT_HABIT}{LOWER}+\b[^,.;:!?()\"\n]*)",
             _habit,
         ),
         (
-            rf"{NOT_RELATIVE}{I}\s+(?i:used to)\s+(?P<obj>{_NOT_HABIT}[a-z]+\b[^,.;:!?()\"\n]*)",
+            rf"{NOT_RELATIVE}{I}\s+(?i:used to)\s+(?P<obj>{_NOT_HABIT}{LOWER}+\b[^,.;:!?()\"\n]*)",
             _habit,
         ),
     )

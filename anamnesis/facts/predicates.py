@@ -11,7 +11,9 @@ supersedes anything by mistake.
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass
+from functools import cache
 
 from ..types import Fact
 
@@ -122,12 +124,23 @@ def search_text(subject: str, predicate: str, obj: str, text: str) -> str:
 
 
 _ARTICLE = re.compile(r"^(?:a|an|the|my|our|some)\s+", re.IGNORECASE)
-_NON_WORD = re.compile(r"[^\w\s'-]+")
+
+
+@cache
+def _non_word() -> re.Pattern[str]:
+    """Punctuation; the marks on letters are part of a word ("प्रिया", a decomposed
+    "Zoë")."""
+    # Imported on first use: the classes of ``letters`` are built from the Unicode
+    # database, which ``import anamnesis`` need not wait for.
+    from .letters import MARKS
+
+    return re.compile(rf"[^\w{MARKS}\s'-]+")
 
 
 def normalise_value(value: str) -> str:
-    """A comparable form of an object: lower case, no leading article, no punctuation."""
-    text = _NON_WORD.sub(" ", value.lower()).strip()
+    """A comparable form of an object: lower case, no leading article, no punctuation,
+    letters composed (a decomposed "Zoë", "e" and U+0308, is the composed one)."""
+    text = _non_word().sub(" ", unicodedata.normalize("NFC", value).lower()).strip()
     text = _ARTICLE.sub("", text)
     return re.sub(r"\s+", " ", text)
 

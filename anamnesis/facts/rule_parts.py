@@ -3,8 +3,9 @@
 A rule (``Rule``) is a compiled first-person pattern and a builder that turns its
 match into ``(predicate, object)``, or None when the object is not a value (a
 pronoun, a deictic word, an empty capture). Objects are cut at the first clause
-boundary and capped at ``MAX_OBJECT_WORDS`` words. The tables of rules are in
-``state_rules`` (what holds) and ``change_rules`` (what stopped holding).
+boundary and capped at ``MAX_OBJECT_WORDS`` words. Names and words are read in any
+script (``letters``). The tables of rules are in ``state_rules`` (what holds) and
+``change_rules`` (what stopped holding).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..ingest.timeparse import ASCII_FOLDS
+from .letters import CAPITAL, LOWER, MARKS, WORD, capitalised, letter_or
 from .predicates import RELATIONS, normalise_value
 
 #: Longest object kept, in words; longer captures are cut (a fact is one short value).
@@ -67,11 +69,16 @@ _ENDS_IN_PRONOUN = re.compile(
 )
 # A reaction to something just shown ("I like the floating sectional idea"), not a taste.
 _REACTION = re.compile(
-    r"^the\s+(?:[\w'-]+\s+){0,3}(?:idea|ideas|suggestion|suggestions|list|schedule|option|"
-    r"options|caption|post|posts|tips|recommendations|one|ones|sound|look|way|name)$",
+    rf"^the\s+(?:[\w{MARKS}'-]+\s+){{0,3}}(?:idea|ideas|suggestion|suggestions|list|schedule|"
+    r"option|options|caption|post|posts|tips|recommendations|one|ones|sound|look|way|name)$",
     re.IGNORECASE,
 )
-NAME = r"(?P<name>[A-Z][a-zA-Z'’-]+(?:\s[A-Z][a-zA-Z'’-]+)?)"
+# A letter of a name, or an apostrophe or a hyphen in one ("O'Brien", "Jean-Luc").
+_NAME_LETTER = letter_or("'’-")
+NAME = rf"(?P<name>{CAPITAL}{_NAME_LETTER}+(?:\s{CAPITAL}{_NAME_LETTER}+)?)"
+#: Where a name ends: on a letter or a mark, before no word character (``\b`` would
+#: end "Zoe" and U+0308, a decomposed "Zoë", before its mark).
+END_OF_NAME = rf"(?<!['’-])(?!{WORD})"
 OBJ = r"(?P<obj>[^,.;:!?()\"\n]+)"
 #: Adverbs between the subject and the verb; they stack ("I actually already bought").
 LEAD = (
@@ -244,8 +251,9 @@ def phrase(predicate: str) -> Build:
 
 
 def place(predicate: str) -> Build:
-    """An object that names a place or an organisation: it starts with a capital
-    ("Denver", "the Bay Area", "Moonshot AI"), so "a new apartment" or "night" is none."""
+    """An object that names a place or an organisation: it starts with a capital, or a
+    letter of a script without case ("Denver", "the Bay Area", "Łódź", "東京"), so "a new
+    apartment" or "night" is none."""
     inner = simple(predicate)
 
     def build(match: re.Match[str]) -> tuple[str, str] | None:
@@ -253,7 +261,7 @@ def place(predicate: str) -> Build:
         if built is None:
             return None
         head = re.sub(r"^(?:the|my|our)\s+", "", built[1], flags=re.IGNORECASE)
-        return built if head[:1].isupper() else None
+        return built if capitalised(head) else None
 
     return build
 
@@ -268,7 +276,7 @@ def employer(predicate: str) -> Build:
         if built is None:
             return None
         first = built[1].split()[0]
-        ok = first[:1].isupper() or first.lower() in ("a", "an", "the", "my", "our")
+        ok = capitalised(first) or first.lower() in ("a", "an", "the", "my", "our")
         return built if ok else None
 
     return build
@@ -351,7 +359,7 @@ def plan(match: re.Match[str]) -> tuple[str, str] | None:
 
 # "to" and a verb after a planned thing is its purpose; "to" and a place is where.
 _PURPOSE = re.compile(
-    r"\s+to\s+(?!(?:the|a|an|my|our|his|her|their|this|that|see|visit)\b)[a-z].*$"
+    rf"\s+to\s+(?!(?:the|a|an|my|our|his|her|their|this|that|see|visit)\b){LOWER}.*$"
 )
 # A plan whose verb takes "something" / "anything" says nothing yet ("do something
 # similar").

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import re
 
+from .letters import CAPITAL, LOWER, MARKS, WORD, letter_or
 from .rule_parts import (
     CLAUSE_END,
+    END_OF_NAME,
     IM,
     LEAD,
     NAME,
@@ -39,6 +41,12 @@ from .rule_parts import (
     simple,
 )
 
+# A letter of a word, with the hyphen of "sous-chef"; with an apostrophe ("mom's");
+# or a space, in a favourite's category ("ice cream flavor").
+_WORD_LETTER = letter_or("-")
+_ROUTINE_LETTER = letter_or("'-")
+_CATEGORY_LETTER = letter_or(" ")
+
 #: Occupations "I'm a ..." names; from common job titles (US BLS occupation groups,
 #: abridged to the everyday words people use of themselves).
 OCCUPATIONS = (
@@ -60,9 +68,9 @@ _OPINION = (
     r"better|best|horrible|awful|huge|massive|true)\b)"
 )
 #: An occupation with up to two words before it ("software engineer", "registered nurse").
-JOB = rf"(?P<obj>(?:{_OPINION}[A-Za-z-]+\s+){{0,2}}?(?:{OCCUPATIONS}))\b"
+JOB = rf"(?P<obj>(?:{_OPINION}{_WORD_LETTER}+\s+){{0,2}}?(?:{OCCUPATIONS}))\b"
 #: An occupation, not captured, for rules that capture something else.
-_OCCUPATION = rf"(?:(?:{_OPINION}[A-Za-z-]+\s+){{0,2}}?(?!student\b)(?:{OCCUPATIONS}))\b"
+_OCCUPATION = rf"(?:(?:{_OPINION}{_WORD_LETTER}+\s+){{0,2}}?(?!student\b)(?:{OCCUPATIONS}))\b"
 #: Verbs that take the speaker to an employer when a role follows ("joined Globex as
 #: a staff engineer", "moved to Globex as an engineer").
 _TO_EMPLOYER = r"(?i:joined|moved to|moved over to|switched to)"
@@ -91,11 +99,13 @@ _NOT_ROUTINE = (
     r"miss|love|like|enjoy|adore|hate|prefer|aim|plan|intend|tend|hope|wish|want|need|try|"
     r"see|hear|get|got|know|remember|mean|guess|make|"
     r"said|say|told|tell|went|came|made|saw|used|really|just|also|only|never|still)\b|"
-    r"[a-z]+ed\b)"
+    rf"{LOWER}+ed\b)"
 )
 # What may follow a frequency: the end of the clause, not a noun ("my daily commute").
 _OFTEN_END = r"(?=\s*(?:[,.;:!?)]|$)|\s+(?:and|but|to|so|because|for|with|at|in|on|or)\b)"
-_ROUTINE = rf"(?P<obj>{_NOT_ROUTINE}[a-z]+(?:\s+[A-Za-z'-]+){{0,5}}?)\s+(?:{_OFTEN}){_OFTEN_END}"
+_ROUTINE = (
+    rf"(?P<obj>{_NOT_ROUTINE}{LOWER}+(?:\s+{_ROUTINE_LETTER}+){{0,5}}?)\s+(?:{_OFTEN}){_OFTEN_END}"
+)
 
 
 #: Outings and gatherings one plans or books ("a trip to Lisbon", "a family dinner").
@@ -206,7 +216,7 @@ STATE_RULES: tuple[Rule, ...] = (
     ),
     rule(rf"(?i:\bmy\s+{_HOMETOWN}),?\s+{OBJ}", place("from")),
     rule(
-        rf"{WE}\s+(?i:{LEAD})?(?i:rent)\s+(?i:an?|my|our)\s+(?:\w+\s+)?"
+        rf"{WE}\s+(?i:{LEAD})?(?i:rent)\s+(?i:an?|my|our)\s+(?:{WORD}+\s+)?"
         rf"(?i:flat|apartment|house|place|condo|studio)\s+in\s+{OBJ}",
         place("lives_in"),
     ),
@@ -272,9 +282,12 @@ STATE_RULES: tuple[Rule, ...] = (
     rule(rf"{I}\s+(?i:{LEAD})?(?i:got\s+promoted\s+to)\s+(?i:an?\s+)?{OBJ}", simple("job")),
     rule(rf"{IM}\s+(?i:{LEAD})?(?i:retired)\b", fixed("job", "retired")),
     rule(rf"{I}\s+(?i:{LEAD})?(?i:study|studied)\s+(?i:at)\s+{OBJ}", place("studies_at")),
-    rule(rf"{IM}\s+(?i:{LEAD})?(?i:studying)\s+(?:\w+\s+){{0,3}}?at\s+{OBJ}", place("studies_at")),
+    rule(
+        rf"{IM}\s+(?i:{LEAD})?(?i:studying)\s+(?:{WORD}+\s+){{0,3}}?at\s+{OBJ}",
+        place("studies_at"),
+    ),
     # relationships ("my sister Emma", "my husband's name is Tom", "I'm married to Tom")
-    rule(rf"(?i:\bmy\s+(?P<rel>{RELATION_WORDS}))(?:,)?\s+{NAME}\b", relation),
+    rule(rf"(?i:\bmy\s+(?P<rel>{RELATION_WORDS}))(?:,)?\s+{NAME}{END_OF_NAME}", relation),
     rule(
         rf"(?i:\bmy\s+(?P<rel>{RELATION_WORDS})(?:'s|’s)\s+name\s+is)\s+{NAME}",
         relation,
@@ -294,10 +307,11 @@ STATE_RULES: tuple[Rule, ...] = (
         rf"(?:new\s+)?(?:little\s+)?){PETS}(?i:,?\s+(?:named|called))\s+{NAME}",
         pet,
     ),
-    rule(rf"(?i:\b(?:my|our)\s+(?:new\s+)?){PETS}(?:,)?\s+{NAME}\b", pet),
+    rule(rf"(?i:\b(?:my|our)\s+(?:new\s+)?){PETS}(?:,)?\s+{NAME}{END_OF_NAME}", pet),
     rule(
         rf"(?i:\b(?:I|we)\s+(?:{LEAD})?(?:have|had|got|adopted|rescued|'ve got|’ve got)\b)"
-        rf"[^.!?]*?,\s+(?i:an?\s+(?:[\w-]+\s+){{0,3}}?){PETS}(?i:,?\s+(?:named|called))\s+{NAME}",
+        rf"[^.!?]*?,\s+(?i:an?\s+(?:[\w{MARKS}-]+\s+){{0,3}}?){PETS}"
+        rf"(?i:,?\s+(?:named|called))\s+{NAME}",
         pet,
     ),
     rule(rf"(?i:\bmy\s+){PETS}(?i:(?:'s|’s)\s+name\s+is)\s+{NAME}", pet),
@@ -319,13 +333,13 @@ STATE_RULES: tuple[Rule, ...] = (
     ),
     # preferences
     rule(
-        rf"(?i:\bmy\s+(?:all-time\s+|new\s+|absolute\s+)?fav(?:ou|o)rite)\s+(?P<cat>[a-zA-Z ]+?)"
+        rf"(?i:\bmy\s+(?:all-time\s+|new\s+|absolute\s+)?fav(?:ou|o)rite)\s+(?P<cat>{_CATEGORY_LETTER}+?)"
         rf"\s+(?i:is|are|has to be|would be|right now is|these days is)\s+{OBJ}",
         favourite,
     ),
     rule(
         rf"(?i:\bmy\s+(?:all-time\s+|new\s+|absolute\s+)?fav(?:ou|o)rite)\s+"
-        rf"(?P<cat>[a-zA-Z ]+?),\s+{OBJ}",
+        rf"(?P<cat>{_CATEGORY_LETTER}+?),\s+{OBJ}",
         favourite,
     ),
     rule(
@@ -336,7 +350,8 @@ STATE_RULES: tuple[Rule, ...] = (
     ),
     rule(
         rf"{IM}\s+(?i:{LEAD})?(?i:an?)\s+(?:(?i:{_FAN_DEGREE})\s+)?"
-        rf"(?P<obj>(?!(?i:{_FAN_DEGREE})\b)[\w'’-]+(?:\s+[A-Z][\w'’-]+)?)\s+(?i:fan)\b(?!\s+(?i:of)\b)",
+        rf"(?P<obj>(?!(?i:{_FAN_DEGREE})\b)[\w{MARKS}'’-]+(?:\s+{CAPITAL}[\w{MARKS}'’-]+)?)\s+"
+        rf"(?i:fan)\b(?!\s+(?i:of)\b)",
         simple("likes"),
     ),
     rule(
@@ -346,7 +361,7 @@ STATE_RULES: tuple[Rule, ...] = (
         activity("likes"),
     ),
     rule(
-        r"^(?P<obj>(?:[\w'’-]+\s+){0,5}?[\w'’-]+)\s+(?i:is|are)\s+(?i:my)\s+"
+        rf"^(?P<obj>(?:[\w{MARKS}'’-]+\s+){{0,5}}?[\w{MARKS}'’-]+)\s+(?i:is|are)\s+(?i:my)\s+"
         r"(?:(?i:absolute|all-time)\s+)?(?i:fav(?:ou|o)rite)\s*[.!]*$",
         _said_favourite,
     ),
@@ -372,14 +387,16 @@ STATE_RULES: tuple[Rule, ...] = (
     rule(rf"{WERE}\s+(?i:{LEAD})?(?i:planning)\s+to\s+{OBJ}", plan),
     rule(
         rf"(?:{WERE}\s+(?i:{LEAD})?(?i:trying to plan|planning)|{WE}\s+(?i:{LEAD})?(?i:plan|booked|"
-        rf"reserved))\s+(?P<obj>(?i:a|an)\s+(?:[\w-]+\s+){{0,3}}?(?i:{_PLANNED})"
+        rf"reserved))\s+(?P<obj>(?i:a|an)\s+(?:[\w{MARKS}-]+\s+){{0,3}}?(?i:{_PLANNED})"
         rf"\b[^,.;:!?()\"\n]*)",
         plan,
     ),
-    rule(rf"{WERE}\s+(?i:{LEAD})?(?i:moving)\s+to\s+(?P<obj>[A-Z][^,.;:!?()\"\n]*)", _move_plan),
+    rule(
+        rf"{WERE}\s+(?i:{LEAD})?(?i:moving)\s+to\s+(?P<obj>{CAPITAL}[^,.;:!?()\"\n]*)", _move_plan
+    ),
     # health
     rule(rf"{IM}\s+(?i:{LEAD})?(?i:allergic)\s+to\s+{OBJ}", simple("allergic_to")),
-    rule(rf"{I}\s+(?i:{LEAD})?(?i:have)\s+(?i:an?\s+)(?P<obj>\w+)\s+(?i:allergy)\b", _allergy),
+    rule(rf"{I}\s+(?i:{LEAD})?(?i:have)\s+(?i:an?\s+)(?P<obj>{WORD}+)\s+(?i:allergy)\b", _allergy),
     rule(
         rf"{I}(?:'ve|’ve| have)?\s+(?i:{LEAD})?(?i:was\s+|been\s+|got\s+)?(?i:diagnosed)\s+with\s+"
         rf"(?i:an?\s+)?{OBJ}",
@@ -402,7 +419,7 @@ STATE_RULES: tuple[Rule, ...] = (
     ),
     rule(
         rf"{I}(?:'ve|’ve| have)?\s+(?i:{LEAD})?(?i:gave up|given up|cut out)\s+(?!on\b)"
-        rf"(?P<obj>(?!\w+ing\b)[^,.;:!?()\"\n]+)",
+        rf"(?P<obj>(?!{WORD}+ing\b)[^,.;:!?()\"\n]+)",
         simple("avoids"),
     ),
     # routines and habits
@@ -416,7 +433,7 @@ STATE_RULES: tuple[Rule, ...] = (
     ),
     rule(
         rf"{I}\s+(?i:usually|always|often|regularly|normally|typically)\s+"
-        rf"(?P<obj>{_NOT_ROUTINE}[a-z]+(?:\s+[A-Za-z'-]+){{1,9}})",
+        rf"(?P<obj>{_NOT_ROUTINE}{LOWER}+(?:\s+{_ROUTINE_LETTER}+){{1,9}})",
         _routine,
     ),
     rule(rf"{I}\s+(?i:{LEAD})?(?i:smoke)\b", fixed("habit", "smoking")),
@@ -431,7 +448,7 @@ STATE_RULES: tuple[Rule, ...] = (
     ),
     rule(
         rf"{WE}\s+(?i:{LEAD})?(?i:got back|came back|returned|came home)\s+from\s+"
-        rf"(?:(?i:a|an|my|our)\s+(?:[\w-]+\s+){{0,2}}?(?i:trip|vacation|holiday|visit|journey)\s+"
+        rf"(?:(?i:a|an|my|our)\s+(?:[\w{MARKS}-]+\s+){{0,2}}?(?i:trip|vacation|holiday|visit|journey)\s+"
         rf"(?i:to)\s+)?{OBJ}",
         place("visited"),
     ),
@@ -441,7 +458,7 @@ STATE_RULES: tuple[Rule, ...] = (
     ),
     rule(
         rf"{I}(?:'ve|’ve| have)?\s+(?i:{LEAD})?(?i:started|began|took up)\s+"
-        rf"(?!(?i:working|going|doing|getting|dating)\b)(?P<obj>[a-z]+ing\b[^,.;:!?()\"\n]*)",
+        rf"(?!(?i:working|going|doing|getting|dating)\b)(?P<obj>{LOWER}+ing\b[^,.;:!?()\"\n]*)",
         _begun,
     ),
     rule(
