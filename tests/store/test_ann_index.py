@@ -642,9 +642,9 @@ def test_a_graph_saved_with_removed_nodes_unscrubbed_is_deleted_and_rebuilt(path
 
 def test_a_scrubbed_graph_holds_no_removed_vector_and_searches_as_before(tmp_path):
     """``scrub`` overwrites every removed node (usearch reuses them for its
-    placeholders, then frees them again): the saved file holds no removed row's vector
-    and every kept row's, searches return live rows only, recall is kept, and rows
-    added afterwards take the freed nodes."""
+    placeholders, which stay as dead nodes): the saved file holds no removed row's
+    vector and every kept row's, searches return live rows only, recall is kept, and
+    rows added afterwards take the placeholders' nodes."""
     vectors = unit_vectors(ROWS, seed=1)
     rowids = np.arange(1, ROWS + 1)
     graph = AnnIndex(DIM)
@@ -664,7 +664,8 @@ def test_a_scrubbed_graph_holds_no_removed_vector_and_searches_as_before(tmp_pat
     before = recall()
     assert graph.removed_nodes() == len(removed)
     graph.save(tmp_path / "memory.db", AnnState(DIM, "1", ROWS, len(live), "-"))
-    assert graph.removed_nodes() == len(removed) and len(graph) == len(live)
+    assert graph.removed_nodes() == 0 and graph.placeholders == len(removed)
+    assert len(graph) == len(live) and graph.dead_nodes() == len(removed)
     assert recall() >= before - 0.01
     (saved,) = [f for f in tmp_path.iterdir() if not f.name.endswith(".json")]
     data = saved.read_bytes()
@@ -672,4 +673,58 @@ def test_a_scrubbed_graph_holds_no_removed_vector_and_searches_as_before(tmp_pat
     assert all(vectors[r - 1].astype(np.float16).tobytes() in data for r in live[:100])
     assert json.loads(ann_module.state_path(tmp_path / "memory.db").read_text())["scrubbed"]
     graph.add(np.arange(ROWS + 1, ROWS + 11), unit_vectors(10, seed=3))
-    assert graph.removed_nodes() == len(removed) - 10
+    assert graph.placeholders == len(removed) - 10 and graph.removed_nodes() == 0
+    assert graph._index.stats.nodes == ROWS  # no node added: placeholders' nodes taken
+
+
+def test_a_save_overwrites_only_the_nodes_freed_since_the_last_one(tmp_path):
+    """Each save overwrites the nodes freed since the last one, not those it overwrote
+    before (they stay as placeholders); no saved file holds a removed row's vector, in
+    memory or after a load, and no search returns a placeholder."""
+    vectors = unit_vectors(ROWS, seed=1)
+    rowids = np.arange(1, ROWS + 1)
+    graph = AnnIndex(DIM)
+    graph.add(rowids, vectors)
+    store_path = tmp_path / "memory.db"
+
+    def save_counting(graph: AnnIndex, removed: np.ndarray) -> list[int]:
+        """Save ``graph`` and return the sizes of the batches added to it meanwhile."""
+        added: list[int] = []
+        index = graph._index
+        add = type(index).add
+
+        def counting(self, keys, *args, **kwargs):
+            added.append(len(keys))
+            return add(self, keys, *args, **kwargs)
+
+        index.add = counting.__get__(index)
+        try:
+            graph.save(store_path, AnnState(DIM, "1", ROWS, len(graph), "-"))
+        finally:
+            del index.add
+        (saved,) = [f for f in tmp_path.iterdir() if not f.name.endswith(".json")]
+        data = saved.read_bytes()
+        assert not [r for r in removed if vectors[r - 1].astype(np.float16).tobytes() in data]
+        return added
+
+    first = np.arange(1, ROWS + 1, 7)
+    graph.remove(first)
+    assert save_counting(graph, first) == [len(first)]
+    later = np.array([2, 3, 500, 1001])
+    graph.remove(later)
+    assert save_counting(graph, np.concatenate([first, later])) == [len(later)]
+    assert graph.removed_nodes() == 0 and graph.placeholders == len(first) + len(later)
+
+    loaded = AnnIndex.load(store_path, view=True)
+    assert loaded is not None
+    copy = loaded[0].materialised()
+    assert len(copy) == ROWS - len(first) - len(later)
+    assert copy.placeholders == graph.placeholders and not copy.freed
+    last = np.array([4, 6])
+    copy.remove(last)
+    gone = np.concatenate([first, later, last])
+    assert save_counting(copy, gone) == [len(last)]
+    live = set(np.setdiff1d(rowids, gone).tolist())
+    for query in unit_vectors(20, seed=5):
+        assert set(copy.search(query, 100).tolist()) <= live
+    assert int(copy._index.stats.nodes) == ROWS  # every placeholder in a removed node

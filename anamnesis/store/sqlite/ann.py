@@ -18,10 +18,12 @@ rows are more than ``VIEW_EXACT_ROWS`` (by the background worker), or when it is
 saved (``warm_up``, ``close``) lagging the store: a removal itself copies nothing.
 
 Building runs on a background thread (``warm_up`` builds synchronously); until a
-graph is in step, searches are exact. Erasure deletes the persisted graph (it holds
-the erased rows' vectors); it is saved again on ``close`` and after a build, with
-the removed nodes overwritten first (``AnnIndex.scrub``). A graph file saved before
-that was done and holding removed nodes is deleted when found, and rebuilt.
+graph is in step, searches are exact.
+
+Erasure deletes the persisted graph (it holds the erased rows' vectors); it is saved
+again on ``close`` and after a build, with the nodes removed since the last save
+overwritten first (``AnnIndex.scrub``). A graph file saved before that was done and
+holding removed nodes is deleted when found, and rebuilt.
 """
 
 from __future__ import annotations
@@ -189,7 +191,7 @@ class SQLiteAnn:
         ):
             remove_files(self._path)  # behind or ahead of the store: rebuilt
             return
-        if not saved.scrubbed and graph.removed_nodes():
+        if not saved.scrubbed and graph.freed:
             remove_files(self._path)  # saved by an older version: may hold erased vectors
             return
         self._graph, self._epoch = graph, epoch
