@@ -925,3 +925,16 @@ store.warm_up()
     state = json.loads(ann_module.state_path(path).read_text())
     assert state["placeholders"] == 0 and state["count"] == ROWS - len(gone)
     assert not (path.parent / "memory.db.ann.crashedgraph").exists()
+
+
+def test_a_graph_asked_for_every_row_returns_every_row_beside_its_placeholders():
+    """Placeholders are nodes too: asked for as many rows as it holds, a graph with
+    placeholders still returns each of its rows, and no placeholder."""
+    vectors = unit_vectors(60, seed=3)
+    graph = AnnIndex(DIM)
+    graph.add(np.arange(1, 61), vectors)
+    graph.remove(np.arange(1, 6))
+    graph.scrub()
+    assert graph.placeholders == 5 and len(graph) == 55
+    for query in unit_vectors(10, seed=4):
+        assert sorted(graph.search(query, 55).tolist()) == list(range(6, 61))

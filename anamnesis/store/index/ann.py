@@ -236,9 +236,10 @@ class AnnIndex:
         if count <= 0 or not len(self):
             return np.zeros(0, dtype=np.int64)
         self._index.expansion_search = max(MIN_SEARCH_EXPANSION, SEARCH_EXPANSION_FACTOR * count)
-        found = self._index.search(
-            np.asarray(vector, dtype=np.float32), min(count, len(self)), threads=1
-        )
+        wanted = min(count, len(self))
+        # Every row asked for: every node, so that no placeholder takes a row's place.
+        ask = len(self._index) if wanted == len(self) else wanted
+        found = self._index.search(np.asarray(vector, dtype=np.float32), ask, threads=1)
         keys = np.asarray(found.keys, dtype=np.uint64)
         if self.placeholders:
             keys = keys[keys < PLACEHOLDER_KEY]  # dead nodes, not rows
