@@ -3,7 +3,8 @@ store's own lifecycle: in the session that forgets, and after a close and a fres
 (the graph saved at close, its removed nodes overwritten).
 
 Opens ``STORE`` (a copy: it is changed), warms it up, forgets ``--share`` of its
-episodes at random (``--chunk`` per forget), searches once (the cue for the store's
+episodes at random (``--chunk`` per forget; never the last one, whose forget alone
+makes the next open build the graph afresh), searches once (the cue for the store's
 background work on the graph), waits for that work, measures recall@100 of the dense
 search through the graph against the exact scan for ``--queries`` queries (live rows'
 vectors with a little noise), closes, opens again, warms up, and measures again. One
@@ -76,7 +77,7 @@ def main() -> None:
     out["warm_up_s"] = round(time.perf_counter() - started, 1)
     ((user,),) = store._read("SELECT DISTINCT user_id FROM episodes")
     ids = [row[0] for row in store._read("SELECT id FROM episodes ORDER BY rowid")]
-    gone = set(rng.choice(len(ids), int(args.share * len(ids)), replace=False).tolist())
+    gone = set(rng.choice(len(ids) - 1, int(args.share * len(ids)), replace=False).tolist())
     chosen = [ids[n] for n in sorted(gone)]
     started = time.perf_counter()
     for start in range(0, len(chosen), args.chunk):
