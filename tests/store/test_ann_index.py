@@ -938,3 +938,26 @@ def test_a_graph_asked_for_every_row_returns_every_row_beside_its_placeholders()
     assert graph.placeholders == 5 and len(graph) == 55
     for query in unit_vectors(10, seed=4):
         assert sorted(graph.search(query, 55).tolist()) == list(range(6, 61))
+
+
+def test_a_graph_is_built_a_step_at_a_time_without_the_removed_rows():
+    """``build_graph`` adds ``BUILD_STEP`` rows per call, leaving out the rows marked
+    removed: the graph holds every live row, and only those, each found by itself."""
+    vectors = unit_vectors(1000, seed=6)
+    rowids = np.arange(1, 1001)
+    live = np.ones(1000, dtype=bool)
+    live[::3] = False
+    added: list[int] = []
+    original = AnnIndex.add
+
+    def counting(self, ids, *args, **kwargs):
+        added.append(len(ids))
+        return original(self, ids, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sqlite_ann, "BUILD_STEP", 256)
+        patch.setattr(AnnIndex, "add", counting)
+        graph = sqlite_ann.build_graph(DIM, rowids, vectors, live)
+    assert len(added) == 4 and sum(added) == live.sum() == len(graph)
+    assert not any(graph._index.contains(int(r)) for r in rowids[~live])
+    assert all(graph.search(vectors[i], 1)[0] == rowids[i] for i in np.flatnonzero(live))

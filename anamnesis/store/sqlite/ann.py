@@ -61,6 +61,9 @@ VIEW_EXACT_ROWS = 2048
 #: fell to the target's margin after bulk removals (study "The graph after bulk
 #: forgets", docs/experiments/2026-11-27-graph-after-bulk-forgets.md).
 REBUILD_SHARE = 0.1
+#: Rows a build adds per call: the removed rows are left out of each step's copy of
+#: the vectors, not of a copy of the whole matrix (a rebuild holds the old graph too).
+BUILD_STEP = 65_536
 
 
 @dataclass
@@ -70,6 +73,23 @@ class _Rebuild:
 
     epoch: str
     changes: list[tuple[list[int], list[int]]] = field(default_factory=list)
+
+
+def build_graph(
+    dim: int, rowids: np.ndarray, vectors: np.ndarray, live: np.ndarray | None
+) -> AnnIndex:
+    """A graph of the rows ``rowids`` with ``vectors`` (views of the dense index), but
+    those ``live`` marks False (None: every one), ``BUILD_STEP`` rows at a time."""
+    graph = AnnIndex(dim)
+    threads = AnnIndex.build_threads(len(rowids) if live is None else int(live.sum()))
+    for start in range(0, len(rowids), BUILD_STEP):
+        step = slice(start, start + BUILD_STEP)
+        if live is None:
+            graph.add(rowids[step], vectors[step], threads=threads)
+        else:
+            keep = live[step]
+            graph.add(rowids[step][keep], vectors[step][keep], threads=threads)
+    return graph
 
 
 def remove_files(store_path: Path) -> None:
@@ -224,8 +244,13 @@ class SQLiteAnn:
 
     def _build(self, dense: DenseIndex, epoch: str) -> None:
         """Build a graph of every row of ``dense`` (the caller holds the lock)."""
-        graph = AnnIndex(dense.dim)
-        graph.add(*dense.live_rows(0, dense.size), threads=AnnIndex.build_threads(dense.size))
+        size = dense.size
+        graph = build_graph(
+            dense.dim,
+            dense.rowids_from(0)[:size],
+            dense.vectors_at(slice(0, size)),
+            dense.live_mask(0, size),
+        )
         graph.max_rowid = dense.max_rowid  # removed rows among them too
         self._install(graph, epoch)
 
@@ -281,10 +306,7 @@ class SQLiteAnn:
             if graph is None or rebuild is not None:
                 # Rows below ``size`` are never written again (appends go past them,
                 # a reload replaces the arrays), so these views stay valid unlocked.
-                if live is not None:  # removed rows left out (a copy, outside the lock)
-                    rowids, vectors = rowids[live], vectors[live]
-                fresh = AnnIndex(dense.dim)
-                fresh.add(rowids, vectors, threads=AnnIndex.build_threads(len(rowids)))
+                fresh = build_graph(dense.dim, rowids, vectors, live)
                 fresh.max_rowid = max(fresh.max_rowid, last)
                 with self._lock:
                     if rebuild is not None:
