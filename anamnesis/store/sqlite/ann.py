@@ -57,9 +57,9 @@ CATCH_UP_STEP = 512
 #: candidates are left: the search falls back to the exact scan).
 VIEW_EXACT_ROWS = 2048
 #: Share of a graph's nodes that are dead (removed rows' nodes, ``AnnIndex.dead_nodes``)
-#: past which the worker builds it again: where recall@100 against the exact scan
-#: fell to the target's margin after bulk removals (study "The graph after bulk
-#: forgets", docs/experiments/2026-11-27-graph-after-bulk-forgets.md).
+#: past which the worker builds it again: up to it recall@100 against the exact scan
+#: kept clear of the target after bulk removals, at 100k and 1M rows (study "The graph
+#: after bulk forgets", docs/experiments/2026-11-27-graph-after-bulk-forgets.md).
 REBUILD_SHARE = 0.1
 #: Rows a build adds per call: the removed rows are left out of each step's copy of
 #: the vectors, not of a copy of the whole matrix (a rebuild holds the old graph too).
@@ -68,10 +68,9 @@ BUILD_STEP = 65_536
 
 @dataclass
 class _Rebuild:
-    """A rebuild in flight: the epoch of the rows it reads, and this process's changes
-    since (removed and changed rowids, in order), which the new graph takes in."""
+    """A rebuild in flight, and this process's changes since it read the rows (removed
+    and changed rowids, in order), which the new graph takes in."""
 
-    epoch: str
     changes: list[tuple[list[int], list[int]]] = field(default_factory=list)
 
 
@@ -292,7 +291,7 @@ class SQLiteAnn:
                 if graph is not None and self.rebuild_due(graph):
                     if self._closed or self._seen != epoch or self._epoch != epoch:
                         return  # changed since the sync that asked: the next one asks again
-                    rebuild = self._rebuild = _Rebuild(epoch)
+                    rebuild = self._rebuild = _Rebuild()
                 rowids = dense.rowids_from(0)[:size]
                 vectors = dense.vectors_at(slice(0, size))
                 live = dense.live_mask(0, size)
