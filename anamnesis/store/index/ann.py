@@ -16,6 +16,12 @@ store's ``vector_epoch``, the last rowid and the row count it covers, and a
 fingerprint of that last row's vector. ``AnnState.matches`` checks these against the
 store, so a graph behind or ahead of the store (a crash between the two writes, a
 store rolled back or changed by another process) is detected and rebuilt.
+
+usearch's ``remove`` only frees a node: its vector stays (and a save would write it)
+and its links still route searches. A save first overwrites each node freed since
+the last save with a placeholder (``scrub``), a zero vector under a key no row has,
+which stays in the graph as a dead node; appends take dead nodes back. Past a share
+of dead nodes the store builds the graph again (``SQLiteAnn``).
 """
 
 from __future__ import annotations
@@ -48,10 +54,12 @@ GRAPH_DTYPE = "f16"
 #: Bumped when the file layout or the settings above change: older files are rebuilt.
 FORMAT = 1
 #: Keys of the placeholders that overwrite removed nodes before a save: above every
-#: rowid (SQLite's are signed 64-bit), so no row has one.
+#: rowid (SQLite's are signed 64-bit), so no row has one. A graph's placeholders hold
+#: the keys from here up, without a gap.
 PLACEHOLDER_KEY = 2**63
-#: Insert expansion for those placeholders: they are removed at once, so the links
-#: they get do not matter and a narrow search to place them is enough.
+#: Insert expansion for those placeholders: a narrow search to place them is enough,
+#: since no search wants them (a zero vector is no nearer a query than a row of cosine
+#: zero), so the links they get matter little.
 PLACEHOLDER_EXPANSION = 16
 
 
@@ -85,6 +93,9 @@ class AnnState:
     #: The graph's removed nodes were overwritten before it was saved (``AnnIndex.save``);
     #: False in files saved before that was done, whose removed nodes may hold vectors.
     scrubbed: bool = False
+    #: Placeholders the graph holds (``AnnIndex.scrub``), besides its ``count`` rows;
+    #: None in files saved before they were kept, whose removed nodes were left free.
+    placeholders: int | None = None
 
     def matches(self, other: AnnState) -> bool:
         """Whether this graph's coverage is what the store holds up to the same rowid."""
@@ -121,45 +132,66 @@ class AnnIndex:
         )
         #: The largest rowid added: the store's rows above it are not in the graph.
         self.max_rowid = 0
-        #: Rows were removed since the last ``scrub``: removed nodes may hold their vectors.
+        #: Nodes freed by ``remove`` and not taken back since, as counted here: they keep
+        #: the removed rows' vectors until ``scrub``, which counts them as usearch does.
+        self.freed = 0
+        #: Placeholders in the graph (``scrub``): dead nodes under the keys from
+        #: ``PLACEHOLDER_KEY`` up, in place of removed rows.
+        self.placeholders = 0
+        #: Rows were removed since the last ``scrub``: free nodes may hold their vectors
+        #: (whatever ``freed`` says: ``scrub`` counts them itself then).
         self.unscrubbed = False
 
     def __len__(self) -> int:
-        return len(self._index)
+        """The rows the graph holds (placeholders left out)."""
+        return len(self._index) - self.placeholders
+
+    def dead_nodes(self) -> int:
+        """Nodes of removed rows not taken back by an append: freed or placeholders. They
+        still route searches (their links stay), which costs recall as they grow."""
+        return self.freed + self.placeholders
 
     def removed_nodes(self) -> int:
-        """Nodes removed from the graph and not reused since: usearch keeps their
-        vectors, and a save writes them (``scrub``)."""
+        """Nodes free in usearch's count (it walks every node): removed and not reused
+        since, whose vectors a save would write (``scrub``)."""
         return int(self._index.stats.nodes) - len(self._index)
 
     def scrub(self) -> None:
-        """Overwrite the vector of every removed node, if a row was removed since the
-        last scrub (or the graph was loaded from a file saved without one): add as many
-        placeholders (zero vectors, under keys no row has) as there are removed nodes,
-        which usearch puts in those nodes, then remove them. No search sees them: the
-        store's lock is held, and a key that is no row's is dropped anyway."""
+        """Overwrite the vector of every free node, if a row was removed since the last
+        scrub (or the graph was loaded from a file whose removed nodes were left free):
+        add as many placeholders (zero vectors, under keys no row has) as there are free
+        nodes, which usearch puts in those nodes. They stay, as dead nodes, so the next
+        scrub finds only the nodes freed after this one (usearch reuses free nodes
+        oldest first: freed again, these would be overwritten again before any newer
+        one). Searches drop them (``search``); appends take them back (``add``)."""
         if self.view:
             raise ValueError("a mapped graph is read-only; use materialised() first")
         count = self.removed_nodes() if self.unscrubbed else 0
         if count:
-            keys = np.arange(PLACEHOLDER_KEY, PLACEHOLDER_KEY + count, dtype=np.uint64)
+            first = PLACEHOLDER_KEY + self.placeholders
+            keys = np.arange(first, first + count, dtype=np.uint64)
             expansion = self._index.expansion_add
             self._index.expansion_add = PLACEHOLDER_EXPANSION
             try:
                 self._index.add(keys, np.zeros((count, self.dim), dtype=np.float32), threads=1)
             finally:
                 self._index.expansion_add = expansion
-                self._index.remove(keys)
-            if self.removed_nodes() != count:  # a placeholder took a new node, not a removed one
+            self.placeholders += count
+            if self.removed_nodes():  # a placeholder took a new node, not a removed one
                 raise RuntimeError("the graph's removed nodes could not all be overwritten")
-        self.unscrubbed = False
+        self.freed, self.unscrubbed = 0, False
 
     def materialised(self) -> AnnIndex:
         """A copy in memory that can be changed (this graph itself when not a view)."""
         if not self.view:
             return self
         copy = AnnIndex(self.dim, self._index.copy())
-        copy.max_rowid, copy.unscrubbed = self.max_rowid, self.unscrubbed
+        copy.max_rowid, copy.freed, copy.placeholders, copy.unscrubbed = (
+            self.max_rowid,
+            self.freed,
+            self.placeholders,
+            self.unscrubbed,
+        )
         return copy
 
     @staticmethod
@@ -173,11 +205,20 @@ class AnnIndex:
             return
         if self.view:
             raise ValueError("a mapped graph is read-only; use materialised() first")
+        # Placeholders give their nodes back for the rows past the freed nodes (usearch
+        # fills free nodes first): the last ones, so the others keep their keys.
+        back = min(self.placeholders, max(0, len(rowids) - self.freed))
+        if back:
+            last = PLACEHOLDER_KEY + self.placeholders
+            self._index.remove(np.arange(last - back, last, dtype=np.uint64))
+            self.placeholders -= back
+            self.freed += back
         self._index.add(
             np.asarray(rowids, dtype=np.uint64),
             np.ascontiguousarray(vectors, dtype=np.float32),
             threads=threads,
         )
+        self.freed -= min(self.freed, len(rowids))
         self.max_rowid = max(self.max_rowid, int(rowids[-1]))
 
     def remove(self, rowids: np.ndarray | list[int]) -> None:
@@ -187,6 +228,7 @@ class AnnIndex:
         keys = [int(r) for r in rowids if self._index.contains(int(r))]
         if keys:
             self._index.remove(keys)
+            self.freed += len(keys)
             self.unscrubbed = True
 
     def search(self, vector: np.ndarray, count: int) -> np.ndarray:
@@ -194,10 +236,14 @@ class AnnIndex:
         if count <= 0 or not len(self):
             return np.zeros(0, dtype=np.int64)
         self._index.expansion_search = max(MIN_SEARCH_EXPANSION, SEARCH_EXPANSION_FACTOR * count)
-        found = self._index.search(
-            np.asarray(vector, dtype=np.float32), min(count, len(self)), threads=1
-        )
-        return np.asarray(found.keys, dtype=np.int64)
+        wanted = min(count, len(self))
+        # Every row asked for: every node, so that no placeholder takes a row's place.
+        ask = len(self._index) if wanted == len(self) else wanted
+        found = self._index.search(np.asarray(vector, dtype=np.float32), ask, threads=1)
+        keys = np.asarray(found.keys, dtype=np.uint64)
+        if self.placeholders:
+            keys = keys[keys < PLACEHOLDER_KEY]  # dead nodes, not rows
+        return keys.astype(np.int64)
 
     def save(self, store_path: Path, state: AnnState) -> None:
         """Persist the graph beside the store: the graph under a new generation, with
@@ -211,7 +257,12 @@ class AnnIndex:
         target = state_path(store_path)
         temporary = target.with_name(target.name + ".tmp")
         with open(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as out:
-            saved = {**asdict(state), "generation": generation, "scrubbed": True}
+            saved = {
+                **asdict(state),
+                "generation": generation,
+                "scrubbed": True,
+                "placeholders": self.placeholders,
+            }
             json.dump(asdict(AnnState(**saved)), out)
             out.flush()
             os.fsync(out.fileno())
@@ -234,8 +285,14 @@ class AnnIndex:
             index = Index.restore(str(graph), view=view)
         except (OSError, ValueError, TypeError, RuntimeError):
             return None
-        if index is None or index.ndim != state.dim or len(index) != state.count:
+        placeholders = state.placeholders or 0
+        if index is None or index.ndim != state.dim or len(index) != state.count + placeholders:
             return None
         loaded = cls(state.dim, index, view=view)
-        loaded.max_rowid, loaded.unscrubbed = state.max_rowid, not state.scrubbed
+        loaded.max_rowid, loaded.placeholders = state.max_rowid, placeholders
+        if state.placeholders is None or not state.scrubbed:
+            # Saved with its removed nodes left free (scrubbed or not): counted once here,
+            # made placeholders at the next save.
+            loaded.freed = loaded.removed_nodes()
+            loaded.unscrubbed = loaded.freed > 0
         return loaded, state

@@ -18,10 +18,16 @@ rows are more than ``VIEW_EXACT_ROWS`` (by the background worker), or when it is
 saved (``warm_up``, ``close``) lagging the store: a removal itself copies nothing.
 
 Building runs on a background thread (``warm_up`` builds synchronously); until a
-graph is in step, searches are exact. Erasure deletes the persisted graph (it holds
-the erased rows' vectors); it is saved again on ``close`` and after a build, with
-the removed nodes overwritten first (``AnnIndex.scrub``). A graph file saved before
-that was done and holding removed nodes is deleted when found, and rebuilt.
+graph is in step, searches are exact. Removed rows leave dead nodes in the graph,
+which still route searches; once they are more than ``REBUILD_SHARE`` of its nodes,
+the worker builds the graph again from the store's rows, outside the lock, while
+searches go on through the old one; this process's changes meanwhile are applied to
+the new graph before it replaces the old (``_Rebuild``).
+
+Erasure deletes the persisted graph (it holds the erased rows' vectors); it is saved
+again on ``close`` and after a build, with the nodes removed since the last save
+overwritten first (``AnnIndex.scrub``). A graph file saved before that was done and
+holding removed nodes is deleted when found, and rebuilt.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ import contextlib
 import threading
 import warnings
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -49,6 +56,39 @@ CATCH_UP_STEP = 512
 #: removed ones, which it drops from the graph's candidates (too many, and too few
 #: candidates are left: the search falls back to the exact scan).
 VIEW_EXACT_ROWS = 2048
+#: Share of a graph's nodes that are dead (removed rows' nodes, ``AnnIndex.dead_nodes``)
+#: past which the worker builds it again: up to it recall@100 against the exact scan
+#: kept clear of the target after bulk removals, at 100k and 1M rows (study "The graph
+#: after bulk forgets", docs/experiments/2026-11-27-graph-after-bulk-forgets.md).
+REBUILD_SHARE = 0.1
+#: Rows a build adds per call: the removed rows are left out of each step's copy of
+#: the vectors, not of a copy of the whole matrix (a rebuild holds the old graph too).
+BUILD_STEP = 65_536
+
+
+@dataclass
+class _Rebuild:
+    """A rebuild in flight, and this process's changes since it read the rows (removed
+    and changed rowids, in order), which the new graph takes in."""
+
+    changes: list[tuple[list[int], list[int]]] = field(default_factory=list)
+
+
+def build_graph(
+    dim: int, rowids: np.ndarray, vectors: np.ndarray, live: np.ndarray | None
+) -> AnnIndex:
+    """A graph of the rows ``rowids`` with ``vectors`` (views of the dense index), but
+    those ``live`` marks False (None: every one), ``BUILD_STEP`` rows at a time."""
+    graph = AnnIndex(dim)
+    threads = AnnIndex.build_threads(len(rowids) if live is None else int(live.sum()))
+    for start in range(0, len(rowids), BUILD_STEP):
+        step = slice(start, start + BUILD_STEP)
+        if live is None:
+            graph.add(rowids[step], vectors[step], threads=threads)
+        else:
+            keep = live[step]
+            graph.add(rowids[step][keep], vectors[step][keep], threads=threads)
+    return graph
 
 
 def remove_files(store_path: Path) -> None:
@@ -86,8 +126,12 @@ class SQLiteAnn:
         self._seen: str | None = None
         self._dirty = False
         self._worker: threading.Thread | None = None
+        #: The rebuild in flight (``_work``); None when there is none, or when the graph
+        #: it would replace was dropped meanwhile (it is then not installed).
+        self._rebuild: _Rebuild | None = None
         self._closed = False
-        #: Why the last build failed, until one succeeds (searches are then exact).
+        #: Why the last build failed, until one succeeds (searches are then exact, or go
+        #: through the graph as it was when a rebuild failed; no rebuild is tried again).
         self.failure: str | None = None
 
     @property
@@ -123,6 +167,7 @@ class SQLiteAnn:
         if self._graph is not None and self._epoch != epoch:
             # another process changed rows
             self._graph, self._stale, self._pending = None, set(), set()
+            self._rebuild = None
         if self._graph is None:
             if build:
                 self._build(dense, epoch)
@@ -131,6 +176,8 @@ class SQLiteAnn:
             if self._graph is None:
                 return
         graph = self._graph
+        if self.rebuild_due(graph):
+            self._start_worker(dense, epoch)  # meanwhile searches go through this graph
         if graph.view:
             # A mapped graph is read-only: removed rows are dropped by the searches,
             # changed and appended ones scored exactly, until a build (``warm_up``) or,
@@ -189,15 +236,20 @@ class SQLiteAnn:
         ):
             remove_files(self._path)  # behind or ahead of the store: rebuilt
             return
-        if not saved.scrubbed and graph.removed_nodes():
+        if not saved.scrubbed and graph.freed:
             remove_files(self._path)  # saved by an older version: may hold erased vectors
             return
         self._graph, self._epoch = graph, epoch
 
     def _build(self, dense: DenseIndex, epoch: str) -> None:
         """Build a graph of every row of ``dense`` (the caller holds the lock)."""
-        graph = AnnIndex(dense.dim)
-        graph.add(*dense.live_rows(0, dense.size), threads=AnnIndex.build_threads(dense.size))
+        size = dense.size
+        graph = build_graph(
+            dense.dim,
+            dense.rowids_from(0)[:size],
+            dense.vectors_at(slice(0, size)),
+            dense.live_mask(0, size),
+        )
         graph.max_rowid = dense.max_rowid  # removed rows among them too
         self._install(graph, epoch)
 
@@ -222,30 +274,43 @@ class SQLiteAnn:
         )
         self._worker.start()
 
+    def rebuild_due(self, graph: AnnIndex) -> bool:
+        """Whether ``graph``'s dead nodes (with the rows removed or changed while it was
+        mapped) are more than ``REBUILD_SHARE`` of its nodes; not after a failed build."""
+        if self.failure is not None:
+            return False
+        dead = graph.dead_nodes() + len(self._pending)
+        return dead > REBUILD_SHARE * (len(graph) + graph.dead_nodes())
+
     def _work(self, dense: DenseIndex, epoch: str) -> None:
-        """Build (outside the lock) or catch up (a step at a time, under it)."""
+        """Build or rebuild (outside the lock), or catch up (a step at a time, under it)."""
+        rebuild: _Rebuild | None = None
         try:
             with self._lock:
                 graph, size = self._graph, dense.size
+                if graph is not None and self.rebuild_due(graph):
+                    if self._closed or self._seen != epoch or self._epoch != epoch:
+                        return  # changed since the sync that asked: the next one asks again
+                    rebuild = self._rebuild = _Rebuild()
                 rowids = dense.rowids_from(0)[:size]
                 vectors = dense.vectors_at(slice(0, size))
                 live = dense.live_mask(0, size)
                 last = dense.rowid_at(size - 1) if size else 0
-            if graph is not None and graph.view:
+            if graph is not None and graph.view and rebuild is None:
                 copy = graph.materialised()  # outside the lock: the view never changes
                 with self._lock:
                     if self._closed or self._graph is not graph or self._epoch != epoch:
                         return
                     self._graph = graph = self._materialised(copy)
-            if graph is None:
+            if graph is None or rebuild is not None:
                 # Rows below ``size`` are never written again (appends go past them,
                 # a reload replaces the arrays), so these views stay valid unlocked.
-                if live is not None:  # removed rows left out (a copy, outside the lock)
-                    rowids, vectors = rowids[live], vectors[live]
-                fresh = AnnIndex(dense.dim)
-                fresh.add(rowids, vectors, threads=AnnIndex.build_threads(len(rowids)))
+                fresh = build_graph(dense.dim, rowids, vectors, live)
                 fresh.max_rowid = max(fresh.max_rowid, last)
                 with self._lock:
+                    if rebuild is not None:
+                        self._replace(fresh, rebuild, dense)
+                        return
                     if self._closed or self._graph is not None or self._seen != epoch:
                         return
                     self._install(fresh, epoch)
@@ -264,12 +329,39 @@ class SQLiteAnn:
                     self._dirty = True
         except (RuntimeError, ValueError, MemoryError, OSError) as exc:
             self.failure = str(exc)
+            meanwhile = (
+                "dense search stays exact (same results, slower)"
+                if rebuild is None
+                else "dense search goes on through the graph as it was"
+            )
             warnings.warn(
                 f"building the approximate vector index of {self._path} failed ({exc}); "
-                "dense search stays exact (same results, slower)",
+                + meanwhile,
                 RuntimeWarning,
                 stacklevel=2,
             )
+        finally:
+            if rebuild is not None and self._rebuild is rebuild:
+                self._rebuild = None
+
+    def _replace(self, fresh: AnnIndex, rebuild: _Rebuild, dense: DenseIndex) -> None:
+        """Put the rebuilt graph ``fresh`` in place of the graph it was built for, with
+        this process's changes since applied to it, unless that graph was dropped
+        meanwhile (the caller holds the lock)."""
+        if self._closed or self._rebuild is not rebuild or self._graph is None:
+            return
+        assert self._epoch is not None
+        self._rebuild = None
+        stale: set[int] = set()
+        for removed, changed in rebuild.changes:
+            fresh.remove([*removed, *changed])  # changed rows are added again by ``sync``
+            stale.update(changed)
+            stale.difference_update(removed)
+        epoch = self._epoch
+        self._install(fresh, epoch)
+        self._stale = stale
+        if not rebuild.changes:  # else the rows read since are the next sync's
+            self.save(dense, epoch)
 
     def after_change(
         self,
@@ -285,7 +377,10 @@ class SQLiteAnn:
         if removed:
             remove_files(self._path)
         if self._graph is None or self._epoch != epoch_before:
+            self._rebuild = None  # the graph it would replace is dropped: so is the rebuild
             return
+        if self._rebuild is not None:
+            self._rebuild.changes.append((list(removed), list(changed)))
         if self._graph.view:
             # Taken out of the copy in memory, when one is made (``_materialised``); until
             # then searches drop removed rows and rescore changed ones exactly.
