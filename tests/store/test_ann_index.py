@@ -130,6 +130,21 @@ def test_the_dense_index_counts_searches_through_the_graph_and_exact_scans(path)
     store.close()
 
 
+def _move(store: SQLiteStore, episode) -> np.ndarray:
+    """Give ``episode`` new text and a new vector (an update); returns the vector."""
+    moved = unit_vectors(1, seed=123)[0]
+    store.update_episode(
+        episode.id,
+        ALICE,
+        content="moved",
+        content_hash="h",
+        metadata={},
+        vector=moved,
+        changed_at=episode.recorded_at,
+    )
+    return moved
+
+
 def _refuse(*args, **kwargs):
     raise AssertionError("the graph was consulted")
 
@@ -261,16 +276,7 @@ def test_this_process_forget_and_update_apply_in_place(path):
     assert store._ann._graph.view  # not copied by the forget
     got = store.dense_search(vectors[5], ALICE, NO_FILTERS, 5)
     assert episodes[5].id not in _ids(got)
-    moved = unit_vectors(1, seed=123)[0]
-    store.update_episode(
-        episodes[9].id,
-        ALICE,
-        content="moved",
-        content_hash="h",
-        metadata={},
-        vector=moved,
-        changed_at=episodes[9].recorded_at,
-    )
+    moved = _move(store, episodes[9])
     got = store.dense_search(moved, ALICE, NO_FILTERS, 1)
     assert got[0].episode_id == episodes[9].id and got[0].score == pytest.approx(1.0)
     assert store._ann.ready
@@ -835,16 +841,7 @@ def test_searches_during_a_rebuild_are_right_and_changes_meanwhile_reach_the_new
         assert [c.score for c in got] == pytest.approx([s for _, s in exact])
         assert store._ann._graph is old and store._dense.ann is old
     _forget(store, episodes, [7, 1999])
-    moved = unit_vectors(1, seed=123)[0]
-    store.update_episode(
-        episodes[9].id,
-        ALICE,
-        content="moved",
-        content_hash="h",
-        metadata={},
-        vector=moved,
-        changed_at=episodes[9].recorded_at,
-    )
+    moved = _move(store, episodes[9])
     release.set()
     store._ann._worker.join()
     got = store.dense_search(moved, ALICE, NO_FILTERS, 3)

@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from scrub_probe import saved_graph
 
 from anamnesis.store.index.ann import (
     MIN_SEARCH_EXPANSION,
@@ -39,21 +40,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--rebuild", action="store_true")
     args = parser.parse_args()
-    store: Path = args.store
-    loaded = AnnIndex.load(store, view=True)
-    assert loaded is not None, "no graph saved beside the store"
-    view, state = loaded
-    dense = json.loads(store.with_name(store.name + ".dense.json").read_text())
-    prefix = f"{store.name}.dense.{dense['generation']}"
-    matrix = np.load(store.with_name(prefix + ".npy"), mmap_mode="r")
-    rowids = np.load(store.with_name(prefix + ".npz"))["rowids"]
-    held = int(np.searchsorted(rowids, state.max_rowid, side="right"))
-    rowids, matrix = rowids[:held], np.asarray(matrix[:held])
-    rng = np.random.default_rng(args.seed)
-    queries = matrix[rng.choice(held, args.queries, replace=False)]
-    queries = queries + rng.normal(scale=0.02, size=queries.shape).astype(np.float32)
-    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
-    print(json.dumps({"rows": len(view), "removed_nodes_in_file": view.removed_nodes()}))
+    view, state, rowids, matrix, queries, rng = saved_graph(args.store, args.queries, args.seed)
+    held = len(rowids)
     ask = max(100, MIN_SEARCH_EXPANSION // SEARCH_EXPANSION_FACTOR)
     for share in args.shares:
         graph = view.materialised()

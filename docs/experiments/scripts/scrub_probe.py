@@ -32,14 +32,13 @@ from anamnesis.store.index.ann import (
 )
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("store", type=Path)
-    parser.add_argument("--removed", type=int, nargs="+", default=[1, 100, 2048])
-    parser.add_argument("--queries", type=int, default=100)
-    parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args()
-    store: Path = args.store
+def saved_graph(
+    store: Path, queries: int, seed: int
+) -> tuple[AnnIndex, AnnState, np.ndarray, np.ndarray, np.ndarray, np.random.Generator]:
+    """The graph saved beside ``store`` (mapped) and its state, the rows it holds with their vectors
+    (read from the saved dense index), ``queries`` of them moved a little as queries,
+    and the random generator that drew them; prints the graph's row and free-node
+    counts."""
     loaded = AnnIndex.load(store, view=True)
     assert loaded is not None, "no graph saved beside the store"
     view, state = loaded
@@ -49,11 +48,23 @@ def main() -> None:
     rowids = np.load(store.with_name(prefix + ".npz"))["rowids"]
     held = int(np.searchsorted(rowids, state.max_rowid, side="right"))
     rowids, matrix = rowids[:held], np.asarray(matrix[:held])
-    rng = np.random.default_rng(args.seed)
-    queries = matrix[rng.choice(held, args.queries, replace=False)]
-    queries = queries + rng.normal(scale=0.02, size=queries.shape).astype(np.float32)
-    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+    rng = np.random.default_rng(seed)
+    asked = matrix[rng.choice(held, queries, replace=False)]
+    asked = asked + rng.normal(scale=0.02, size=asked.shape).astype(np.float32)
+    asked /= np.linalg.norm(asked, axis=1, keepdims=True)
     print(json.dumps({"rows": len(view), "removed_nodes_in_file": view.removed_nodes()}))
+    return view, state, rowids, matrix, asked, rng
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("store", type=Path)
+    parser.add_argument("--removed", type=int, nargs="+", default=[1, 100, 2048])
+    parser.add_argument("--queries", type=int, default=100)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    view, state, rowids, matrix, queries, rng = saved_graph(args.store, args.queries, args.seed)
+    held = len(rowids)
     for count in args.removed:
         started = time.perf_counter()
         graph = view.materialised()
@@ -77,7 +88,7 @@ def main() -> None:
         graph.scrub()
         scrub_s = time.perf_counter() - started
         after = recall()
-        with tempfile.TemporaryDirectory(dir=store.parent) as folder:
+        with tempfile.TemporaryDirectory(dir=args.store.parent) as folder:
             target = Path(folder) / "memory.db"
             started = time.perf_counter()
             graph.save(target, AnnState(state.dim, "probe", state.max_rowid, len(graph), "-"))
