@@ -91,10 +91,15 @@ def log_in(browser: WebDriver, url: str, key: str) -> None:
 
 
 def go(browser: WebDriver, element: WebElement) -> None:
-    """Click ``element`` and wait for the next page to load."""
+    """Click ``element`` and wait for the next page to load: the old page gone, the new
+    one complete (a form's answer redirects, and the next lookup must not meet the page
+    in between)."""
     page = browser.find_element(By.TAG_NAME, "html")
     element.click()
     WebDriverWait(browser, 10).until(staleness_of(page))
+    WebDriverWait(browser, 10).until(
+        lambda b: b.execute_script("return document.readyState") == "complete"
+    )
 
 
 def no_alert(browser: WebDriver) -> bool:
