@@ -21,12 +21,15 @@ pytest.importorskip("selenium", reason="the browser tests need the dev extras")
 
 from inspector_fixtures import BOB_SECRET, HOSTILE, Inspected, start  # noqa: E402
 from selenium import webdriver  # noqa: E402
-from selenium.common.exceptions import NoAlertPresentException  # noqa: E402
+from selenium.common.exceptions import (  # noqa: E402
+    NoAlertPresentException,
+    StaleElementReferenceException,
+    WebDriverException,
+)
 from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
 from selenium.webdriver.remote.webelement import WebElement  # noqa: E402
-from selenium.webdriver.support.expected_conditions import staleness_of  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
 from anamnesis.errors import NotFoundError  # noqa: E402
@@ -96,10 +99,21 @@ def go(browser: WebDriver, element: WebElement) -> None:
     in between)."""
     page = browser.find_element(By.TAG_NAME, "html")
     element.click()
-    WebDriverWait(browser, 10).until(staleness_of(page))
+    WebDriverWait(browser, 10).until(lambda _: gone(page))
     WebDriverWait(browser, 10).until(
         lambda b: b.execute_script("return document.readyState") == "complete"
     )
+
+
+def gone(element: WebElement) -> bool:
+    """Whether ``element``'s page has been replaced. Mid-navigation, chromedriver may
+    answer for a node of the old page with "does not belong to the document" rather
+    than with a stale reference."""
+    try:
+        element.is_enabled()
+    except (StaleElementReferenceException, WebDriverException):
+        return True
+    return False
 
 
 def no_alert(browser: WebDriver) -> bool:
