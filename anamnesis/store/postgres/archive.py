@@ -11,7 +11,7 @@ Mixed into ``PostgresStore``.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any
@@ -87,15 +87,7 @@ class PostgresArchive:
                 uncount_episodes(conn, copied, params)
                 conn.execute("DELETE FROM episode_times WHERE episode_id = ANY(%s)", [moved])
                 conn.execute(f"DELETE FROM episodes e WHERE {copied}", params)
-            archived_where, archived_params = scope_sql(scope, alias="a")
-            if batch is not None:
-                archived_where += " AND a.id = ANY(%s)"
-                archived_params.append(list(batch.episode_ids or ()))
-            conn.execute(
-                f"""DELETE FROM archived_episodes a WHERE {archived_where}
-                    AND EXISTS (SELECT 1 FROM episodes e WHERE e.id = a.id)""",
-                archived_params,
-            )
+            _drop_copies_of_hot(conn, where, params)
         return moved
 
     def restore(self, scope: Scope, selection: Selection) -> list[str]:
@@ -114,11 +106,7 @@ class PostgresArchive:
         for batch in batches(chosen):
             restored += self._restore(scope, batch)
         with self._transaction() as conn:  # copies beside a hot episode: an unfinished move
-            conn.execute(
-                f"""DELETE FROM archived_episodes e WHERE {where}
-                    AND EXISTS (SELECT 1 FROM episodes h WHERE h.id = e.id)""",
-                params,
-            )
+            _drop_copies_of_hot(conn, where, params)
         return restored
 
     def _restore(self, scope: Scope, batch: Selection) -> list[str]:
@@ -152,11 +140,7 @@ class PostgresArchive:
                        WHERE id = ANY(%s) AND embedding IS NULL ORDER BY rowid""",
                     (ids,),
                 )
-            conn.execute(
-                f"""DELETE FROM archived_episodes e WHERE {where}
-                    AND EXISTS (SELECT 1 FROM episodes h WHERE h.id = e.id)""",
-                params,
-            )
+            _drop_copies_of_hot(conn, where, params)
         return ids
 
     def iter_archived(
@@ -180,3 +164,14 @@ class PostgresArchive:
             if len(rows) < batch_size:
                 return
             last = rows[-1][0]
+
+
+def _drop_copies_of_hot(conn: Any, where: str, params: Sequence[Any]) -> None:
+    """Delete the archived copies that ``where`` picks (over ``archived_episodes e``)
+    whose episode is hot: one an update made stale, or one a kill left beside the
+    episode it copied before the episode left (the hot row stands)."""
+    conn.execute(
+        f"""DELETE FROM archived_episodes e WHERE {where}
+            AND EXISTS (SELECT 1 FROM episodes h WHERE h.id = e.id)""",
+        list(params),
+    )

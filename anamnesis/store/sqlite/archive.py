@@ -105,15 +105,7 @@ class SQLiteArchive:
             if moved:
                 conn.execute(f"DELETE FROM episodes AS e WHERE {where} AND {copied}", params)
                 epochs = self._bump_epoch(conn, removed=[row[0] for row in moved])
-            archived_where, archived_params = scope_sql(scope, alias="a", by_key=batch is not None)
-            if batch is not None:
-                archived_where += " AND a.id IN (SELECT value FROM json_each(?))"
-                archived_params.append(SQLITE_SELECTION.ids_param(batch.episode_ids or ()))
-            conn.execute(
-                f"""DELETE FROM archived_episodes AS a WHERE {archived_where}
-                    AND EXISTS (SELECT 1 FROM episodes e WHERE e.id = a.id)""",
-                archived_params,
-            )
+            _drop_copies_of_hot(conn, where, params)
         if epochs is not None:
             self._lexical.after_change([row[0] for row in moved], [], *epochs)
             self._ann.after_change([row[0] for row in moved], [], *epochs)
@@ -134,11 +126,7 @@ class SQLiteArchive:
         for batch in batches(chosen, ARCHIVE_PAUSE):
             restored += self._restore(scope, batch)
         with self._write() as conn:  # copies beside a hot episode: an unfinished move
-            conn.execute(
-                f"""DELETE FROM archived_episodes AS e WHERE {where}
-                    AND EXISTS (SELECT 1 FROM episodes h WHERE h.id = e.id)""",
-                params,
-            )
+            _drop_copies_of_hot(conn, where, params)
         return restored
 
     def _restore(self, scope: Scope, batch: Selection) -> list[str]:
@@ -155,11 +143,7 @@ class SQLiteArchive:
             ).fetchall()
             for row in rows:
                 self._reinsert(conn, row)
-            conn.execute(
-                f"""DELETE FROM archived_episodes AS e WHERE {where}
-                    AND EXISTS (SELECT 1 FROM episodes h WHERE h.id = e.id)""",
-                params,
-            )
+            _drop_copies_of_hot(conn, where, params)
         return [row[0] for row in rows]
 
     @staticmethod
@@ -223,3 +207,14 @@ class SQLiteArchive:
             if len(rows) < batch_size:
                 return
             last = rows[-1][0]
+
+
+def _drop_copies_of_hot(conn: Any, where: str, params: Sequence[Any]) -> None:
+    """Delete the archived copies that ``where`` picks (over ``archived_episodes e``)
+    whose episode is hot: one an update made stale, or one a kill left beside the
+    episode it copied before the episode left (the hot row stands)."""
+    conn.execute(
+        f"""DELETE FROM archived_episodes AS e WHERE {where}
+            AND EXISTS (SELECT 1 FROM episodes h WHERE h.id = e.id)""",
+        list(params),
+    )
