@@ -16,12 +16,12 @@ The order promised between the writer and the maintenance thread:
 
 - a maintenance verb starts once every write awaited before it has been applied, so
   ``gather(add(...), forget(user_id=...))`` forgets what the ``add`` wrote, as before;
-- a write awaited while a maintenance verb runs does not wait for it to end: it is
-  applied between two of the verb's transactions (a large archive, restore or decay
-  moves its episodes in batches, one transaction each). Whether the verb
-  acts on what that write wrote is not promised (a decay, for one, chose its episodes
-  before): to be sure it does not, await the write once the verb has returned; to be
-  sure it does, await the write before the verb (the point above);
+- a write awaited after a maintenance verb, before that verb has returned, does not
+  wait for it to end: it is applied before the verb starts or between two of its
+  transactions (a large archive, restore or decay moves its episodes in batches, one
+  transaction each). Whether the verb acts on what that write wrote is not promised:
+  to be sure it does not, await the write once the verb has returned; to be sure it
+  does, await the write before the verb (the point above);
 - anything awaited after an awaited call has returned is applied after it, whatever
   the threads.
 
