@@ -4,8 +4,9 @@
 name, parameters, defaults, annotations and return type. Each other surface is the
 same verb over a transport:
 
-- ``AsyncMemory``: a coroutine that runs the verb on the writer thread or a reader
-  thread (``@writes`` / ``@reads`` on the verb says which);
+- ``AsyncMemory``: a coroutine that runs the verb on the writer thread, the
+  maintenance thread or a reader thread (``@writes`` / ``@maintains`` / ``@reads`` on
+  the verb says which);
 - ``RemoteMemory`` / ``AsyncRemoteMemory``: one HTTP request (``wire.ROUTES``);
 - the REST server: one request model per verb (``anamnesis/server/rest_arguments.py``),
   each parameter in its wire type (``WIRE_TYPES`` below), so the server takes what the
@@ -57,7 +58,7 @@ class Verb:
 
     name: str
     group: str  # the module that defines it, e.g. "reads"
-    thread: str  # "read" or "write"
+    thread: str  # "read", "write" or "maintain"
     signature: str  # the text between "def name" and ":" (parameters and return)
     parameters: list[tuple[str, str]]  # (name, kind): kind is "positional" or "keyword"
     returns: str
@@ -202,9 +203,17 @@ def _forward(verb: Verb) -> str:
     )
 
 
+#: Each thread of ``AsyncMemory``: its name in the docstrings, and the method that runs
+#: a call on it.
+ASYNC_THREADS = {
+    "write": ("the writer thread", "self._write"),
+    "maintain": ("the maintenance thread", "self._maintain"),
+    "read": ("a reader thread", "self._read"),
+}
+
+
 def _async_local(verb: Verb) -> str:
-    pool = "the writer thread" if verb.thread == "write" else "a reader thread"
-    call = "self._write" if verb.thread == "write" else "self._read"
+    pool, call = ASYNC_THREADS[verb.thread]
     args = _forward(verb)
     return (
         f'"""``Memory.{verb.name}``, run on {pool}."""\n'
@@ -274,6 +283,8 @@ HOSTS = {
         "async def _read(self, call: Callable[..., T], *args: Any, **kwargs: Any) -> T:\n"
         "    raise NotImplementedError  # pragma: no cover - provided by AsyncMemory\n\n"
         "async def _write(self, call: Callable[..., T], *args: Any, **kwargs: Any) -> T:\n"
+        "    raise NotImplementedError  # pragma: no cover - provided by AsyncMemory\n\n"
+        "async def _maintain(self, call: Callable[..., T], *args: Any, **kwargs: Any) -> T:\n"
         "    raise NotImplementedError  # pragma: no cover - provided by AsyncMemory\n"
     ),
     "async-derived": (
@@ -494,8 +505,9 @@ def render() -> dict[Path, str]:
     remote = [v for v in verbs if v.name not in HAND_WRITTEN["remote"]]
     modules = {
         "anamnesis/memory/async_verbs.py": (
-            "The coroutine verbs of ``AsyncMemory``: each ``Memory`` verb on the writer thread\n"
-            "or a reader thread (``anamnesis.memory.async_memory`` explains the threads).",
+            "The coroutine verbs of ``AsyncMemory``: each ``Memory`` verb on the writer thread,\n"
+            "the maintenance thread or a reader thread (``anamnesis.memory.async_memory``\n"
+            "explains the threads).",
             [
                 ("AsyncVerbs", "``Memory``'s verbs as coroutines.", "async", verbs, _async_local),
                 (

@@ -29,11 +29,11 @@ def test_every_public_verb_says_which_thread_it_runs_on() -> None:
         member = getattr(Memory, name)
         if name.startswith("_") or not callable(member) or name == "close":
             continue
-        assert thread_of(member) in ("read", "write"), name
+        assert thread_of(member) in ("read", "write", "maintain"), name
 
 
 def test_a_verb_without_a_thread_is_refused() -> None:
     def verb() -> None: ...
 
-    with pytest.raises(TypeError, match="without @reads or @writes"):
+    with pytest.raises(TypeError, match="without @reads, @writes or @maintains"):
         thread_of(verb)

@@ -1,12 +1,34 @@
 """AsyncMemory: the Memory verbs for asyncio programs, never blocking the event loop.
 
 Every verb of ``Memory`` is here under the same name, with the same arguments, return
-type and errors, as a coroutine (``async_verbs``, generated from ``Memory``). Writes go
-to one writer thread, in the order they
-were awaited (SQLite takes one writer at a time anyway); reads run on a small pool of
-reader threads, in parallel with each other and with the writer (the datasette
-model). Both backends work the same way: PostgreSQL's connection pool is shared by
-the threads.
+type and errors, as a coroutine (``async_verbs``, generated from ``Memory``). Three
+kinds of thread run them (``verbs`` marks each verb with its kind):
+
+- **the writer thread** runs the writes (``add``, ``update``, ``delete``, ...), one at
+  a time, in the order they were awaited (SQLite takes one writer at a time anyway);
+- **the maintenance thread** runs the verbs that may take minutes over a large scope:
+  ``forget``, ``delete_all``, ``archive``, ``restore``, ``decay`` and ``consolidate``,
+  one at a time, in the order they were awaited;
+- **reader threads**, a small pool, run the reads, in parallel with each other and
+  with the two writing threads (the datasette model).
+
+The order promised between the writer and the maintenance thread:
+
+- a maintenance verb starts once every write awaited before it has been applied, so
+  ``gather(add(...), forget(user_id=...))`` forgets what the ``add`` wrote, as before;
+- a write awaited after a maintenance verb, before that verb has returned, does not
+  wait for it to end: it is applied before the verb starts or between two of its
+  transactions (a large archive, restore or decay moves its episodes in batches, one
+  transaction each). Whether the verb acts on what that write wrote is not promised:
+  to be sure it does not, await the write once the verb has returned; to be sure it
+  does, await the write before the verb (the point above);
+- anything awaited after an awaited call has returned is applied after it, whatever
+  the threads.
+
+Both writing threads share the Memory and its store, as its background indexer and
+consolidation worker do: on SQLite its one connection, whose lock each transaction
+holds (a large move releases it between its batches), so the in-memory indexes
+follow each change in place; on PostgreSQL its connection pool.
 
     async with AsyncMemory(path="agent.db") as memory:
         await memory.add("I moved to Lisbon in May", user_id="ana")
@@ -19,7 +41,7 @@ import asyncio
 import functools
 import os
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from ..config import DEFAULT_USER, SearchConfig
@@ -80,6 +102,7 @@ class AsyncMemory(AsyncVerbs):
             indexing=indexing,
         )
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="anamnesis-writer")
+        self._maintenance = ThreadPoolExecutor(1, thread_name_prefix="anamnesis-maintenance")
         self._readers = ThreadPoolExecutor(readers, thread_name_prefix="anamnesis-reader")
         self._closed = False
 
@@ -116,18 +139,26 @@ class AsyncMemory(AsyncVerbs):
         await self.close()
 
     async def close(self) -> None:
-        """Let the reads and writes already awaited finish, then close the Memory.
-        Closing twice is harmless; no verb may be awaited after."""
+        """Let the reads, writes and maintenance verbs already awaited finish (a decay
+        of a large scope may take minutes), then close the Memory. Closing twice is
+        harmless; no verb may be awaited after."""
         if self._closed:
             return
         self._closed = True
         await asyncio.to_thread(self._readers.shutdown, True)
+        await asyncio.to_thread(self._maintenance.shutdown, True)
         await self._run(self._writer, self._memory.close)
         await asyncio.to_thread(self._writer.shutdown, True)
 
     async def _write(self, call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         self._check_open()
         return await self._run(self._writer, call, *args, **kwargs)
+
+    async def _maintain(self, call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        self._check_open()
+        # A turn in the writer's queue: done once the writes awaited before are applied.
+        turn = self._writer.submit(_nothing)
+        return await self._run(self._maintenance, _after, turn, call, *args, **kwargs)
 
     async def _read(self, call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         self._check_open()
@@ -143,3 +174,13 @@ class AsyncMemory(AsyncVerbs):
     ) -> T:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(pool, functools.partial(call, *args, **kwargs))
+
+
+def _nothing() -> None:
+    """The writer's turn that a maintenance verb waits for."""
+
+
+def _after(turn: Future[None], call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """``call``, once the writer has reached ``turn``."""
+    turn.result()
+    return call(*args, **kwargs)

@@ -17,13 +17,13 @@ from ..ingest.normalise import check_int, check_seconds, check_text, parse_time
 from ..store.base import FactQuery, fact_scope
 from ..types import Fact, Scope
 from .state import MemoryState
-from .verbs import reads, writes
+from .verbs import maintains, reads, writes
 
 
 class FactVerbs(MemoryState):
     """Consolidation and bi-temporal fact queries (see ``anamnesis.facts``)."""
 
-    @writes
+    @maintains
     def consolidate(
         self,
         *,

@@ -15,7 +15,7 @@ from ..ingest.normalise import check_episode_id, check_id, check_text, parse_tim
 from ..store.base import Selection
 from ..types import Episode, ForgetReport, Scope, Usage
 from .state import MemoryState
-from .verbs import writes
+from .verbs import maintains, writes
 
 #: Episode ids one ``forget`` call may name.
 MAX_FORGET_IDS = 100_000
@@ -26,7 +26,7 @@ DECAY_PAGE = 1000
 class LifecycleVerbs(MemoryState):
     """Erasure of episodes and of everything derived from them."""
 
-    @writes
+    @maintains
     def forget(
         self,
         episode_ids: Sequence[str] | str | None = None,
@@ -58,7 +58,7 @@ class LifecycleVerbs(MemoryState):
         removed, counts = self._store.forget(scope, selection, dry_run=dry_run)
         return ForgetReport(episode_ids=tuple(removed), counts=counts, dry_run=dry_run)
 
-    @writes
+    @maintains
     def archive(
         self,
         episode_ids: Sequence[str] | str | None = None,
@@ -84,7 +84,7 @@ class LifecycleVerbs(MemoryState):
         )
         return self._store.archive(scope, selection, datetime.now(UTC))
 
-    @writes
+    @maintains
     def restore(
         self,
         episode_ids: Sequence[str] | str | None = None,
@@ -138,7 +138,7 @@ class LifecycleVerbs(MemoryState):
         scope = self._scope(user_id, agent_id, session_id)
         return self._strengths(self._store.get_episodes(ids, scope), scope, now, policy)
 
-    @writes
+    @maintains
     def decay(
         self,
         *,

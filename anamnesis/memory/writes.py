@@ -28,7 +28,7 @@ from ..types import DeleteCounts, Episode, Scope, Session
 from .gate import GateVerbs
 from .indexing import IndexingVerbs
 from .state import ProgressCallback
-from .verbs import writes
+from .verbs import maintains, writes
 
 #: Messages embedded and written per transaction by ``add_many``.
 WRITE_BATCH = 512
@@ -238,7 +238,7 @@ class WriteVerbs(GateVerbs, IndexingVerbs):
             check_episode_id(episode_id), self._scope(user_id, agent_id, session_id)
         )
 
-    @writes
+    @maintains
     def delete_all(
         self,
         *,
