@@ -207,6 +207,13 @@ def test_a_store_made_before_the_index_gets_it_on_open_and_filters_the_same(
     store = PostgresStore(postgres_schema_url, dim=DIM)
     try:
         assert SCOPED in _indexes(postgres_schema_url)
+        with psycopg.connect(postgres_schema_url) as conn:  # the planner knows the values
+            analyzed = conn.execute(
+                "SELECT count(*) FROM pg_stats WHERE schemaname = current_schema() "
+                "AND tablename = %s",
+                (SCOPED,),
+            ).fetchone()[0]  # type: ignore[index]
+        assert analyzed == 1  # the indexed expression, metadata::jsonb
         after = store.lexical_search(["note"], ALICE, Filters(metadata={"n": 1}), 50)
         assert scored(after) == scored(before)
         assert set(ids(after)) == {e.id for e in episodes if e.metadata["n"] == 1}
@@ -357,3 +364,20 @@ def test_lexical_and_dense_search_read_the_filtered_rows_from_the_index(loaded):
     assert len(lexical) == 1 and len(dense) == 2  # dense: the count, then the exact scan
     for indexes in lexical + dense:
         assert SCOPED in indexes
+
+
+def test_the_graph_walk_is_planned_with_the_filters_values_search_after_search(loaded, monkeypatch):
+    """Past EXACT_SCAN_MAX_ROWS passing rows, dense search walks the HNSW graph. A plan
+    cached for that statement (psycopg prepares a statement after a few runs, then
+    PostgreSQL may keep a generic plan) would not see the filter's value: it takes
+    every value for a rare one and sorts all the rows that pass, through the metadata
+    index, instead of walking. So the statement is never prepared; the others are."""
+    monkeypatch.setattr(postgres_search, "EXACT_SCAN_MAX_ROWS", 100)
+    filters = Filters(metadata={"k": "filler"})  # every filler row
+    with loaded.store._transaction() as conn:
+        for n in range(3 * conn.prepare_threshold):  # type: ignore[operator]
+            hits = postgres_search.dense_search(conn, loaded.vectors[n], ALICE, filters, 10)
+            assert len(hits) == 10
+        prepared = [row[0] for row in conn.execute("SELECT statement FROM pg_prepared_statements")]
+    assert any("SELECT count(*)" in statement for statement in prepared)
+    assert not any("WITH hits" in statement for statement in prepared)

@@ -428,6 +428,7 @@ def scoped_indexes(conn: psycopg.Connection[Any]) -> MissingIndexes | None:
             for index in missing:
                 conn.execute(index.create(scoped=True))
                 conn.execute(f"DROP INDEX IF EXISTS {index.fallback}")
+            _analyze_stored(conn)
     except _CANNOT_BUILD as exc:
         _build_fallbacks(conn, [i for i in missing if i.fallback not in present])
         names = tuple(index.name for index in missing)
@@ -456,8 +457,20 @@ def _build_fallbacks(conn: psycopg.Connection[Any], indexes: Sequence[ScopedInde
         with conn.transaction():
             for index in indexes:
                 conn.execute(index.create(scoped=False))
+            _analyze_stored(conn)
     except _CANNOT_BUILD:
         return
+
+
+def _analyze_stored(conn: psycopg.Connection[Any]) -> None:
+    """Gather the statistics of the indexed expressions, when episodes are stored.
+
+    Without them the planner takes every metadata value for a rare one until
+    autovacuum next analyzes the table, which a large table may not need for days.
+    An empty table (a new store) is left to autovacuum, as before.
+    """
+    if conn.execute("SELECT EXISTS (SELECT 1 FROM episodes)").fetchone()[0]:  # type: ignore[index]
+        conn.execute("ANALYZE episodes")
 
 
 def _v9(dim: int) -> list[str]:

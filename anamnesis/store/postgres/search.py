@@ -233,12 +233,16 @@ def dense_search(
             "set_config('hnsw.max_scan_tuples', %s, true)",
             (str(max(HNSW_EF_SEARCH, limit)), str(HNSW_MAX_SCAN_TUPLES)),
         )
+        # Planned with its values each time, never from a cached generic plan: that
+        # plan cannot see a metadata filter's value, takes it for a rare one, and
+        # sorts every row passing it (found through the metadata index) instead.
         rows = conn.execute(
             f"""WITH hits AS MATERIALIZED (
                     SELECT e.id, e.embedding <=> %s AS distance, {TURN_COLUMNS}
                     FROM episodes e WHERE {condition} ORDER BY distance LIMIT %s)
                 SELECT * FROM hits ORDER BY distance""",
             [query_vector, *condition_params, limit],
+            prepare=False,
         ).fetchall()
     if len(rows) < min(limit, in_scope):
         # "+ 0" makes the ordering an expression the HNSW index cannot serve, so
