@@ -366,18 +366,34 @@ def test_lexical_and_dense_search_read_the_filtered_rows_from_the_index(loaded):
         assert SCOPED in indexes
 
 
-def test_the_graph_walk_is_planned_with_the_filters_values_search_after_search(loaded, monkeypatch):
-    """Past EXACT_SCAN_MAX_ROWS passing rows, dense search walks the HNSW graph. A plan
-    cached for that statement (psycopg prepares a statement after a few runs, then
-    PostgreSQL may keep a generic plan) would not see the filter's value: it takes
-    every value for a rare one and sorts all the rows that pass, through the metadata
-    index, instead of walking. So the statement is never prepared; the others are."""
+def test_a_search_testing_metadata_is_planned_with_the_values_search_after_search(
+    loaded, monkeypatch
+):
+    """The index serves a rare value well and a common one badly, and the planner
+    tells them apart by the value. A plan cached for a prepared statement (psycopg
+    prepares one after a few runs, then PostgreSQL may keep a generic plan) does not
+    see it: it takes every value for a rare one, and reads all the rows holding a
+    common value through the index, then scores or sorts them all, where lexical
+    search would have read the matching rows and dense search walked the graph. So no
+    statement testing metadata is prepared; the others still are."""
     monkeypatch.setattr(postgres_search, "EXACT_SCAN_MAX_ROWS", 100)
-    filters = Filters(metadata={"k": "filler"})  # every filler row
+    common, rare = Filters(metadata={"k": "filler"}), Filters(metadata={"k": True})
+    ranges = [(T0 - timedelta(days=1), T0 + timedelta(days=3650))]
     with loaded.store._transaction() as conn:
-        for n in range(3 * conn.prepare_threshold):  # type: ignore[operator]
-            hits = postgres_search.dense_search(conn, loaded.vectors[n], ALICE, filters, 10)
-            assert len(hits) == 10
-        prepared = [row[0] for row in conn.execute("SELECT statement FROM pg_prepared_statements")]
-    assert any("SELECT count(*)" in statement for statement in prepared)
-    assert not any("WITH hits" in statement for statement in prepared)
+        runs = 3 * conn.prepare_threshold  # type: ignore[operator]
+        for filters in (common, rare, Filters()):
+            for n in range(runs):
+                vector = loaded.vectors[n]
+                assert postgres_search.dense_search(conn, vector, ALICE, filters, 10)
+                postgres_search.lexical_search(conn, ["filler", "marker"], ALICE, filters, 10)
+                postgres_search.time_search(conn, vector, ranges, ALICE, filters, 10)
+        prepared = [
+            row[0]
+            for row in conn.execute(
+                "SELECT statement FROM pg_prepared_statements "
+                "WHERE statement NOT LIKE 'EXPLAIN%%'"  # the other tests' own
+            )
+        ]
+    assert not [statement for statement in prepared if "metadata::jsonb" in statement]
+    assert [statement for statement in prepared if "content_tsv @@" in statement]
+    assert [statement for statement in prepared if "WITH hits" in statement]  # the walk
