@@ -466,8 +466,8 @@ def _analyze_stored(conn: psycopg.Connection[Any]) -> None:
     """Gather the statistics of the indexed expressions, when episodes are stored.
 
     Without them the planner takes every metadata value for a rare one until
-    autovacuum next analyzes the table, which a large table may not need for days.
-    An empty table (a new store) is left to autovacuum, as before.
+    autovacuum next analyzes the table, which waits for about a tenth of its rows to
+    change. An empty table (a new store) is left to autovacuum, as before.
     """
     if conn.execute("SELECT EXISTS (SELECT 1 FROM episodes)").fetchone()[0]:  # type: ignore[index]
         conn.execute("ANALYZE episodes")
