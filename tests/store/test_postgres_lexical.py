@@ -513,7 +513,7 @@ def test_without_btree_gin_the_store_warns_searches_the_same_and_upgrades_later(
 
     episodes = [make_episode(f"the cat sat on mat {i}") for i in range(8)]
     episodes += [make_episode("a cat and a zebra", scope=OTHER_TENANT)]
-    monkeypatch.setattr(schema, "SCOPED_TEXT_EXTENSION", "btree_gin_not_installed")
+    monkeypatch.setattr(schema, "SCOPED_INDEX_EXTENSION", "btree_gin_not_installed")
     with pytest.warns(RuntimeWarning, match="run CREATE EXTENSION btree_gin_not_installed"):
         store = PostgresStore(postgres_schema_url, dim=DIM)
     try:

@@ -22,6 +22,7 @@ from .sql import (
     EPISODE_COLUMNS,
     episode,
     filters_sql,
+    prepare,
     redact_url,
     scope_sql,
 )
@@ -53,16 +54,19 @@ class PostgresReads:
         self, scope: Scope, *, limit: int, offset: int, filters: Filters | None = None
     ) -> tuple[list[Episode], int]:
         where, params = scope_sql(scope)
-        extra, extra_params = filters_sql(filters or Filters())
+        filters = filters or Filters()
+        extra, extra_params = filters_sql(filters)
         with self._transaction() as conn:
             total = conn.execute(
                 f"SELECT count(*) FROM episodes e WHERE {where} AND {extra}",
                 [*params, *extra_params],
+                prepare=prepare(filters),
             ).fetchone()[0]  # type: ignore[index]
             rows = conn.execute(
                 f"SELECT {EPISODE_COLUMNS} FROM episodes e WHERE {where} AND {extra} "
                 "ORDER BY e.event_time, e.rowid LIMIT %s OFFSET %s",
                 [*params, *extra_params, limit, offset],
+                prepare=prepare(filters),
             ).fetchall()
         return [episode(r) for r in rows], total
 
@@ -156,6 +160,7 @@ class PostgresReads:
                     *params_e,
                     *extra_params,
                 ],
+                prepare=prepare(filters),
             ).fetchall()
         return adjacent_by_episode(rows)
 

@@ -19,6 +19,7 @@ apply them exactly once.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -332,63 +333,144 @@ def _v8(dim: int) -> list[str]:
     return lexical.bounds_migration()
 
 
-#: The extension that gives GIN a text operator class, so that one GIN index can hold
-#: both the tenant and the lexemes (``SCOPED_TEXT_INDEX``). In contrib, and trusted:
-#: any role that may create objects in the database may install it.
-SCOPED_TEXT_EXTENSION = "btree_gin"
-#: The GIN index on ``(user_id, content_tsv)``: a lexical search's index scan returns
-#: only the tenant's matching episodes, where ``episodes_fts`` returns every tenant's
-#: and the heap visit filters them. It replaces ``episodes_fts``.
-SCOPED_TEXT_INDEX = "episodes_user_fts"
+#: The extension that gives GIN a btree operator class for text, so that one GIN index
+#: can hold both the tenant and what a search looks up (``SCOPED_INDEXES``). In
+#: contrib, and trusted: any role that may create objects in the database may install it.
+SCOPED_INDEX_EXTENSION = "btree_gin"
 
 
-def scoped_text_index(conn: psycopg.Connection[Any]) -> str | None:
-    """Make ``SCOPED_TEXT_INDEX`` the episodes' full-text index, if it is not yet.
+@dataclass(frozen=True, slots=True)
+class ScopedIndex:
+    """A GIN index over the episodes led by ``user_id``, and the index that stands in
+    for it without ``SCOPED_INDEX_EXTENSION``: the same lookups over every tenant's
+    rows, confined to the tenant by the heap visit."""
 
-    Returns None when it is, or why it cannot be: the extension is neither installed
-    nor installable by this role, or the role may not build the index (not the
-    tables' owner, or a read-only replica). ``episodes_fts`` then stays, and search is
-    the same, only slower for a tenant among larger ones. Safe to call at every open:
-    once an administrator installs the extension, the next open by the owner builds
-    the index (holding off writes to the episodes while it builds).
+    name: str
+    keys: str
+    fallback: str
+    fallback_keys: str
+
+    def create(self, *, scoped: bool) -> str:
+        """The statement that builds this index (or, not ``scoped``, its stand-in)."""
+        name, keys = (self.name, self.keys) if scoped else (self.fallback, self.fallback_keys)
+        return f"CREATE INDEX IF NOT EXISTS {name} ON episodes USING gin ({keys})"
+
+
+#: Full text: a lexical search's index scan returns only the tenant's matching episodes,
+#: where ``episodes_fts`` (built by migration 1) returns every tenant's.
+SCOPED_TEXT_INDEX = ScopedIndex(
+    "episodes_user_fts", "user_id, content_tsv", "episodes_fts", "content_tsv"
+)
+#: Metadata, as the filters test it (``sql.filters_sql``: ``(e.metadata::jsonb) @> v``):
+#: a filtered search finds the tenant's rows holding the value in the index instead of
+#: casting and testing the metadata of every row in scope. ``jsonb_path_ops`` indexes
+#: a hash of each path to a value, which serves ``@>`` only, in a smaller index than
+#: ``jsonb_ops``.
+SCOPED_METADATA_INDEX = ScopedIndex(
+    "episodes_user_metadata",
+    "user_id, (metadata::jsonb) jsonb_path_ops",
+    "episodes_metadata",
+    "(metadata::jsonb) jsonb_path_ops",
+)
+SCOPED_INDEXES = (SCOPED_TEXT_INDEX, SCOPED_METADATA_INDEX)
+
+
+@dataclass(frozen=True, slots=True)
+class MissingIndexes:
+    """The scoped indexes a store goes without, and why."""
+
+    names: tuple[str, ...]
+    reason: str
+
+
+#: Errors that mean this role or this server cannot build an index or an extension
+#: here (not the tables' owner, no such extension, a read-only replica).
+_CANNOT_BUILD = (
+    pg_errors.InsufficientPrivilege,
+    pg_errors.FeatureNotSupported,
+    pg_errors.UndefinedFile,
+    pg_errors.UndefinedObject,
+    pg_errors.ReadOnlySqlTransaction,
+)
+
+
+def scoped_indexes(conn: psycopg.Connection[Any]) -> MissingIndexes | None:
+    """Build each of ``SCOPED_INDEXES`` that is missing, replacing its stand-in.
+
+    Returns None when they are all there, else those missing and why they cannot be
+    built: the extension is neither installed nor installable by this role, or the
+    role may not build them (not the tables' owner, or a read-only replica). The
+    stand-ins are built instead where they can be (``episodes_fts`` always is), and
+    searches return the same rows, only slower for a tenant among larger ones. Safe
+    to call at every open, so a store made before an index existed gets it at its
+    next open, and once an administrator installs the extension, the next open by
+    the owner builds the scoped ones (holding off writes to the episodes meanwhile).
     """
-    present = conn.execute(
-        "SELECT 1 FROM pg_indexes WHERE schemaname = current_schema() AND indexname = %s",
-        (SCOPED_TEXT_INDEX,),
-    ).fetchone()
-    if present:
+    present = {
+        row[0]
+        for row in conn.execute(
+            "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema() "
+            "AND indexname = ANY(%s)",
+            ([n for index in SCOPED_INDEXES for n in (index.name, index.fallback)],),
+        )
+    }
+    missing = [index for index in SCOPED_INDEXES if index.name not in present]
+    if not missing:
         return None
     installed = conn.execute(
-        "SELECT 1 FROM pg_extension WHERE extname = %s", (SCOPED_TEXT_EXTENSION,)
+        "SELECT 1 FROM pg_extension WHERE extname = %s", (SCOPED_INDEX_EXTENSION,)
     ).fetchone()
     try:
         with conn.transaction():
             if not installed:
-                conn.execute(f"CREATE EXTENSION IF NOT EXISTS {SCOPED_TEXT_EXTENSION}")
+                conn.execute(f"CREATE EXTENSION IF NOT EXISTS {SCOPED_INDEX_EXTENSION}")
                 installed = (1,)
-            conn.execute(
-                f"CREATE INDEX IF NOT EXISTS {SCOPED_TEXT_INDEX} ON episodes "
-                "USING gin (user_id, content_tsv)"
-            )
-            conn.execute("DROP INDEX IF EXISTS episodes_fts")
-    except (
-        pg_errors.InsufficientPrivilege,
-        pg_errors.FeatureNotSupported,
-        pg_errors.UndefinedFile,
-        pg_errors.ReadOnlySqlTransaction,
-    ) as exc:
+            for index in missing:
+                conn.execute(index.create(scoped=True))
+                conn.execute(f"DROP INDEX IF EXISTS {index.fallback}")
+            _analyze_stored(conn)
+    except _CANNOT_BUILD as exc:
+        _build_fallbacks(conn, [i for i in missing if i.fallback not in present])
+        names = tuple(index.name for index in missing)
+        which = " and ".join(names)
         if installed:
-            return (
-                f"this role cannot build the {SCOPED_TEXT_INDEX} index "
-                f"({exc.diag.message_primary}); open the store once as the tables' owner "
-                "on the primary"
+            return MissingIndexes(
+                names,
+                f"this role cannot build the {which} index ({exc.diag.message_primary}); "
+                "open the store once as the tables' owner on the primary",
             )
-        return (
-            f"the {SCOPED_TEXT_EXTENSION} extension is not installed and this role cannot "
+        return MissingIndexes(
+            names,
+            f"the {SCOPED_INDEX_EXTENSION} extension is not installed and this role cannot "
             f"install it ({exc.diag.message_primary}); as a superuser run CREATE EXTENSION "
-            f"{SCOPED_TEXT_EXTENSION}, and the next open builds the index"
+            f"{SCOPED_INDEX_EXTENSION}, and the next open builds the {which} index",
         )
     return None
+
+
+def _build_fallbacks(conn: psycopg.Connection[Any], indexes: Sequence[ScopedIndex]) -> None:
+    """Build the stand-ins of ``indexes`` if this role may (the caller's reason for the
+    scoped ones missing covers a role that may not either)."""
+    if not indexes:
+        return
+    try:
+        with conn.transaction():
+            for index in indexes:
+                conn.execute(index.create(scoped=False))
+            _analyze_stored(conn)
+    except _CANNOT_BUILD:
+        return
+
+
+def _analyze_stored(conn: psycopg.Connection[Any]) -> None:
+    """Gather the statistics of the indexed expressions, when episodes are stored.
+
+    Without them the planner takes every metadata value for a rare one until
+    autovacuum next analyzes the table, which waits for about a tenth of its rows to
+    change. An empty table (a new store) is left to autovacuum, as before.
+    """
+    if conn.execute("SELECT EXISTS (SELECT 1 FROM episodes)").fetchone()[0]:  # type: ignore[index]
+        conn.execute("ANALYZE episodes")
 
 
 def _v9(dim: int) -> list[str]:

@@ -16,7 +16,7 @@ from ...types import Scope
 from ..base import TURN_COLUMNS, Candidate, Filters
 from ..episode_times import TimeRange
 from .lexical import BOUND_MARGIN, QueryWeights, any_lexeme, at_least, bm25_query, query_weights
-from .sql import MAX_QUERY_TERMS, filters_sql, scope_sql, tsquery_sql
+from .sql import MAX_QUERY_TERMS, filters_sql, prepare, scope_sql, tsquery_sql
 
 #: Lexical search scores every match in one pass when the query's lexemes occur in at
 #: most this many episodes in all (every tenant); above, it prunes (see lexical_search).
@@ -116,7 +116,7 @@ def lexical_search(
             [*match_params, *params, *extra_params],
             limit,
         )
-        return conn.execute(sql, sql_params).fetchall()
+        return conn.execute(sql, sql_params, prepare=prepare(filters)).fetchall()
 
     if (
         len(weights.lexemes) == 1
@@ -222,6 +222,7 @@ def dense_search(
         f"SELECT count(*) FROM (SELECT 1 FROM episodes e WHERE {where} AND {extra} "
         "LIMIT %s) AS bounded",
         [*condition_params, EXACT_SCAN_MAX_ROWS + 1],
+        prepare=prepare(filters),
     ).fetchone()[0]  # type: ignore[index]
     if in_scope == 0:
         return []
@@ -233,12 +234,15 @@ def dense_search(
             "set_config('hnsw.max_scan_tuples', %s, true)",
             (str(max(HNSW_EF_SEARCH, limit)), str(HNSW_MAX_SCAN_TUPLES)),
         )
+        # A plan that took a common metadata value for a rare one would sort every
+        # row holding it instead of walking the graph (see ``sql.prepare``).
         rows = conn.execute(
             f"""WITH hits AS MATERIALIZED (
                     SELECT e.id, e.embedding <=> %s AS distance, {TURN_COLUMNS}
                     FROM episodes e WHERE {condition} ORDER BY distance LIMIT %s)
                 SELECT * FROM hits ORDER BY distance""",
             [query_vector, *condition_params, limit],
+            prepare=prepare(filters),
         ).fetchall()
     if len(rows) < min(limit, in_scope):
         # "+ 0" makes the ordering an expression the HNSW index cannot serve, so
@@ -247,6 +251,7 @@ def dense_search(
             f"""SELECT e.id, e.embedding <=> %s AS distance, {TURN_COLUMNS} FROM episodes e
                 WHERE {condition} ORDER BY (e.embedding <=> %s) + 0, e.id LIMIT %s""",
             [query_vector, *condition_params, query_vector, limit],
+            prepare=prepare(filters),
         ).fetchall()
     return _candidates([(r[0], 1.0 - float(r[1]), *r[2:]) for r in rows])
 
@@ -295,5 +300,6 @@ def time_search(
             query_vector,
             limit,
         ],
+        prepare=prepare(filters),
     ).fetchall()
     return _candidates([(r[0], 1.0 - float(r[1]), *r[2:]) for r in rows])

@@ -55,6 +55,20 @@ def filters_sql(filters: Filters, alias: str = "e") -> tuple[str, list[Any]]:
     return (" AND ".join(clauses) or "TRUE"), params
 
 
+def prepare(filters: Filters) -> bool | None:
+    """psycopg's ``prepare`` for a statement that tests ``filters``.
+
+    The metadata index serves a rare value well and a common one badly, and the
+    planner tells them apart by the value. A plan cached for a prepared statement
+    (psycopg prepares one after a few runs; PostgreSQL may then keep a generic plan)
+    does not see the value and takes every value for a rare one: it would read all
+    the rows holding a common value through the index, and score or sort them all.
+    So a statement testing metadata is planned with its values each time (False);
+    any other keeps psycopg's default (None).
+    """
+    return False if filters.metadata else None
+
+
 def tsquery_sql(terms: Sequence[str]) -> tuple[str, list[Any]]:
     """A tsquery expression that ORs the terms, each parsed as plain text.
 

@@ -51,11 +51,13 @@ from .schema import (
     LATEST,
     MIGRATION_LOCK,
     MIGRATIONS,
+    SCOPED_TEXT_INDEX,
+    MissingIndexes,
     embedding_index,
     insert_times,
     pending,
     scope_vector_index,
-    scoped_text_index,
+    scoped_indexes,
     time_rows,
 )
 from .sql import (
@@ -115,14 +117,15 @@ class PostgresStore(
         self.dim = dim
         self.durability = durability
         self._pool: ConnectionPool | None = None
-        #: Why the episodes' full-text index is not the tenant-scoped one, or None.
-        self._text_index_missing: str | None = None
+        #: Which of the episodes' GIN indexes (full text, metadata) are not the
+        #: tenant-scoped ones (``schema.SCOPED_INDEXES``), and why; or None.
+        self._scoped_missing: MissingIndexes | None = None
         self._migrate(timeout)
-        if self._text_index_missing is not None:
+        if self._scoped_missing is not None:
             warnings.warn(
-                f"{redact_url(url)}: lexical search gives the same results, but a tenant's "
-                "search also visits other tenants' matching rows: "
-                f"{self._text_index_missing}.",
+                f"{redact_url(url)}: lexical search and metadata filters give the same "
+                "results, but a tenant's search also visits other tenants' matching rows: "
+                f"{self._scoped_missing.reason}.",
                 RuntimeWarning,
                 stacklevel=2,
             )
@@ -148,9 +151,10 @@ class PostgresStore(
     def lexical_backend(self) -> str:
         """``tsvector-bm25``, and whether each tenant's search is confined to its rows
         by the index (``SCOPED_TEXT_INDEX``) or why not."""
-        if self._text_index_missing is None:
+        missing = self._scoped_missing
+        if missing is None or SCOPED_TEXT_INDEX.name not in missing.names:
             return "tsvector-bm25 (GIN on user_id, content_tsv)"
-        return f"tsvector-bm25 (GIN on content_tsv only: {self._text_index_missing})"
+        return f"tsvector-bm25 (GIN on content_tsv only: {missing.reason})"
 
     # -- connections and transactions ------------------------------------------------------
     def _configure(self, conn: psycopg.Connection[Any]) -> None:
@@ -215,7 +219,7 @@ class PostgresStore(
                             conn.execute(step)
                         else:
                             step(conn)
-                self._text_index_missing = scoped_text_index(conn)
+                self._scoped_missing = scoped_indexes(conn)
                 if current < LATEST:
                     conn.execute(
                         """INSERT INTO meta (key, value) VALUES
