@@ -146,16 +146,18 @@ def test_another_sqlite_connection_writes_between_the_batches_of_a_large_forget(
         memory.add_many([f"note {i} about the harbour" for i in range(24)], user_id="ana")
     monkeypatch.setattr(forget_sql, "EPISODE_BATCH", 3)
     events: list[str] = []
-    wanted = threading.Event()
+    ready, wanted = threading.Event(), threading.Event()
 
     def write_once() -> None:  # another connection to the same file
         with Memory(path=path, embedder=EDGE, warm=False) as other:
+            ready.set()
             wanted.wait(30)
             other.add("bob's note, written during the forget", user_id="bob")
             events.append("bob wrote")
 
     writer = threading.Thread(target=write_once)
     writer.start()
+    assert ready.wait(30)
     forget_episodes = FactSQL.forget_episodes
 
     def inside_a_transaction_of_the_forget(self: Any, *args: Any, **kwargs: Any) -> Any:
