@@ -15,6 +15,7 @@ import random
 import subprocess
 import sys
 import threading
+import warnings
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -30,7 +31,7 @@ from anamnesis import Memory
 from anamnesis.embed import get_embedder
 from anamnesis.store.shared import forget as forget_sql
 from anamnesis.store.shared.facts import FactSQL
-from anamnesis.store.sqlite import erasure
+from anamnesis.store.sqlite import driver, erasure
 from anamnesis.store.sqlite.driver import sqlite3
 from anamnesis.types import Scope
 
@@ -210,7 +211,7 @@ KILLED_FORGET = """
 import os, signal, sys
 from anamnesis import Memory
 from anamnesis.store.shared import forget as forget_sql
-from anamnesis.store.sqlite import erasure
+from anamnesis.store.sqlite import driver, erasure
 
 forget_sql.EPISODE_BATCH = {batch}
 finish, calls = erasure.finish, []
@@ -262,6 +263,39 @@ def spelled_separators(path: Path, erased: list[str]) -> list[tuple[bytes, str]]
         and word.encode().startswith(separator)
         and not any(live.encode().startswith(separator) for live in words)
     ]
+
+
+@pytest.mark.parametrize("in_place", [True, False], ids=["secure-delete", "old-sqlite"])
+def test_a_forget_in_batches_leaves_no_byte_of_the_text(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, in_place: bool
+) -> None:
+    """With FTS5's secure-delete, and on an older SQLite without it (where the deletes
+    are tombstones until the index is merged)."""
+    if not in_place:
+        monkeypatch.setattr(driver, "SECURE_DELETE", False)
+        monkeypatch.setattr(driver, "_warned", False)
+    directory = tmp_path / "store"
+    rng = random.Random(3)
+    secrets = ["".join(rng.choice(NEEDLE_LETTERS) for _ in range(12)) for _ in range(10)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the older SQLite's warning, tested in test_forget
+        memory = Memory(path=directory / "m.db", embedder=EDGE, warm=False)
+    with memory:
+        memory.add_many([f"my secret word is {s}" for s in secrets], user_id="ana")
+        memory.add("I love hiking in the mountains.", user_id="bob")
+        memory.search(secrets[0], user_id="ana")
+        monkeypatch.setattr(forget_sql, "EPISODE_BATCH", 3)
+        assert len(memory.forget(user_id="ana").episode_ids) == len(secrets)
+        assert sum(needles(directory, secrets).values()) == 0, needles(directory, secrets)
+        assert due_merges(directory / "m.db") == []
+    assert sum(needles(directory, secrets).values()) == 0, needles(directory, secrets)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with Memory(path=directory / "m.db", embedder=EDGE, warm=False) as reopened:
+            assert reopened.check() == []
+            assert [e.content for e in reopened.get_all(user_id="bob").items] == [
+                "I love hiking in the mountains."
+            ]
 
 
 def test_a_forget_in_batches_merges_the_index_twice_and_leaves_no_erased_prefix(
