@@ -223,6 +223,7 @@ def finish_then_die(*args, **kwargs):
     return finish(*args, **kwargs)
 
 erasure.finish = finish_then_die
+erasure._separator_left = lambda *_: {separator_found}
 memory = Memory(path=sys.argv[1], embedder="edge", warm=False)
 memory.forget(user_id="ana")
 """
@@ -298,13 +299,12 @@ def test_a_forget_in_batches_leaves_no_byte_of_the_text(
             ]
 
 
-def test_a_forget_in_batches_merges_the_index_twice_and_leaves_no_erased_prefix(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Each batch erases its words in place; the whole merge that the separators need
-    is done by the forget's last transaction, not once per batch (and by its first,
-    which leaves the index in one segment)."""
-    path = tmp_path / "m.db"
+def _forget_in_small_batches(
+    path: Path, monkeypatch: pytest.MonkeyPatch, *, separator_found: bool | None
+) -> tuple[list[str], list[str]]:
+    """Forget a scope of 40 notes 8 per transaction from a store with small index pages
+    (many words start a page); ``separator_found``, when given, is what every batch's
+    separator check answers. Returns the indexes merged whole and the erased words."""
     rng = random.Random(5)
 
     def word() -> str:
@@ -317,6 +317,8 @@ def test_a_forget_in_batches_merges_the_index_twice_and_leaves_no_erased_prefix(
         memory.add_many([f"{word()} {word()}" for _ in range(60)], user_id="bob")
         memory.add_many(erased, user_id="ana")
         monkeypatch.setattr(forget_sql, "EPISODE_BATCH", 8)
+        if separator_found is not None:
+            monkeypatch.setattr(erasure, "_separator_left", lambda *_: separator_found)
         rewrite, merged = erasure.rewrite, []
 
         def counted(conn: Any, index: str, column: str) -> None:
@@ -325,9 +327,29 @@ def test_a_forget_in_batches_merges_the_index_twice_and_leaves_no_erased_prefix(
 
         monkeypatch.setattr(erasure, "rewrite", counted)
         assert len(memory.forget(user_id="ana").episode_ids) == len(erased)
-        assert merged == ["episodes_fts", "episodes_fts"]
         assert due_merges(path) == []
-    assert spelled_separators(path, [w for text in erased for w in text.split()]) == []
+    return merged, [w for text in erased for w in text.split()]
+
+
+def test_a_forget_in_batches_whose_checks_find_no_separator_merges_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each batch erases its words in place and checks the separators for them, as a
+    single forget does: where none spells an erased word, no index is merged."""
+    merged, words = _forget_in_small_batches(tmp_path / "m.db", monkeypatch, separator_found=None)
+    assert merged == []
+    assert spelled_separators(tmp_path / "m.db", words) == []
+
+
+def test_a_forget_in_batches_merges_the_index_twice_at_most(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """When the batches' checks find separators to rewrite, the index is merged by the
+    first batch that finds one (leaving it in one segment) and by the forget's last
+    transaction, not once per batch; no separator spells an erased word after."""
+    merged, words = _forget_in_small_batches(tmp_path / "m.db", monkeypatch, separator_found=True)
+    assert merged == ["episodes_fts", "episodes_fts"]
+    assert spelled_separators(tmp_path / "m.db", words) == []
 
 
 def test_a_merge_owed_by_a_running_forget_is_left_to_it(tmp_path: Path) -> None:
@@ -352,9 +374,13 @@ def test_a_merge_owed_by_a_running_forget_is_left_to_it(tmp_path: Path) -> None:
         assert due_merges(path) == left
 
 
+@pytest.mark.parametrize("separator_found", [True, False])
 def test_a_forget_killed_between_batches_leaves_whole_batches_and_is_finished_again(
-    tmp_path: Path,
+    tmp_path: Path, separator_found: bool
 ) -> None:
+    """Killed in its third batch: the first two are gone whole, the rest is as it was.
+    A merge owed by a batch that found a separator to rewrite is done at the next open;
+    with none found, none is owed."""
     directory = tmp_path / "store"
     path = directory / "m.db"
     rng = random.Random(11)
@@ -364,14 +390,15 @@ def test_a_forget_killed_between_batches_leaves_whole_batches_and_is_finished_ag
         added = memory.add_many([f"my secret word is {s}" for s in secrets], user_id="ana")
         memory.add("I love hiking in the mountains.", user_id="bob")
         memory.search(secrets[0], user_id="ana")  # the in-memory indexes hold the words
-    script = KILLED_FORGET.format(batch=batch, killed_in=killed_in)
+    script = KILLED_FORGET.format(batch=batch, killed_in=killed_in, separator_found=separator_found)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     done = subprocess.run(
         [sys.executable, "-c", script, str(path)], env=env, capture_output=True, timeout=120
     )
     assert done.returncode == -9, done.stderr.decode()
-    # The merge of the whole index, left to the forget's last transaction, is owed.
-    assert due_merges(path) == ["episodes_fts"]
+    # The merge of the whole index, left to the forget's last transaction, is owed
+    # when a batch found a separator to rewrite.
+    assert due_merges(path) == (["episodes_fts"] if separator_found else [])
 
     # The first two batches are gone whole; the third was rolled back with the rest.
     # Opening the store does the merge the killed forget owed.

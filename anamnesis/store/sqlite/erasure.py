@@ -24,15 +24,16 @@ erased word's first letters. So a forget here also:
 All of it runs in the forget's transaction. Without ``secure-delete`` (an older
 SQLite), every forget merges both indexes whole, as before.
 
-A forget of many episodes runs in several transactions. Each erases its rows' words
-in place, but step 3 is left to the last: for the few hundred episodes of a batch, a
-separator to rewrite is almost always found, and a merge of the whole index per
-batch would make a large forget cost the square of its size. So each transaction
-but the last marks the index in ``meta`` (``REWRITE_DUE``) and the last merges it
-once. The first merges it too: an in-place delete looks for the row's words in
-every segment of the index, and after the merge there is one. If the process dies
-in between, the mark (with its process id) stays: the store merges the index when
-it is next opened for writing, or at the next forget.
+A forget of many episodes runs in several transactions, each with the steps above for
+its own rows. Where step 3 finds a separator to rewrite (or without secure-delete),
+the index is merged once, by the first transaction that finds it so, and marked in
+``meta`` as owing one more merge (``REWRITE_DUE``), which the last transaction does:
+a merge per batch would make a large forget cost the square of its size, while after
+one merge the index is one segment, in which each next batch's in-place deletes are
+cheap. Where no batch finds one (a small share of a large index), nothing is merged,
+as for a single transaction. If the process dies in between, the mark (with its
+process id) stays: the store merges the index when it is next opened for writing,
+or at the next forget.
 """
 
 from __future__ import annotations
@@ -112,9 +113,10 @@ def finish(conn: sqlite3.Connection, secure: bool, later: bool = False) -> list[
     """After a forget's deletes, in its transaction: leave no word of the deleted rows
     in a full-text index (see the module's steps). ``secure``: the indexes have
     ``secure-delete`` on and ``start_capture`` ran. ``later``: another transaction of
-    the same forget follows; an index that lost words is merged whole by the first
-    transaction and marked as owing a merge by each (``REWRITE_DUE``), which the last
-    one does. Returns the indexes merged whole."""
+    the same forget follows; an index that needs a whole merge (a separator spells an
+    erased word, or without secure-delete) is merged by the first transaction that
+    finds it so and marked as owing one more (``REWRITE_DUE``), which the last
+    transaction does. Returns the indexes merged whole."""
     if secure:
         stop_capture(conn)
     due = due_indexes(conn)
@@ -122,11 +124,17 @@ def finish(conn: sqlite3.Connection, secure: bool, later: bool = False) -> list[
     for index, table, columns in FTS_INDEXES:
         # Without secure-delete the words stay in the segments until a merge: all may.
         words = _erased_words(conn, table) if secure else None
+        needs_merge = (
+            words is None
+            or len(words) > MAX_CHECKED_WORDS
+            or (bool(words) and _separator_left(conn, index, words))
+        )
         if later:
-            if words is None or words:
+            if needs_merge:
                 if index not in due:
-                    # The first of the forget's transactions: merged, the index is one
-                    # segment, in which each next batch's in-place deletes are cheap.
+                    # Merged once now, the index is one segment, in which each next
+                    # batch's in-place deletes are cheap; the last transaction merges
+                    # again for the words erased after.
                     merge_whole(conn, index, columns[0], secure)
                     merged.append(index)
                 conn.execute(
@@ -134,12 +142,7 @@ def finish(conn: sqlite3.Connection, secure: bool, later: bool = False) -> list[
                     (REWRITE_DUE + index, str(os.getpid())),
                 )
             continue
-        if (
-            index in due
-            or words is None
-            or len(words) > MAX_CHECKED_WORDS
-            or (words and _separator_left(conn, index, words))
-        ):
+        if index in due or needs_merge:
             merge_whole(conn, index, columns[0], secure)
             merged.append(index)
     return merged
