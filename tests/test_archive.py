@@ -114,7 +114,7 @@ def test_a_large_archive_and_restore_move_in_batches_each_whole_and_a_cut_one_is
 ) -> None:
     added = memory.add([f"note number {i}" for i in range(5)], user_id="ana")
     before = {e.id: snapshot(memory, e.id) for e in added}
-    monkeypatch.setattr(forget_sql, "ARCHIVE_BATCH", 2)
+    monkeypatch.setattr(forget_sql, "EPISODE_BATCH", 2)
     leave = SQLiteStore._leave_hot_indexes
     calls = []
 

@@ -46,9 +46,11 @@ class LifecycleVerbs(MemoryState):
         Conditions: ``episode_ids``; ``event_after`` / ``event_before`` (event time in
         ``[after, before)``); ``containing``, an exact, case-sensitive text found in
         the content, speaker or metadata, or in a prior version (what ``update`` keeps).
-        With none, the whole scope goes, and ``user_id`` must be named. All in one
-        transaction; on SQLite the words then leave the file too (RELIABILITY.md says
-        what is guaranteed). ``dry_run=True`` reports what would go and changes nothing.
+        With none, the whole scope goes, and ``user_id`` must be named. In one
+        transaction, or for many episodes in batches of 500, each one transaction (a
+        forget cut between two is finished by running it again); on SQLite the words
+        then leave the file too (RELIABILITY.md says what is guaranteed).
+        ``dry_run=True`` reports what would go and changes nothing.
         """
         if not isinstance(dry_run, bool):
             raise InvalidInputError("dry_run must be True or False")

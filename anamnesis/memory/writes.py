@@ -246,9 +246,9 @@ class WriteVerbs(GateVerbs, IndexingVerbs):
         agent_id: str | None = None,
         session_id: str | None = None,
     ) -> DeleteCounts:
-        """Delete everything in a scope (``user_id`` must be named), in one transaction:
-        episodes, versions, index rows, sessions, and (for a user or agent scope) its
-        facts. ``forget`` with no condition does the same."""
+        """Delete everything in a scope (``user_id`` must be named): episodes, versions,
+        index rows, sessions, and (for a user or agent scope) its facts. ``forget``
+        with no condition does the same, in the same batches."""
         scope = Scope(
             user_id=check_id(user_id, "user_id", required=True) or "",
             agent_id=check_id(agent_id, "agent_id"),

@@ -454,18 +454,21 @@ class Store(Protocol):
         ...
 
     def delete_scope(self, scope: Scope) -> DeleteCounts:
-        """Delete everything inside a scope, all or nothing."""
+        """Delete everything inside a scope (``forget`` of the whole scope)."""
         ...
 
     def forget(
         self, scope: Scope, selection: Selection, *, dry_run: bool = False
     ) -> tuple[list[str], DeleteCounts]:
         """Erase the episodes of ``scope`` that ``selection`` picks, with every row
-        derived from them, in one transaction: their ids and the rows removed per
-        table. A session left empty goes too; a whole-scope selection also removes the
-        scope's sessions and (without a session) its facts. The SQLite store then
-        rewrites its full-text indexes and truncates its write-ahead log, so the text
-        leaves the file. ``dry_run`` does the same work and rolls it back."""
+        derived from them: their ids and the rows removed per table. A session left
+        empty goes too; a whole-scope selection also removes the scope's sessions and
+        (without a session) its facts. More than ``EPISODE_BATCH`` episodes go in
+        batches, each one transaction that leaves its episodes wholly erased and the
+        rest intact (``shared.forget.forget_in_batches``); the ids and counts are those
+        one transaction would give. The SQLite store then truncates its write-ahead
+        log, so the text leaves the file. ``dry_run`` does the work in one transaction
+        and rolls it back."""
         ...
 
     def archive(self, scope: Scope, selection: Selection, archived_at: datetime) -> list[str]:

@@ -5,7 +5,9 @@ time mentions, provenance links, facts left without a source, consolidation mark
 emptied sessions, and the lexemes that no remaining episode holds (the BM25
 statistics name every lexeme, so a forgotten word would otherwise stay there with a
 count of zero). What PostgreSQL keeps on disk after the commit (dead tuples until
-VACUUM, the write-ahead log, backups) is described in RELIABILITY.md.
+VACUUM, the write-ahead log, backups) is described in RELIABILITY.md. A forget of
+more than ``EPISODE_BATCH`` episodes goes in batches, each its own transaction that
+locks only its own rows (``forget_in_batches``).
 
 Mixed into ``PostgresStore``.
 """
@@ -13,6 +15,7 @@ Mixed into ``PostgresStore``.
 from __future__ import annotations
 
 from contextlib import AbstractContextManager
+from dataclasses import replace
 from typing import Any
 
 import psycopg
@@ -26,7 +29,9 @@ from ..shared.forget import (
     DeleteVerbs,
     RolledBack,
     drop_sessions,
+    forget_in_batches,
     selection_sql,
+    split,
 )
 from .lexical import uncount_episodes
 
@@ -43,14 +48,27 @@ class PostgresLifecycle(DeleteVerbs):
         raise NotImplementedError
 
     def _erase(
-        self, conn: Conn, scope: Scope, selection: Selection, whole_scope: bool
-    ) -> tuple[list[str], DeleteCounts]:
+        self, conn: Conn, scope: Scope, selection: Selection, limit: int | None
+    ) -> tuple[list[str], DeleteCounts, list[str]]:
         """Delete the episodes of ``scope`` that ``selection`` picks, hot or archived,
-        and everything derived from them: their ids and the rows removed.
-        ``whole_scope`` also removes the scope's sessions and, without a session, its
-        facts."""
+        and everything derived from them: their ids, the rows removed, and the ids
+        left (past the first ``limit`` when it picks more). A whole-scope selection
+        that leaves none also removes the scope's sessions and, without a session,
+        its facts."""
         where, params = selection_sql(scope, selection, POSTGRES_SELECTION)
-        # Rows first, then the statistics: the lock order of every other write.
+        picked = [
+            *conn.execute(f"SELECT e.id FROM episodes e WHERE {where} ORDER BY e.rowid", params),
+            *conn.execute(
+                f"SELECT e.id FROM archived_episodes e WHERE {where} ORDER BY e.id", params
+            ),
+        ]
+        ids, rest = split(list(dict.fromkeys(row[0] for row in picked)), limit)
+        whole_scope = selection.is_whole_scope() and not rest
+        # Only this transaction's rows are locked, rows first, then the statistics: the
+        # lock order of every other write. They are read again as they are now.
+        where, params = selection_sql(
+            scope, replace(selection, episode_ids=tuple(ids)), POSTGRES_SELECTION
+        )
         found = conn.execute(
             f"SELECT e.id, e.user_id, e.session_id FROM episodes e WHERE {where} "
             "ORDER BY e.rowid FOR UPDATE",
@@ -114,16 +132,25 @@ class PostgresLifecycle(DeleteVerbs):
         counts += DeleteCounts(
             sessions=drop_sessions(conn, rows, scope if whole_scope else None, "%s")
         )
-        return ids, counts
+        return ids, counts, rest
 
     def forget(
         self, scope: Scope, selection: Selection, *, dry_run: bool = False
     ) -> tuple[list[str], DeleteCounts]:
-        try:
-            with self._transaction() as conn:
-                ids, counts = self._erase(conn, scope, selection, selection.is_whole_scope())
-                if dry_run:
+        if dry_run:
+            try:
+                with self._transaction() as conn:
+                    ids, counts, _ = self._erase(conn, scope, selection, None)
                     raise RolledBack(ids, counts)
-        except RolledBack as rolled_back:
-            return rolled_back.ids, rolled_back.counts
-        return ids, counts
+            except RolledBack as rolled_back:
+                return rolled_back.ids, rolled_back.counts
+        return forget_in_batches(
+            selection, lambda part, limit, _: self._forget_batch(scope, part, limit)
+        )
+
+    def _forget_batch(
+        self, scope: Scope, selection: Selection, limit: int | None
+    ) -> tuple[list[str], DeleteCounts, list[str]]:
+        """One transaction of ``forget`` (``forget_in_batches``)."""
+        with self._transaction() as conn:
+            return self._erase(conn, scope, selection, limit)

@@ -1,11 +1,12 @@
-"""The WHERE fragment of a ``Selection``, in either SQL dialect (see ``Store.forget``)."""
+"""The WHERE fragment of a ``Selection``, in either SQL dialect (see ``Store.forget``),
+and the batches in which both stores archive, restore and forget many episodes."""
 
 from __future__ import annotations
 
 import json
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -40,19 +41,19 @@ class SelectionDialect:
     key_prefix: str = ""
 
 
-#: Episodes ``archive`` moves per pair of transactions: a large move lets other writers
-#: in between its batches instead of holding the write lock throughout.
-ARCHIVE_BATCH = 500
+#: Episodes per transaction of a large ``archive``, ``restore`` or ``forget``: other
+#: writers get the write lock in between its batches instead of waiting for all of it.
+EPISODE_BATCH = 500
 
 
 def batches(episode_ids: Sequence[str], pause: float = 0.0) -> Iterator[Selection]:
-    """``episode_ids`` as selections of at most ``ARCHIVE_BATCH`` ids, in order, with
+    """``episode_ids`` as selections of at most ``EPISODE_BATCH`` ids, in order, with
     ``pause`` seconds before each after the first: the write lock left to writers
     waiting for it between two transactions of a large move."""
-    for start in range(0, len(episode_ids), ARCHIVE_BATCH):
+    for start in range(0, len(episode_ids), EPISODE_BATCH):
         if start and pause:
             time.sleep(pause)
-        yield Selection(episode_ids=tuple(episode_ids[start : start + ARCHIVE_BATCH]))
+        yield Selection(episode_ids=tuple(episode_ids[start : start + EPISODE_BATCH]))
 
 
 def archive_in_batches(
@@ -70,6 +71,45 @@ def archive_in_batches(
         copy(batch)
         moved += leave(batch)
     return moved + leave(None)
+
+
+def split(ids: list[str], limit: int | None) -> tuple[list[str], list[str]]:
+    """The first ``limit`` of ``ids`` and the rest (without a limit: all, and none)."""
+    if limit is None or len(ids) <= limit:
+        return ids, []
+    return ids[:limit], ids[limit:]
+
+
+#: ``erase(selection, limit, more)``: in one transaction, erase what ``selection`` picks
+#: (only its first ``limit`` episodes when it picks more, and then none of the whole
+#: scope's sessions and facts); ``more``: another transaction of the forget follows.
+#: Returns the ids erased, the rows removed, and the ids picked but left.
+Erase = Callable[[Selection, int | None, bool], tuple[list[str], DeleteCounts, list[str]]]
+
+
+def forget_in_batches(
+    selection: Selection, erase: Erase, pause: float = 0.0
+) -> tuple[list[str], DeleteCounts]:
+    """Forget what ``selection`` picks, ``EPISODE_BATCH`` episodes per transaction,
+    ``pause`` seconds apart: each transaction leaves its episodes wholly erased and
+    the rest intact. After the batches, the selection is erased once more: that takes
+    what was added meanwhile and, last, a whole scope's sessions and facts. Returns
+    the ids and the rows removed over all transactions."""
+    ids: list[str] = []
+    counts = DeleteCounts()
+    while True:
+        done, removed, rest = erase(selection, EPISODE_BATCH, False)
+        ids += done
+        counts += removed
+        if not rest:
+            return list(dict.fromkeys(ids)), counts
+        for start in range(0, len(rest), EPISODE_BATCH):
+            time.sleep(pause)
+            batch = tuple(rest[start : start + EPISODE_BATCH])
+            done, removed, _ = erase(replace(selection, episode_ids=batch), None, True)
+            ids += done
+            counts += removed
+        time.sleep(pause)
 
 
 def selection_sql(scope: Scope, selection: Selection, d: SelectionDialect) -> tuple[str, list[Any]]:

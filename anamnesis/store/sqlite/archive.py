@@ -38,10 +38,11 @@ ARCHIVE_COLUMNS = (
 )
 
 
-#: Seconds between two batches of a large archive: a writer of another process waits in
-#: SQLite's busy handler, which retries at intervals of up to a tenth of a second, so a
-#: shorter gap would let the next batch take the lock first, batch after batch.
-ARCHIVE_PAUSE = 0.1
+#: Seconds between two batches of a large archive, restore or forget (``EPISODE_BATCH``):
+#: a writer of another process waits in SQLite's busy handler, which retries at
+#: intervals of up to a tenth of a second, so a shorter gap would let the next batch
+#: take the lock first, batch after batch.
+BATCH_PAUSE = 0.1
 
 
 class SQLiteArchive:
@@ -71,7 +72,7 @@ class SQLiteArchive:
             chosen,
             lambda batch: self._copy_to_archive(scope, batch, archived_at),
             lambda batch: self._leave_hot_indexes(scope, batch),
-            ARCHIVE_PAUSE,
+            BATCH_PAUSE,
         )
 
     def _copy_to_archive(self, scope: Scope, batch: Selection, archived_at: datetime) -> None:
@@ -123,7 +124,7 @@ class SQLiteArchive:
             )
         ]
         restored: list[str] = []
-        for batch in batches(chosen, ARCHIVE_PAUSE):
+        for batch in batches(chosen, BATCH_PAUSE):
             restored += self._restore(scope, batch)
         with self._write() as conn:  # copies beside a hot episode: an unfinished move
             _drop_copies_of_hot(conn, where, params)

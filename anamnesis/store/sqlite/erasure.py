@@ -23,9 +23,22 @@ erased word's first letters. So a forget here also:
 
 All of it runs in the forget's transaction. Without ``secure-delete`` (an older
 SQLite), every forget merges both indexes whole, as before.
+
+A forget of many episodes runs in several transactions, each with the steps above for
+its own rows. Where step 3 finds a separator to rewrite (or without secure-delete),
+the index is merged once, by the first transaction that finds it so, and marked in
+``meta`` as owing one more merge (``REWRITE_DUE``), which the last transaction does:
+a merge per batch would make a large forget cost the square of its size, while after
+one merge the index is one segment, in which each next batch's in-place deletes are
+cheap. Where no batch finds one (a small share of a large index), nothing is merged,
+as for a single transaction. If the process dies in between, the mark (with its
+process id) stays: the store merges the index when it is next opened for writing,
+or at the next forget.
 """
 
 from __future__ import annotations
+
+import os
 
 from .driver import sqlite3
 
@@ -41,6 +54,8 @@ MAIN_INDEX = b"0"
 #: Past this many words leaving an index in one forget, the index is merged whole
 #: rather than checked word by word.
 MAX_CHECKED_WORDS = 5000
+#: The ``meta`` key, before an index's name, that marks the index as owing a whole merge.
+REWRITE_DUE = "erasure_rewrite_due:"
 #: The highest character: every word that begins with a text sorts below text + it.
 _LAST = "\U0010ffff"
 
@@ -94,25 +109,91 @@ def stop_capture(conn: sqlite3.Connection) -> None:
         conn.execute(f"DROP TRIGGER temp.erasing_{table}")
 
 
-def finish(conn: sqlite3.Connection, secure: bool) -> list[str]:
+def finish(conn: sqlite3.Connection, secure: bool, later: bool = False) -> list[str]:
     """After a forget's deletes, in its transaction: leave no word of the deleted rows
     in a full-text index (see the module's steps). ``secure``: the indexes have
-    ``secure-delete`` on and ``start_capture`` ran. Returns the indexes merged whole."""
-    if not secure:
-        for index, _, _ in FTS_INDEXES:
-            conn.execute(f"INSERT INTO {index} ({index}) VALUES ('optimize')")
-        return [index for index, _, _ in FTS_INDEXES]
-    stop_capture(conn)
+    ``secure-delete`` on and ``start_capture`` ran. ``later``: another transaction of
+    the same forget follows; an index that needs a whole merge (a separator spells an
+    erased word, or without secure-delete) is merged by the first transaction that
+    finds it so and marked as owing one more (``REWRITE_DUE``), which the last
+    transaction does. Returns the indexes merged whole."""
+    if secure:
+        stop_capture(conn)
+    due = due_indexes(conn)
     merged = []
     for index, table, columns in FTS_INDEXES:
-        words = [row[0] for row in conn.execute(f"SELECT term FROM temp.erased_{table}_words")]
-        conn.execute(f"INSERT INTO temp.erased_{table} (erased_{table}) VALUES ('delete-all')")
-        if not words:
+        # Without secure-delete the words stay in the segments until a merge: all may.
+        words = _erased_words(conn, table) if secure else None
+        needs_merge = (
+            words is None
+            or len(words) > MAX_CHECKED_WORDS
+            or (bool(words) and _separator_left(conn, index, words))
+        )
+        if later:
+            if needs_merge:
+                if index not in due:
+                    # Merged once now, the index is one segment, in which each next
+                    # batch's in-place deletes are cheap; the last transaction merges
+                    # again for the words erased after.
+                    merge_whole(conn, index, columns[0], secure)
+                    merged.append(index)
+                conn.execute(
+                    "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
+                    (REWRITE_DUE + index, str(os.getpid())),
+                )
             continue
-        if len(words) > MAX_CHECKED_WORDS or _separator_left(conn, index, words):
-            rewrite(conn, index, columns[0])
+        if index in due or needs_merge:
+            merge_whole(conn, index, columns[0], secure)
             merged.append(index)
     return merged
+
+
+def due_indexes(conn: sqlite3.Connection, *, abandoned: bool = False) -> list[str]:
+    """The full-text indexes a forget marked as owing a whole merge (``finish``);
+    ``abandoned``: only those whose forget's process is gone (cut by a kill)."""
+    rows = conn.execute(
+        "SELECT substr(key, ?), value FROM meta WHERE key >= ? AND key < ?",
+        (len(REWRITE_DUE) + 1, REWRITE_DUE, REWRITE_DUE + _LAST),
+    )
+    return [index for index, pid in rows if not (abandoned and pid.isdigit() and _alive(int(pid)))]
+
+
+def merge_due(conn: sqlite3.Connection, secure: bool) -> list[str]:
+    """Merge whole every index that a forget cut by a kill left owing it."""
+    due = due_indexes(conn, abandoned=True)
+    for index, _, columns in FTS_INDEXES:
+        if index in due:
+            merge_whole(conn, index, columns[0], secure)
+    return due
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process ``pid`` runs on this machine (this one included)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's
+        return True
+    return True
+
+
+def merge_whole(conn: sqlite3.Connection, index: str, column: str, secure: bool) -> None:
+    """Merge ``index`` whole, which leaves none of its erased words or their prefixes,
+    and clear its ``REWRITE_DUE`` mark."""
+    if secure:
+        rewrite(conn, index, column)
+    else:  # the deletes are tombstones, which a merge applies
+        conn.execute(f"INSERT INTO {index} ({index}) VALUES ('optimize')")
+    conn.execute("DELETE FROM meta WHERE key = ?", (REWRITE_DUE + index,))
+
+
+def _erased_words(conn: sqlite3.Connection, table: str) -> list[str]:
+    """The words of the rows deleted from ``table`` since ``start_capture`` (or the
+    last call), then forgotten."""
+    words = [row[0] for row in conn.execute(f"SELECT term FROM temp.erased_{table}_words")]
+    conn.execute(f"INSERT INTO temp.erased_{table} (erased_{table}) VALUES ('delete-all')")
+    return words
 
 
 def rewrite(conn: sqlite3.Connection, index: str, column: str) -> None:

@@ -11,6 +11,12 @@ transaction: it commits with the delete or not at all) and, once committed,
 checkpoints the log and truncates it. ``tests/test_forget.py`` checks the result by
 scanning the bytes of every file of the store.
 
+A forget of more than ``EPISODE_BATCH`` episodes goes in batches
+(``forget_in_batches``), each its own transaction with its own erasure, ``BATCH_PAUSE``
+apart, so that other writers get the write lock in between; a merge of a whole index
+that the erasure needs is done once, by the last (``erasure``), and the log is
+truncated once, after it.
+
 Mixed into ``SQLiteStore``.
 """
 
@@ -24,9 +30,18 @@ from ...types import DeleteCounts, Scope
 from ..base import Selection
 from ..shared.derived import DerivedSQL
 from ..shared.facts import FactSQL
-from ..shared.forget import SQLITE_SELECTION, DeleteVerbs, RolledBack, drop_sessions, selection_sql
+from ..shared.forget import (
+    SQLITE_SELECTION,
+    DeleteVerbs,
+    RolledBack,
+    drop_sessions,
+    forget_in_batches,
+    selection_sql,
+    split,
+)
 from . import erasure
 from .ann import SQLiteAnn
+from .archive import BATCH_PAUSE
 from .driver import sqlite3
 from .lexical import SQLiteLexical
 
@@ -52,27 +67,32 @@ class SQLiteLifecycle(DeleteVerbs):
         raise NotImplementedError
 
     def _erase(
-        self,
-        conn: sqlite3.Connection,
-        scope: Scope,
-        selection: Selection,
-        whole_scope: bool,
-    ) -> tuple[list[str], DeleteCounts, list[int]]:
+        self, conn: sqlite3.Connection, scope: Scope, selection: Selection, limit: int | None
+    ) -> tuple[list[str], DeleteCounts, list[int], list[str]]:
         """Delete the episodes of ``scope`` that ``selection`` picks, hot or archived,
         and everything derived from them: their ids, the rows removed, the rowids of
-        the hot ones. ``whole_scope`` also removes the scope's sessions and, without a
-        session, its facts."""
+        the hot ones, and the ids left (past the first ``limit`` when it picks more).
+        A whole-scope selection that leaves none also removes the scope's sessions
+        and, without a session, its facts."""
         where, params = selection_sql(scope, selection, SQLITE_SELECTION)
         found = conn.execute(
-            f"SELECT e.rowid, e.id, e.user_id, e.session_id FROM episodes e WHERE {where}", params
+            f"""SELECT e.rowid, e.id, e.user_id, e.session_id FROM episodes e WHERE {where}
+                ORDER BY e.rowid""",
+            params,
         ).fetchall()
         archived = conn.execute(
-            f"SELECT NULL, e.id, e.user_id, e.session_id FROM archived_episodes e WHERE {where}",
+            f"""SELECT NULL, e.id, e.user_id, e.session_id FROM archived_episodes e
+                WHERE {where} ORDER BY e.id""",
             params,
         ).fetchall()
         # The selection is read once: what follows goes by id (deleting versions first
         # must not unselect an episode that only a prior version matched).
-        ids = list(dict.fromkeys(row[1] for row in [*found, *archived]))
+        ids, rest = split(list(dict.fromkeys(row[1] for row in [*found, *archived])), limit)
+        whole_scope = selection.is_whole_scope() and not rest
+        if rest:
+            kept = set(ids)
+            found = [row for row in found if row[1] in kept]
+            archived = [row for row in archived if row[1] in kept]
         where, params = selection_sql(scope, Selection(episode_ids=tuple(ids)), SQLITE_SELECTION)
         rowids = [row[0] for row in found]
         counts = DeleteCounts()
@@ -113,35 +133,50 @@ class SQLiteLifecycle(DeleteVerbs):
                 conn, [r[1:] for r in [*found, *archived]], scope if whole_scope else None, "?"
             )
         )
-        return ids, counts, rowids
+        return ids, counts, rowids, rest
 
     def forget(
         self, scope: Scope, selection: Selection, *, dry_run: bool = False
     ) -> tuple[list[str], DeleteCounts]:
-        try:
-            with self._write() as conn:
-                secure = self._secure_delete and not dry_run
-                if secure:
-                    erasure.start_capture(conn)
-                ids, counts, rowids = self._erase(
-                    conn, scope, selection, selection.is_whole_scope()
-                )
-                if dry_run:
+        if dry_run:
+            try:
+                with self._write() as conn:
+                    ids, counts, _, _ = self._erase(conn, scope, selection, None)
                     raise RolledBack(ids, counts)
-                epochs = None
-                if counts != DeleteCounts():
-                    epochs = self._bump_epoch(conn, removed=rowids)
-                    erasure.finish(conn, secure)
-                elif secure:
-                    erasure.stop_capture(conn)
-        except RolledBack as rolled_back:
-            return rolled_back.ids, rolled_back.counts
-        if epochs is not None:
-            self._lexical.after_change(rowids, [], *epochs)
-            self._ann.after_change(rowids, [], *epochs)
+            except RolledBack as rolled_back:
+                return rolled_back.ids, rolled_back.counts
+        ids, counts = forget_in_batches(
+            selection,
+            lambda part, limit, more: self._forget_batch(scope, part, limit, more),
+            BATCH_PAUSE,
+        )
+        if counts != DeleteCounts():
             self._lexical.stop_build()
             self._truncate_log()
         return ids, counts
+
+    def _forget_batch(
+        self, scope: Scope, selection: Selection, limit: int | None, more: bool
+    ) -> tuple[list[str], DeleteCounts, list[str]]:
+        """One transaction of ``forget`` (``forget_in_batches``): its episodes erased
+        whole, the words of every row it deleted gone from the full-text indexes (when
+        ``more`` transactions follow, or it leaves episodes for them, the indexes owe
+        the last one a whole merge: ``erasure``)."""
+        with self._write() as conn:
+            if self._secure_delete:
+                erasure.start_capture(conn)
+            ids, counts, rowids, rest = self._erase(conn, scope, selection, limit)
+            epochs = None
+            if counts != DeleteCounts():
+                epochs = self._bump_epoch(conn, removed=rowids)
+            if counts != DeleteCounts() or erasure.due_indexes(conn):
+                erasure.finish(conn, self._secure_delete, later=more or bool(rest))
+            elif self._secure_delete:
+                erasure.stop_capture(conn)
+        if epochs is not None:
+            self._lexical.after_change(rowids, [], *epochs)
+            self._ann.after_change(rowids, [], *epochs)
+        return ids, counts, rest
 
     def _truncate_log(self) -> None:
         """Copy the write-ahead log into the file and truncate it to zero bytes, so the

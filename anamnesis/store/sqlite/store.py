@@ -211,6 +211,11 @@ class SQLiteStore(
             on = True
         if not on:
             driver.warn_once_without_secure_delete()
+        if self.read_only is None and erasure.due_indexes(self._conn, abandoned=True):
+            # A forget killed between two of its transactions: its last merge, done now.
+            with self._write() as conn:
+                erasure.merge_due(conn, on)
+            self._truncate_log()
         return on
 
     @property
@@ -561,7 +566,8 @@ class SQLiteStore(
                ON CONFLICT (key) DO UPDATE SET value = CAST(value AS INTEGER) + 1"""
         )
         (after,) = conn.execute(epoch).fetchone()
-        in_step = self._dense_loaded and self._dense_epoch == before
+        loaded, waiting = self._dense_loaded, self._dense_removal
+        in_step = loaded and self._dense_epoch == before
         self._dense_loaded = False
         # The saved matrix and postings hold the rows as they were (erased ones among
         # them): they go before the commit. A matrix mapped from its file keeps its
@@ -571,6 +577,10 @@ class SQLiteStore(
         remove_lexical_files(self.path)
         if removed and in_step:
             self._dense_removal = (after, list(removed))
+        elif removed and not loaded and waiting is not None and waiting[0] == before:
+            # The previous change was this process's own removal, not yet applied (a
+            # forget's batches): the next search takes out both at once.
+            self._dense_removal = (after, [*waiting[1], *removed])
         self._row_places = None  # rows removed here leave this process's memory at once
         return before, after
 
