@@ -8,7 +8,7 @@ transactions instead of after its end. The order promised
 before it; a call awaited after another returned applies after it.
 
 Each test runs on SQLite and on PostgreSQL. A decay or archive of a scope larger than
-one batch (``ARCHIVE_BATCH``) is held before its second batch until the test says so,
+one batch (``EPISODE_BATCH``) is held before its second batch until the test says so,
 so that "meanwhile" is a fact of the test, not a matter of timing.
 """
 
@@ -26,14 +26,14 @@ from store_fixtures import postgres_schema_url_fixture  # noqa: F401  (a fixture
 from anamnesis import AsyncMemory, InvalidInputError, Memory
 from anamnesis.decay import DecayPolicy
 from anamnesis.embed import get_embedder
-from anamnesis.store.shared.forget import ARCHIVE_BATCH
+from anamnesis.store.shared.forget import EPISODE_BATCH
 
 EDGE = get_embedder("edge")
 #: Every episode recorded today has faded by then, under this policy.
 LATER = "2030-01-01"
 FAST_FADING = DecayPolicy(base_stability_days=1.0)
 #: More episodes than two batches of a move: it takes three.
-SCOPE_SIZE = 2 * ARCHIVE_BATCH + 1
+SCOPE_SIZE = 2 * EPISODE_BATCH + 1
 #: How long a held batch waits for the test before it goes on by itself.
 HOLD_SECONDS = 10.0
 

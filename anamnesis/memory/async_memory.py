@@ -18,8 +18,8 @@ The order promised between the writer and the maintenance thread:
   ``gather(add(...), forget(user_id=...))`` forgets what the ``add`` wrote, as before;
 - a write awaited after a maintenance verb, before that verb has returned, does not
   wait for it to end: it is applied before the verb starts or between two of its
-  transactions (a large archive, restore or decay moves its episodes in batches, one
-  transaction each). Whether the verb acts on what that write wrote is not promised:
+  transactions (a large archive, restore, decay or forget moves its episodes in
+  batches, one transaction each). Whether the verb acts on what that write wrote is not promised:
   to be sure it does not, await the write once the verb has returned; to be sure it
   does, await the write before the verb (the point above);
 - anything awaited after an awaited call has returned is applied after it, whatever

@@ -14,10 +14,10 @@ import httpx
 from rest_fixtures import EDGE, RestServer
 
 from anamnesis import Memory
-from anamnesis.store.shared.forget import ARCHIVE_BATCH
+from anamnesis.store.shared.forget import EPISODE_BATCH
 
 #: Seven batches of a move.
-SCOPE_SIZE = 6 * ARCHIVE_BATCH + 1
+SCOPE_SIZE = 6 * EPISODE_BATCH + 1
 
 
 def _hot(server: RestServer, user_id: str) -> int:
@@ -62,7 +62,7 @@ def test_a_note_posted_during_a_long_decay_is_answered_while_the_decay_runs(
 
         assert note.status_code == 201, note.text
         # Answered while old episodes were still waiting for their batch: not after.
-        assert still_hot > 1 + ARCHIVE_BATCH
+        assert still_hot > 1 + EPISODE_BATCH
         assert decayed["response"].status_code == 200, decayed["response"].text
         assert len(decayed["response"].json()) == SCOPE_SIZE
         page = httpx.get(f"{server.url}/v1/episodes", params={"user_id": "ana"}, timeout=30)
