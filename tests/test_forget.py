@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from erasure_checks import spelled_separators
 
 from anamnesis import InvalidInputError, Memory, ScopeError, StoreError
 from anamnesis.bench.reliability import read_journal, run_kills
@@ -316,22 +317,7 @@ def test_no_page_separator_spells_an_erased_word(tmp_path) -> None:
         gone = memory.add_many(erased, user_id="ana", session_id="gone")
         for episode in gone:
             memory.forget([episode.id], user_id="ana")
-    with sqlite3.connect(path) as conn:
-        conn.execute("CREATE VIRTUAL TABLE temp.v USING fts5vocab(main, episodes_fts, row)")
-        words = [row[0] for row in conn.execute("SELECT term FROM v")]
-        separators = [
-            bytes(row[0])[1:] for row in conn.execute("SELECT term FROM episodes_fts_idx")
-        ]
-    assert not set(erased) & set(words)
-    spelled = [
-        (separator, w)
-        for separator in separators
-        for w in erased
-        if len(separator) > 1
-        and w.encode().startswith(separator)
-        and not any(live.encode().startswith(separator) for live in words)
-    ]
-    assert spelled == []
+    assert spelled_separators(path, erased) == []
 
 
 def test_a_store_erased_in_place_is_refused_by_an_older_sqlite(tmp_path, monkeypatch) -> None:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from erasure_checks import spelled_separators
 from store_fixtures import (  # noqa: F401  (fixtures are found by their registered names)
     backend_fixture,
     postgres_schema_url_fixture,
@@ -244,26 +245,6 @@ def due_merges(path: Path) -> list[str]:
     with closing(sqlite3.connect(path)) as conn:
         rows = conn.execute("SELECT key FROM meta WHERE key LIKE 'erasure_rewrite_due:%'")
         return [key.split(":", 1)[1] for (key,) in rows]
-
-
-def spelled_separators(path: Path, erased: list[str]) -> list[tuple[bytes, str]]:
-    """The separators of the episodes index (one per leaf page: a prefix of the page's
-    first word) that spell the start of an erased word and of no word left."""
-    with closing(sqlite3.connect(path)) as conn:
-        conn.execute("CREATE VIRTUAL TABLE temp.v USING fts5vocab(main, episodes_fts, row)")
-        words = [row[0] for row in conn.execute("SELECT term FROM v")]
-        separators = [
-            bytes(row[0])[1:] for row in conn.execute("SELECT term FROM episodes_fts_idx")
-        ]
-    assert not set(erased) & set(words)
-    return [
-        (separator, word)
-        for separator in separators
-        for word in erased
-        if len(separator) > 1
-        and word.encode().startswith(separator)
-        and not any(live.encode().startswith(separator) for live in words)
-    ]
 
 
 @pytest.mark.parametrize("in_place", [True, False], ids=["secure-delete", "old-sqlite"])
