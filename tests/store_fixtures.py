@@ -12,6 +12,7 @@ run in parallel against one database.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -54,9 +55,9 @@ def with_search_path(url: str, schema: str) -> str:
     return f"{url}{'&' if '?' in url else '?'}options={options}"
 
 
-@pytest.fixture(name="postgres_schema_url")
-def postgres_schema_url_fixture() -> Iterator[str]:
-    """A URL whose tables go into a fresh, empty schema, dropped after the test."""
+@contextlib.contextmanager
+def fresh_schema_url() -> Iterator[str]:
+    """A URL whose tables go into a fresh, empty schema, dropped on leaving."""
     import psycopg
 
     url = postgres_url_or_skip()
@@ -68,6 +69,13 @@ def postgres_schema_url_fixture() -> Iterator[str]:
     finally:
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+@pytest.fixture(name="postgres_schema_url")
+def postgres_schema_url_fixture() -> Iterator[str]:
+    """A URL whose tables go into a fresh, empty schema, dropped after the test."""
+    with fresh_schema_url() as url:
+        yield url
 
 
 StoreFactory = Callable[..., Any]

@@ -9,7 +9,6 @@ the tenant; without btree_gin, an index on the metadata alone stands in for it.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
@@ -19,11 +18,10 @@ import pytest
 from store_fixtures import (  # noqa: F401  (fixtures are found by their registered names)
     DIM,
     T0,
+    fresh_schema_url,
     make_episode,
     postgres_schema_url_fixture,
-    postgres_url_or_skip,
     unit_vectors,
-    with_search_path,
 )
 
 from anamnesis.store.base import Filters
@@ -152,17 +150,12 @@ class Loaded:
 
 @pytest.fixture(scope="module")
 def loaded() -> Iterator[Loaded]:
-    url = postgres_url_or_skip()
-    schema = f"test_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(f'CREATE SCHEMA "{schema}"')
-    store = PostgresStore(with_search_path(url, schema), dim=DIM)
-    try:
-        yield Loaded(store, with_search_path(url, schema))
-    finally:
-        store.close()
-        with psycopg.connect(url, autocommit=True) as conn:
-            conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+    with fresh_schema_url() as url:
+        store = PostgresStore(url, dim=DIM)
+        try:
+            yield Loaded(store, url)
+        finally:
+            store.close()
 
 
 def _indexes(url: str) -> dict[str, str]:
