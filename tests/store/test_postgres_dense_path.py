@@ -2,10 +2,10 @@
 
 At most ``EXACT_SCAN_MAX_ROWS`` rows in scope (after filters) are scored exactly; more
 walk the graph. Without filters the scope's rows are counted up to the bound in the
-covering scope index. With filters a count reads each row in the heap, so the
-planner's estimate decides when it is at most the bound (the exact scan, right
-whatever the true count) or ``ESTIMATE_MARGIN`` times more (the walk, which falls back
-to exact when it comes back short of the limit); between, the rows are counted as before.
+covering scope index. With filters a count reads each row in the heap; when the
+planner estimates the scope within the bound, the rows are scored as they are
+counted, in one pass stopped past the bound, and a scope that holds more is walked.
+Whatever the estimate, a scope within the bound gets the exact result.
 """
 
 from __future__ import annotations
@@ -70,6 +70,11 @@ class Loaded:
         distances = 1.0 - self.vectors[kept] @ query
         return [self.episodes[kept[j]].id for j in np.argsort(distances, kind="stable")[:limit]]
 
+    def exact_among(self, query: np.ndarray, rows: list[int], limit: int) -> list[str]:
+        """The ``limit`` nearest of ``rows`` (indexes), by numpy."""
+        distances = 1.0 - self.vectors[rows] @ query
+        return [self.episodes[rows[j]].id for j in np.argsort(distances, kind="stable")[:limit]]
+
     def search(
         self, query: np.ndarray, filters: Filters, limit: int
     ) -> tuple[list[str], list[str]]:
@@ -88,54 +93,69 @@ def loaded(postgres_schema_url):
 
 
 def _counts(statements: list[str]) -> int:
-    return sum("count(*)" in s for s in statements)
+    """The statements that only count the rows in scope."""
+    return sum("AS bounded" in s and "distance" not in s for s in statements)
 
 
 def _walks(statements: list[str]) -> int:
     return sum("WITH hits" in s for s in statements)
 
 
-def test_a_filtered_scope_estimated_within_the_bound_is_scanned_exactly_uncounted(loaded):
+def _stale(loaded: Loaded, holding: list[str]) -> None:
+    """Give "a" to alice's rows ``holding`` and "c" to her others, leaving the
+    statistics as they were."""
+    with psycopg.connect(loaded.store.url, autocommit=True) as conn:
+        conn.execute("ALTER TABLE episodes SET (autovacuum_enabled = false)")
+        conn.execute(
+            """UPDATE episodes SET metadata = CASE WHEN id = ANY(%s)
+                   THEN '{"k": "a"}'::json ELSE '{"k": "c"}'::json END
+               WHERE user_id = 'alice'""",
+            (holding,),
+        )
+
+
+def _alice(loaded: Loaded) -> list[int]:
+    return [i for i, e in enumerate(loaded.episodes) if e.user_id == "alice"]
+
+
+def test_a_filtered_scope_estimated_within_the_bound_is_scored_as_it_is_counted(loaded):
     query = loaded.vectors[5]
     found, statements = loaded.search(query, HALF, 20)
     assert found == loaded.exact(query, {"k": "a"}, 20)
     assert _counts(statements) == 0 and _walks(statements) == 0
+    assert len([s for s in statements if not s.startswith("EXPLAIN")]) == 1
 
 
-def test_a_filtered_scope_estimated_far_above_the_bound_walks_uncounted(loaded, monkeypatch):
-    # alice holds 300 rows with "a": far above a bound of 20.
-    monkeypatch.setattr(postgres_search, "EXACT_SCAN_MAX_ROWS", 20)
-    query = loaded.vectors[5]
+def test_a_scope_larger_than_its_estimate_is_walked(loaded, monkeypatch):
+    """20 of alice's rows hold "a", and the statistics say so: within a bound of
+    100, they are scored exactly in one pass. Then 150 do, the statistics unchanged:
+    the pass finds more than the bound, and the search walks the graph."""
+    monkeypatch.setattr(postgres_search, "EXACT_SCAN_MAX_ROWS", 100)
+    alice = _alice(loaded)
+    query = loaded.vectors[alice[0]]
+    _stale(loaded, [loaded.episodes[i].id for i in alice[:20]])
+    loaded.store.analyze()
+    found, statements = loaded.search(query, HALF, 10)
+    assert _counts(statements) == 0 and _walks(statements) == 0
+    assert found == loaded.exact_among(query, alice[:20], 10)
+    _stale(loaded, [loaded.episodes[i].id for i in alice[:150]])
     found, statements = loaded.search(query, HALF, 10)
     assert _counts(statements) == 0 and _walks(statements) == 1
-    assert len(found) == 10 and found[0] == loaded.episodes[5].id
+    assert len(found) == 10 and found[0] == loaded.episodes[alice[0]].id
 
 
-def _stale(loaded: Loaded) -> list[str]:
-    """Change all but 4 of alice's rows holding "a", leaving the statistics as they
-    were (300 rows); the ids of the 4."""
-    kept = [e.id for e in loaded.episodes if e.user_id == "alice" and e.metadata["k"] == "a"][:4]
-    with psycopg.connect(loaded.store.url, autocommit=True) as conn:
-        conn.execute("ALTER TABLE episodes SET (autovacuum_enabled = false)")
-        conn.execute(
-            """UPDATE episodes SET metadata = '{"k": "c"}'::json
-               WHERE user_id = 'alice' AND NOT (id = ANY(%s))""",
-            (kept,),
-        )
-    return kept
-
-
-def test_a_filtered_scope_estimated_just_above_the_bound_is_counted(loaded, monkeypatch):
+def test_a_filtered_scope_estimated_beyond_the_bound_is_counted(loaded, monkeypatch):
     monkeypatch.setattr(postgres_search, "EXACT_SCAN_MAX_ROWS", 200)  # 300 in scope
     query = loaded.vectors[5]
     found, statements = loaded.search(query, HALF, 10)
     assert _counts(statements) == 1 and _walks(statements) == 1
     assert len(found) == 10 and found[0] == loaded.episodes[5].id
     # The statistics still say 300; the count finds 4 and scans them exactly.
-    kept = _stale(loaded)
+    alice = _alice(loaded)
+    _stale(loaded, [loaded.episodes[i].id for i in alice[:4]])
     found, statements = loaded.search(query, HALF, 10)
     assert _counts(statements) == 1 and _walks(statements) == 0
-    assert sorted(found) == sorted(kept)
+    assert found == loaded.exact_among(query, alice[:4], 10)
 
 
 def test_an_unfiltered_scope_is_counted_in_the_scope_index_as_before(loaded):
@@ -144,16 +164,3 @@ def test_an_unfiltered_scope_is_counted_in_the_scope_index_as_before(loaded):
     assert _counts(statements) == 1
     assert not [s for s in statements if s.startswith("EXPLAIN")]
     assert found == loaded.exact(query, {}, 20)
-
-
-def test_a_walk_chosen_on_a_stale_estimate_falls_back_to_exact_when_short(loaded, monkeypatch):
-    """The statistics say 300 of alice's rows hold "a"; 4 still do. The estimate sends
-    the search to the walk; the walk, stopped early, comes back short of the limit, and
-    the exact scan finds the 4."""
-    kept = _stale(loaded)
-    monkeypatch.setattr(postgres_search, "EXACT_SCAN_MAX_ROWS", 20)
-    monkeypatch.setattr(postgres_search, "HNSW_MAX_SCAN_TUPLES", 1)
-    query = loaded.vectors[5]
-    found, statements = loaded.search(query, HALF, 10)
-    assert _counts(statements) == 0 and _walks(statements) == 1
-    assert sorted(found) == sorted(kept)

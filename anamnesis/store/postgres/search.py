@@ -35,12 +35,10 @@ CONDITION_BUDGET = 256
 #: exactly instead of walking the HNSW graph: exact recall, and fast enough at this
 #: size (timings: study "Per dataset", "Figures from the code's comments").
 EXACT_SCAN_MAX_ROWS = 20_000
-#: With filters, dense search takes the planner's estimate of the rows in scope for
-#: the count when it is at most ``EXACT_SCAN_MAX_ROWS`` (the exact scan is right
-#: whatever the true count) or this many times more (a walk that comes back short of
-#: ``limit`` falls back to exact); between, it counts. A filtered count reads each row
-#: in the heap, the estimate costs a plan.
-ESTIMATE_MARGIN = 2.0
+#: With filters, counting the rows in scope reads each of them in the heap. When the
+#: planner estimates at most ``EXACT_SCAN_MAX_ROWS`` of them, dense search scores them
+#: while counting (``_scan_within_bound``): the count it would have paid buys the exact
+#: result, and a scope that holds more than estimated is found out and walked.
 #: hnsw.ef_search for approximate search (pgvector's default is 40); raised to the
 #: requested limit when that is larger. Recall@10 against exact search within a large
 #: tenant is measured by the benchmark (study "PostgreSQL at 1M").
@@ -207,20 +205,21 @@ def dense_search(
 ) -> list[Candidate]:
     """Episodes by cosine similarity, exact for small scopes and HNSW for large ones.
 
-    The rows in scope (after filters) choose the path: at most ``EXACT_SCAN_MAX_ROWS``
-    are scored exactly (without filters, the covering scope index
-    ``episodes_scope_vectors`` yields them with their vectors in one index-only scan),
-    so a selective scope never loses recall; more walk the HNSW
-    index with pgvector's iterative scan (``hnsw.iterative_scan = relaxed_order``),
-    which keeps walking the graph until ``limit`` rows pass the scope filter; the hits
-    are re-sorted by exact distance. If the walk still comes back short
-    (``hnsw.max_scan_tuples`` reached), the search falls back to exact.
+    The rows in scope (after filters) are counted up to ``EXACT_SCAN_MAX_ROWS``. A
+    scope that small is scored exactly: the covering scope index
+    (``episodes_scope_vectors``) yields its rows with their vectors in one index-only
+    scan and every vector is compared, so a selective scope never loses recall. A
+    larger scope walks the HNSW index with pgvector's iterative scan
+    (``hnsw.iterative_scan = relaxed_order``), which keeps walking the graph until
+    ``limit`` rows pass the scope filter; the hits are re-sorted by exact distance.
+    If the walk still comes back short (``hnsw.max_scan_tuples`` reached), the search
+    falls back to exact.
 
-    Without filters the scope's rows are counted up to the bound, in the covering
-    scope index alone. With filters, counting reads each row the indexes find in the
-    heap, so the planner's estimate of the rows in scope decides when it is at most
-    the bound or ``ESTIMATE_MARGIN`` times more (``_path``), and the rows are counted
-    only between.
+    With filters, a count reads each row in the heap. When the planner estimates the
+    scope within the bound, the rows are scored as they are counted, in one pass
+    stopped at the bound (``_scan_within_bound``): within it, that is the result;
+    beyond, the search walks as above. The estimate only chooses which pass comes
+    first; the path is always chosen on the rows themselves.
     """
     if limit <= 0:
         return []
@@ -229,11 +228,25 @@ def dense_search(
     extra, extra_params = filters_sql(filters)
     condition = f"{where} AND {extra} AND e.embedding IS NOT NULL"
     condition_params = [*params, *extra_params]
-    walk, in_scope = _path(conn, f"{where} AND {extra}", condition_params, filters)
+    if not filters.is_empty() and (
+        _estimate(conn, f"{where} AND {extra}", condition_params) <= EXACT_SCAN_MAX_ROWS
+    ):
+        rows, in_scope = _scan_within_bound(
+            conn, query_vector, condition, condition_params, filters, limit
+        )
+        if in_scope <= EXACT_SCAN_MAX_ROWS:
+            return _candidates([(r[0], 1.0 - float(r[1]), *r[2:]) for r in rows])
+    else:
+        in_scope = conn.execute(
+            f"SELECT count(*) FROM (SELECT 1 FROM episodes e WHERE {where} AND {extra} "
+            "LIMIT %s) AS bounded",
+            [*condition_params, EXACT_SCAN_MAX_ROWS + 1],
+            prepare=prepare(filters),
+        ).fetchone()[0]  # type: ignore[index]
     if in_scope == 0:
         return []
-    rows: list[tuple[Any, ...]] = []
-    if walk:
+    rows = []
+    if in_scope > EXACT_SCAN_MAX_ROWS:
         conn.execute(
             "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), "
             "set_config('hnsw.ef_search', %s, true), "
@@ -250,10 +263,7 @@ def dense_search(
             [query_vector, *condition_params, limit],
             prepare=prepare(filters),
         ).fetchall()
-    # A walk chosen by the estimate knows no count: anything short of ``limit`` rows
-    # may have missed some, and exact finds them all.
-    wanted = limit if in_scope is None else min(limit, in_scope)
-    if not walk or len(rows) < wanted:
+    if len(rows) < min(limit, in_scope):
         # "+ 0" makes the ordering an expression the HNSW index cannot serve, so
         # the planner filters by scope and sorts every distance: an exact top-k.
         rows = conn.execute(
@@ -265,28 +275,34 @@ def dense_search(
     return _candidates([(r[0], 1.0 - float(r[1]), *r[2:]) for r in rows])
 
 
-def _path(
-    conn: psycopg.Connection[Any], where: str, params: list[Any], filters: Filters
-) -> tuple[bool, int | None]:
-    """Whether dense search walks the graph, and the rows in scope if they were
-    counted (up to ``EXACT_SCAN_MAX_ROWS + 1``; None when the estimate chose)."""
-    if not filters.is_empty():
-        plan = conn.execute(
-            f"EXPLAIN (FORMAT JSON) SELECT 1 FROM episodes e WHERE {where}",
-            params,
-            prepare=False,
-        ).fetchone()
-        estimate = float(plan[0][0]["Plan"]["Plan Rows"]) if plan else 0.0
-        if estimate <= EXACT_SCAN_MAX_ROWS:
-            return False, None
-        if estimate >= EXACT_SCAN_MAX_ROWS * ESTIMATE_MARGIN:
-            return True, None
-    in_scope = conn.execute(
-        f"SELECT count(*) FROM (SELECT 1 FROM episodes e WHERE {where} LIMIT %s) AS bounded",
-        [*params, EXACT_SCAN_MAX_ROWS + 1],
+def _estimate(conn: psycopg.Connection[Any], where: str, params: list[Any]) -> float:
+    """The planner's estimate of the rows of ``episodes e`` passing ``where``."""
+    plan = conn.execute(
+        f"EXPLAIN (FORMAT JSON) SELECT 1 FROM episodes e WHERE {where}", params, prepare=False
+    ).fetchone()
+    return float(plan[0][0]["Plan"]["Plan Rows"]) if plan else 0.0
+
+
+def _scan_within_bound(
+    conn: psycopg.Connection[Any],
+    query_vector: np.ndarray,
+    condition: str,
+    params: list[Any],
+    filters: Filters,
+    limit: int,
+) -> tuple[list[tuple[Any, ...]], int]:
+    """The exact top ``limit`` of the first ``EXACT_SCAN_MAX_ROWS + 1`` rows passing
+    ``condition``, and how many there were: when no more than the bound, that top is
+    the exact result over every row in scope."""
+    rows = conn.execute(
+        f"""SELECT *, count(*) OVER () FROM (
+                SELECT e.id, e.embedding <=> %s AS distance, {TURN_COLUMNS}
+                FROM episodes e WHERE {condition} LIMIT %s) AS bounded
+            ORDER BY distance, id LIMIT %s""",
+        [query_vector, *params, EXACT_SCAN_MAX_ROWS + 1, limit],
         prepare=prepare(filters),
-    ).fetchone()[0]  # type: ignore[index]
-    return in_scope > EXACT_SCAN_MAX_ROWS, in_scope
+    ).fetchall()
+    return [row[:-1] for row in rows], (rows[0][-1] if rows else 0)
 
 
 def time_search(

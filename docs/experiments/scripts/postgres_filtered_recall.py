@@ -1,11 +1,26 @@
 """Recall of PostgreSQL dense search under a filter, against exact search, and what
 the choice between the exact scan and the HNSW walk costs.
 
-    python docs/experiments/scripts/postgres_filtered_recall.py load URL [ROWS]
+    python docs/experiments/scripts/postgres_filtered_recall.py load URL [ROWS] [--clusters N]
+    python docs/experiments/scripts/postgres_filtered_recall.py recall URL ROWS LIMIT [VARIANTS]
+    python docs/experiments/scripts/postgres_filtered_recall.py count URL ROWS
+    git archive 2e30c9d anamnesis | tar -x -C /tmp/base      # the code before
+    python docs/experiments/scripts/postgres_filtered_recall.py compare URL ROWS /tmp/base LIMIT
     python docs/experiments/scripts/postgres_filtered_recall.py drop URL [ROWS]
 
 ``load`` puts ``postgres_metadata_filters``' corpus (``ROWS``, default 200,000; one
-tenant owns half the rows) into the schema ``bench_recall_<ROWS>``.
+tenant owns half the rows; ``kind=note`` on 30% of the rows, ``n`` 0..9, ``tag=urgent``
+on 0.1%) into the schema ``bench_recall_<ROWS>`` (``_c<N>`` with ``--clusters N``:
+``postgres_scale``'s vectors around N centres instead of 2,000; every mode takes the
+option to pick the schema). ``recall``: for each filter of ``filters`` in the large
+tenant, the exact top ``LIMIT`` and each walk variant of ``VARIANTS`` (comma-separated
+names, default all): recall@LIMIT, recall@10, the gap between the walk's last distance
+and exact's, p50/p95 ms (a walk short of the limit falls back to exact, timed).
+``count``: per filter, the bounded count that chose the path before, and the planner's
+estimate. ``compare``: the store's ``dense_search`` per filter, in the large tenant
+and the 1% tenants, in alternating child processes of the old code and this
+checkout's (two rounds each): p50/p95 ms and whether the result lists are identical.
+Used by the study "PostgreSQL: dense search under a filter" (2026-11-27).
 """
 
 from __future__ import annotations
