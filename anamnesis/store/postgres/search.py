@@ -35,13 +35,10 @@ CONDITION_BUDGET = 256
 #: exactly instead of walking the HNSW graph: exact recall, and fast enough at this
 #: size (timings: study "Per dataset", "Figures from the code's comments").
 EXACT_SCAN_MAX_ROWS = 20_000
-#: With filters, counting the rows in scope reads each of them in the heap. When the
-#: planner estimates at most ``EXACT_SCAN_MAX_ROWS`` of them, dense search scores them
-#: while counting (``_scan_within_bound``): the count it would have paid buys the exact
-#: result, and a scope that holds more than estimated is found out and walked.
 #: hnsw.ef_search for approximate search (pgvector's default is 40); raised to the
 #: requested limit when that is larger. Recall@10 against exact search within a large
-#: tenant is measured by the benchmark (study "PostgreSQL at 1M").
+#: tenant is measured by the benchmark (study "PostgreSQL at 1M"), and under filters
+#: by the study "PostgreSQL: dense search under a filter".
 HNSW_EF_SEARCH = 200
 #: hnsw.max_scan_tuples: how far an iterative scan may walk to satisfy a filter before
 #: giving up (pgvector's default). A scan that comes back short falls back to exact.
@@ -217,7 +214,7 @@ def dense_search(
 
     With filters, a count reads each row in the heap. When the planner estimates the
     scope within the bound, the rows are scored as they are counted, in one pass
-    stopped at the bound (``_scan_within_bound``): within it, that is the result;
+    stopped past the bound (``_scan_within_bound``): within it, that is the result;
     beyond, the search walks as above. The estimate only chooses which pass comes
     first; the path is always chosen on the rows themselves.
     """
