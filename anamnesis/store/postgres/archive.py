@@ -21,7 +21,13 @@ import psycopg
 
 from ...types import Episode, Scope
 from ..base import Filters, Selection
-from ..shared.forget import POSTGRES_SELECTION, archive_in_batches, batches, selection_sql
+from ..shared.forget import (
+    POSTGRES_SELECTION,
+    archive_in_batches,
+    restorable_sql,
+    restore_in_batches,
+    selection_sql,
+)
 from .lexical import count_episodes, token_count, uncount_episodes
 from .schema import insert_times, time_rows
 from .sql import EPISODE_COLUMNS, episode, filters_sql, scope_sql
@@ -93,21 +99,13 @@ class PostgresArchive:
     def restore(self, scope: Scope, selection: Selection) -> list[str]:
         where, params = selection_sql(scope, selection, POSTGRES_SELECTION)
         with self._transaction() as conn:
-            chosen = [
-                r[0]
-                for r in conn.execute(
-                    f"""SELECT e.id FROM archived_episodes e WHERE {where}
-                          AND NOT EXISTS (SELECT 1 FROM episodes h WHERE h.id = e.id)
-                        ORDER BY e.event_time, e.id""",
-                    params,
-                )
-            ]
-        restored: list[str] = []
-        for batch in batches(chosen):
-            restored += self._restore(scope, batch)
-        with self._transaction() as conn:  # copies beside a hot episode: an unfinished move
-            _drop_copies_of_hot(conn, where, params)
-        return restored
+            chosen = [r[0] for r in conn.execute(restorable_sql(where), params)]
+
+        def sweep() -> None:
+            with self._transaction() as conn:
+                _drop_copies_of_hot(conn, where, params)
+
+        return restore_in_batches(chosen, lambda batch: self._restore(scope, batch), sweep)
 
     def _restore(self, scope: Scope, batch: Selection) -> list[str]:
         """One transaction of ``restore``: the batch's archived episodes back in the hot

@@ -73,6 +73,30 @@ def archive_in_batches(
     return moved + leave(None)
 
 
+def restorable_sql(where: str) -> str:
+    """The ids of the archived episodes ``where`` picks that are not hot again, oldest
+    first: what ``restore`` brings back."""
+    return f"""SELECT e.id FROM archived_episodes e WHERE {where}
+                 AND NOT EXISTS (SELECT 1 FROM episodes h WHERE h.id = e.id)
+               ORDER BY e.event_time, e.id"""
+
+
+def restore_in_batches(
+    episode_ids: Sequence[str],
+    restore: Callable[[Selection], list[str]],
+    sweep: Callable[[], None],
+    pause: float = 0.0,
+) -> list[str]:
+    """Restore ``episode_ids`` in ``batches``, each one transaction of ``restore``;
+    last, ``sweep`` drops the archived copies beside a hot episode (a move a killed
+    process left unfinished). Returns the ids restored."""
+    restored: list[str] = []
+    for batch in batches(episode_ids, pause):
+        restored += restore(batch)
+    sweep()
+    return restored
+
+
 def split(ids: list[str], limit: int | None) -> tuple[list[str], list[str]]:
     """The first ``limit`` of ``ids`` and the rest (without a limit: all, and none)."""
     if limit is None or len(ids) <= limit:

@@ -25,7 +25,13 @@ import numpy as np
 
 from ...types import Episode, Scope
 from ..base import Filters, Selection
-from ..shared.forget import SQLITE_SELECTION, archive_in_batches, batches, selection_sql
+from ..shared.forget import (
+    SQLITE_SELECTION,
+    archive_in_batches,
+    restorable_sql,
+    restore_in_batches,
+    selection_sql,
+)
 from .ann import SQLiteAnn
 from .driver import sqlite3
 from .lexical import SQLiteLexical
@@ -114,21 +120,15 @@ class SQLiteArchive:
 
     def restore(self, scope: Scope, selection: Selection) -> list[str]:
         where, params = selection_sql(scope, selection, SQLITE_SELECTION)
-        chosen = [
-            row[0]
-            for row in self._read(
-                f"""SELECT e.id FROM archived_episodes e WHERE {where}
-                      AND NOT EXISTS (SELECT 1 FROM episodes h WHERE h.id = e.id)
-                    ORDER BY e.event_time, e.id""",
-                params,
-            )
-        ]
-        restored: list[str] = []
-        for batch in batches(chosen, BATCH_PAUSE):
-            restored += self._restore(scope, batch)
-        with self._write() as conn:  # copies beside a hot episode: an unfinished move
-            _drop_copies_of_hot(conn, where, params)
-        return restored
+        chosen = [row[0] for row in self._read(restorable_sql(where), params)]
+
+        def sweep() -> None:
+            with self._write() as conn:
+                _drop_copies_of_hot(conn, where, params)
+
+        return restore_in_batches(
+            chosen, lambda batch: self._restore(scope, batch), sweep, BATCH_PAUSE
+        )
 
     def _restore(self, scope: Scope, batch: Selection) -> list[str]:
         """One transaction of ``restore``: the batch's archived episodes back in the hot
